@@ -1,0 +1,329 @@
+//! `EtcdCluster`: an etcd cluster whose membership the cluster operator manages.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+
+/// The image repository used when `spec.repository` is not set; the image is
+/// `<repository>:v<version>`.
+pub const DEFAULT_REPOSITORY: &str = "gcr.io/etcd-development/etcd";
+/// The PVC size used when `spec.storage.size` is not set.
+pub const DEFAULT_STORAGE_SIZE: &str = "1Gi";
+/// Longest EtcdCluster name: member Pods, PVCs and Services are named `<cluster>-<suffix>` and
+/// must stay DNS labels (63 characters); `-client` and member suffixes need the other 13.
+pub const MAX_CLUSTER_NAME_LENGTH: usize = 50;
+/// etcd's own default heartbeat interval, used by the CEL rule that relates it to the election
+/// timeout when only one of the two is set.
+pub const ETCD_DEFAULT_HEARTBEAT_MS: i32 = 100;
+/// etcd's own default election timeout.
+pub const ETCD_DEFAULT_ELECTION_TIMEOUT_MS: i32 = 1000;
+
+/// An etcd cluster of `size` members, each a Pod with its own PersistentVolumeClaim.
+///
+/// The operator seeds one member, then adds the others one at a time (as learners, promoted once
+/// caught up), replaces dead members, scales and upgrades one member at a time, and never takes
+/// an action that would leave the cluster without quorum.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "etcd.operator.rs",
+    version = "v1alpha1",
+    kind = "EtcdCluster",
+    plural = "etcdclusters",
+    shortname = "etcd",
+    namespaced,
+    status = "EtcdClusterStatus",
+    derive = "PartialEq",
+    doc = "An etcd cluster managed by the etcd cluster operator.",
+    printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size", description = "Desired number of members"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyMembers", description = "Healthy voting members"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.currentVersion", description = "etcd version the members run"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = kube::core::Rule::new(
+        "self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+    ).message(
+        "metadata.name must be a DNS label of at most 50 characters (lowercase letters, digits and '-', starting with a letter): member Pods, PVCs and Services are named after it"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterSpec {
+    /// Number of voting members, 1 to 7. Odd sizes tolerate the most failures for their cost:
+    /// a cluster of N keeps quorum while more than N/2 members are healthy.
+    #[schemars(range(min = 1, max = 7))]
+    pub size: i32,
+
+    /// etcd version to run, `MAJOR.MINOR.PATCH` without a `v` (e.g. `3.5.1`). Changing it rolls
+    /// the members one at a time; downgrades and skipped minor versions are refused.
+    #[schemars(regex(pattern = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"))]
+    pub version: String,
+
+    /// Image repository of etcd; the image is `<repository>:v<version>`.
+    #[serde(default = "default_repository")]
+    #[schemars(length(min = 1, max = 512))]
+    pub repository: String,
+
+    /// Stop all actions on this cluster (no member is added, removed or restarted). Status keeps
+    /// being reported.
+    #[serde(default)]
+    pub paused: bool,
+
+    /// Each member's PersistentVolumeClaim.
+    #[serde(default)]
+    pub storage: StorageSpec,
+
+    /// Scheduling and metadata for member Pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodPolicy>,
+
+    /// etcd server flags the operator passes to every member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_options: Option<EtcdOptions>,
+}
+
+fn default_repository() -> String {
+    DEFAULT_REPOSITORY.to_owned()
+}
+
+/// Storage of each member.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(
+    "has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)"
+).message("storageClassName is immutable: existing members' volumes cannot move to another class"))]
+pub struct StorageSpec {
+    /// Size of each member's PersistentVolumeClaim (a quantity such as `8Gi`). etcd's default
+    /// backend quota is 2 GiB; leave room for it and for snapshots.
+    #[serde(default = "default_storage_size")]
+    pub size: Quantity,
+
+    /// StorageClass of the claims; unset uses the cluster's default class. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+
+    /// What happens to a member's PVC when the member is removed by a scale-down or the cluster is
+    /// deleted: `Retain` (default) keeps it, `Delete` deletes it once the member was cleanly
+    /// removed from etcd.
+    #[serde(default)]
+    pub reclaim_policy: ReclaimPolicy,
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        Self {
+            size: default_storage_size(),
+            storage_class_name: None,
+            reclaim_policy: ReclaimPolicy::default(),
+        }
+    }
+}
+
+fn default_storage_size() -> Quantity {
+    Quantity(DEFAULT_STORAGE_SIZE.to_owned())
+}
+
+/// What to do with a member's PVC once the member is gone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ReclaimPolicy {
+    /// Keep the PVC (and the data on it).
+    #[default]
+    Retain,
+    /// Delete the PVC after the member was cleanly removed from the cluster.
+    Delete,
+}
+
+/// Metadata and scheduling of member Pods.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPolicy {
+    /// Extra labels on member Pods (the operator's own labels win on conflict).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+
+    /// Extra annotations on member Pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+
+    /// Resources of the etcd container. etcd holds its raft log in memory until a snapshot:
+    /// request memory for a few times the database size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Node selector of member Pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Affinity of member Pods (e.g. anti-affinity to spread members over nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// Tolerations of member Pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+
+    /// PriorityClass of member Pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub priority_class_name: Option<String>,
+}
+
+/// etcd server options. Unset fields keep etcd's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(
+    "(has(self.electionTimeoutMs) ? self.electionTimeoutMs : 1000) >= 5 * (has(self.heartbeatIntervalMs) ? self.heartbeatIntervalMs : 100)"
+).message("electionTimeoutMs must be at least 5 times heartbeatIntervalMs (etcd's defaults are 1000 and 100)"))]
+pub struct EtcdOptions {
+    /// Backend database size quota in bytes (`--quota-backend-bytes`); etcd's default is 2 GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 8589934592_i64))]
+    pub quota_backend_bytes: Option<i64>,
+
+    /// Auto-compaction mode (`--auto-compaction-mode`): `Periodic` or `Revision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compaction_mode: Option<AutoCompactionMode>,
+
+    /// Auto-compaction retention (`--auto-compaction-retention`): a duration such as `1h` or
+    /// `30m` for `Periodic`, a number of revisions for `Revision`. `0` disables it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"))]
+    pub auto_compaction_retention: Option<String>,
+
+    /// Committed transactions between two raft snapshots (`--snapshot-count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub snapshot_count: Option<i64>,
+
+    /// Heartbeat interval in milliseconds (`--heartbeat-interval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub heartbeat_interval_ms: Option<i32>,
+
+    /// Election timeout in milliseconds (`--election-timeout`), at least 5 × the heartbeat
+    /// interval; etcd refuses more than 50000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5, max = 50000))]
+    pub election_timeout_ms: Option<i32>,
+}
+
+/// etcd's `--auto-compaction-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AutoCompactionMode {
+    /// Keep a time window of history (`periodic`).
+    Periodic,
+    /// Keep a number of revisions of history (`revision`).
+    Revision,
+}
+
+impl AutoCompactionMode {
+    /// The value of etcd's flag.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            AutoCompactionMode::Periodic => "periodic",
+            AutoCompactionMode::Revision => "revision",
+        }
+    }
+}
+
+/// What the operator observed of the cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterStatus {
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// One-word summary; the conditions carry the detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClusterPhase>,
+
+    /// `Available` (quorum held and every member healthy), `Progressing` (scaling, upgrading or
+    /// restoring, with the reason) and `Degraded` (which member is unhealthy and why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// Healthy voting members.
+    #[serde(default)]
+    pub ready_members: i32,
+
+    /// Every member etcd reports, and every member Pod that is not (yet) one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
+    pub members: Vec<MemberStatus>,
+
+    /// The version every member runs, once they all run the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<String>,
+
+    /// etcd's cluster ID, in hexadecimal as etcdctl prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "clusterID")]
+    pub cluster_id: Option<String>,
+
+    /// Client URL of the cluster's client Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_endpoint: Option<String>,
+}
+
+/// One-word state of an EtcdCluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ClusterPhase {
+    /// The seed member is being created.
+    Creating,
+    /// Every member is healthy at the desired size and version.
+    Running,
+    /// Members are being added or removed.
+    Scaling,
+    /// Members are being moved to a new version.
+    Upgrading,
+    /// Quorum holds but a member is unhealthy or being replaced.
+    Degraded,
+    /// Fewer than a majority of members are healthy: the operator does nothing destructive and
+    /// waits for the members to come back or for an EtcdRestore.
+    QuorumLost,
+    /// An EtcdRestore is rebuilding the cluster.
+    Restoring,
+    /// `spec.paused` is set.
+    Paused,
+    /// The spec cannot be acted on; the Degraded condition names the field.
+    Invalid,
+}
+
+/// One etcd member.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// Member name (also its Pod's name).
+    pub name: String,
+    /// etcd member ID in hexadecimal, once the member is known to etcd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Peer URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "peerURL")]
+    pub peer_url: Option<String>,
+    /// Client URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "clientURL")]
+    pub client_url: Option<String>,
+    /// etcd server version the member reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The member answered its status request and is not reporting alarms.
+    #[serde(default)]
+    pub healthy: bool,
+    /// The member is a non-voting learner.
+    #[serde(default)]
+    pub learner: bool,
+    /// The member is the raft leader.
+    #[serde(default)]
+    pub leader: bool,
+}

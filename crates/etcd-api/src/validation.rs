@@ -1,0 +1,458 @@
+//! Validation the CRD schema cannot express, shared by the operators. Pure functions.
+//!
+//! The schema already refuses what it can (ranges, patterns, enums, CEL rules). What is left
+//! needs knowledge of etcd (which versions exist, which upgrade paths are safe) or of the
+//! current state (a version to upgrade from, a volume size to grow from). Each error names the
+//! field, so it can go into a condition and an event unchanged.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use crate::cluster::{EtcdClusterSpec, StorageSpec};
+
+/// etcd minor versions the operator knows how to run (all support learners and
+/// `--initial-cluster-state existing` joins).
+pub const SUPPORTED_MINOR_VERSIONS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6)];
+
+/// A field of a spec that cannot be acted on, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `spec.version`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// An etcd release version, `MAJOR.MINOR.PATCH`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EtcdVersion {
+    /// Major version.
+    pub major: u64,
+    /// Minor version.
+    pub minor: u64,
+    /// Patch version.
+    pub patch: u64,
+}
+
+impl EtcdVersion {
+    /// Parses `3.5.1` (a leading `v`, as etcd images are tagged, is accepted).
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.strip_prefix('v').unwrap_or(text);
+        let mut parts = text.split('.');
+        let mut next = || -> Option<u64> {
+            let part = parts.next()?;
+            let leading_zero = part.len() > 1 && part.starts_with('0');
+            if part.is_empty() || leading_zero || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            part.parse().ok()
+        };
+        let version = Self {
+            major: next()?,
+            minor: next()?,
+            patch: next()?,
+        };
+        parts.next().is_none().then_some(version)
+    }
+
+    /// Whether the operator supports this version's minor line.
+    pub fn is_supported(self) -> bool {
+        SUPPORTED_MINOR_VERSIONS.contains(&(self.major, self.minor))
+    }
+}
+
+impl fmt::Display for EtcdVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Parses and checks `spec.version`.
+pub fn validate_version(version: &str) -> Result<EtcdVersion, FieldError> {
+    let parsed = EtcdVersion::parse(version).ok_or_else(|| {
+        FieldError::new(
+            "spec.version",
+            format!("{version:?} is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.5.1)"),
+        )
+    })?;
+    if !parsed.is_supported() {
+        let supported: Vec<String> = SUPPORTED_MINOR_VERSIONS
+            .iter()
+            .map(|(major, minor)| format!("{major}.{minor}"))
+            .collect();
+        return Err(FieldError::new(
+            "spec.version",
+            format!(
+                "etcd {parsed} is not supported; supported minor versions: {}",
+                supported.join(", ")
+            ),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// The kind of version change a rolling upgrade performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionChange {
+    /// Same version: nothing to roll.
+    None,
+    /// Same minor, newer patch.
+    Patch,
+    /// The next minor version.
+    Minor,
+}
+
+/// Checks that the cluster can move from `current` to `desired` with a rolling upgrade:
+/// no downgrade (etcd's data format only moves forward), no skipped minor version (etcd supports
+/// mixed clusters of adjacent minors only), no major change.
+pub fn check_version_change(
+    current: EtcdVersion,
+    desired: EtcdVersion,
+) -> Result<VersionChange, FieldError> {
+    let field = "spec.version";
+    match desired.cmp(&current) {
+        Ordering::Equal => Ok(VersionChange::None),
+        Ordering::Less => Err(FieldError::new(
+            field,
+            format!("downgrade from {current} to {desired} is not supported"),
+        )),
+        Ordering::Greater if desired.major != current.major => Err(FieldError::new(
+            field,
+            format!("upgrade from {current} to {desired} changes the major version"),
+        )),
+        Ordering::Greater if desired.minor == current.minor => Ok(VersionChange::Patch),
+        Ordering::Greater if desired.minor == current.minor + 1 => Ok(VersionChange::Minor),
+        Ordering::Greater => Err(FieldError::new(
+            field,
+            format!(
+                "upgrade from {current} to {desired} skips a minor version; upgrade to {}.{}.x first",
+                current.major,
+                current.minor + 1
+            ),
+        )),
+    }
+}
+
+/// Parses a Kubernetes quantity (`8Gi`, `500M`, `1.5Gi`, `1e9`, `1073741824`) into bytes,
+/// rounding fractions up as Kubernetes does for storage. `None` for anything else.
+pub fn quantity_to_bytes(quantity: &str) -> Option<u128> {
+    const SUFFIXES: &[(&str, u128)] = &[
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("Pi", 1 << 50),
+        ("Ei", 1 << 60),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("P", 1_000_000_000_000_000),
+        ("E", 1_000_000_000_000_000_000),
+    ];
+    let quantity = quantity.trim();
+    // Suffixes first: `E` (exa) would otherwise read as an exponent.
+    let (number, multiplier, exponent) = if let Some((suffix, multiplier)) = SUFFIXES
+        .iter()
+        .find(|(suffix, _)| quantity.ends_with(suffix))
+    {
+        (&quantity[..quantity.len() - suffix.len()], *multiplier, 0)
+    } else if let Some((number, exp)) = quantity.split_once(['e', 'E']) {
+        (number, 1, exp.parse::<u32>().ok()?)
+    } else {
+        (quantity, 1, 0)
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(whole) || !all_digits(fraction) || fraction.len() > 18 {
+        return None;
+    }
+    let scale = 10u128.checked_pow(fraction.len() as u32)?;
+    let mantissa = format!("{whole}{fraction}").parse::<u128>().ok()?;
+    let numerator = mantissa
+        .checked_mul(multiplier)?
+        .checked_mul(10u128.checked_pow(exponent)?)?;
+    Some(numerator.div_ceil(scale))
+}
+
+/// Checks a storage change against the storage the members were created with. Volumes can grow
+/// (where the StorageClass allows expansion) but never shrink; the class cannot change (the
+/// schema refuses that too, this covers objects written before the rule existed).
+pub fn check_storage_change(
+    current: &StorageSpec,
+    desired: &StorageSpec,
+) -> Result<(), FieldError> {
+    if current.storage_class_name != desired.storage_class_name {
+        return Err(FieldError::new(
+            "spec.storage.storageClassName",
+            format!(
+                "cannot change from {:?} to {:?}: existing members' volumes cannot move to another class",
+                current.storage_class_name, desired.storage_class_name
+            ),
+        ));
+    }
+    let current_size = quantity_to_bytes(&current.size.0);
+    let desired_size = quantity_to_bytes(&desired.size.0);
+    match (current_size, desired_size) {
+        (_, None) => Err(FieldError::new(
+            "spec.storage.size",
+            format!("{:?} is not a valid quantity", desired.size.0),
+        )),
+        (Some(current_bytes), Some(desired_bytes)) if desired_bytes < current_bytes => {
+            Err(FieldError::new(
+                "spec.storage.size",
+                format!(
+                    "cannot shrink member volumes from {} to {}",
+                    current.size.0, desired.size.0
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Everything about an EtcdCluster spec that can be checked without observing the cluster.
+/// Returns every problem, not only the first, so a user fixes them in one go.
+pub fn validate_cluster_spec(spec: &EtcdClusterSpec) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    if !(1..=7).contains(&spec.size) {
+        errors.push(FieldError::new(
+            "spec.size",
+            format!("{} is outside 1..7", spec.size),
+        ));
+    }
+    if let Err(error) = validate_version(&spec.version) {
+        errors.push(error);
+    }
+    match quantity_to_bytes(&spec.storage.size.0) {
+        None => errors.push(FieldError::new(
+            "spec.storage.size",
+            format!("{:?} is not a valid quantity", spec.storage.size.0),
+        )),
+        Some(0) => errors.push(FieldError::new(
+            "spec.storage.size",
+            "must be larger than 0",
+        )),
+        Some(_) => {}
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn v(text: &str) -> EtcdVersion {
+        EtcdVersion::parse(text).unwrap()
+    }
+
+    #[test]
+    fn versions_parse_strictly() {
+        assert_eq!(
+            EtcdVersion::parse("3.5.1"),
+            Some(EtcdVersion {
+                major: 3,
+                minor: 5,
+                patch: 1
+            })
+        );
+        assert_eq!(EtcdVersion::parse("v3.4.23"), Some(v("3.4.23")));
+        for bad in [
+            "",
+            "3.5",
+            "3.5.1.0",
+            "3.5.x",
+            "3..1",
+            "03.5.1",
+            "3.5.1-rc.0",
+            " 3.5.1",
+            "v",
+        ] {
+            assert_eq!(EtcdVersion::parse(bad), None, "{bad:?} must not parse");
+        }
+        assert_eq!(
+            v("3.10.0").cmp(&v("3.9.9")),
+            Ordering::Greater,
+            "numeric, not string order"
+        );
+        assert_eq!(v("3.5.1").to_string(), "3.5.1");
+    }
+
+    #[test]
+    fn version_field_errors_name_the_field() {
+        assert_eq!(validate_version("3.5.1"), Ok(v("3.5.1")));
+        assert_eq!(validate_version("3.4.23"), Ok(v("3.4.23")));
+        assert_eq!(
+            validate_version("3.5").unwrap_err().to_string(),
+            "spec.version: \"3.5\" is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.5.1)"
+        );
+        assert_eq!(
+            validate_version("3.3.27").unwrap_err().to_string(),
+            "spec.version: etcd 3.3.27 is not supported; supported minor versions: 3.4, 3.5, 3.6"
+        );
+        assert!(validate_version("4.0.0").is_err());
+    }
+
+    #[test]
+    fn upgrade_paths() {
+        let cases = [
+            ("3.5.1", "3.5.1", Ok(VersionChange::None)),
+            ("3.5.1", "3.5.9", Ok(VersionChange::Patch)),
+            ("3.4.23", "3.5.1", Ok(VersionChange::Minor)),
+            ("3.5.9", "3.6.0", Ok(VersionChange::Minor)),
+            (
+                "3.5.1",
+                "3.4.23",
+                Err("spec.version: downgrade from 3.5.1 to 3.4.23 is not supported"),
+            ),
+            (
+                "3.5.2",
+                "3.5.1",
+                Err("spec.version: downgrade from 3.5.2 to 3.5.1 is not supported"),
+            ),
+            (
+                "3.4.23",
+                "3.6.0",
+                Err(
+                    "spec.version: upgrade from 3.4.23 to 3.6.0 skips a minor version; upgrade to 3.5.x first",
+                ),
+            ),
+            (
+                "3.6.0",
+                "4.0.0",
+                Err("spec.version: upgrade from 3.6.0 to 4.0.0 changes the major version"),
+            ),
+        ];
+        for (from, to, expected) in cases {
+            let got = check_version_change(v(from), v(to)).map_err(|e| e.to_string());
+            assert_eq!(got, expected.map_err(str::to_owned), "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn quantities() {
+        let cases = [
+            ("1Gi", Some(1u128 << 30)),
+            ("8Gi", Some(8u128 << 30)),
+            ("512Mi", Some(512u128 << 20)),
+            ("1.5Gi", Some(3u128 << 29)),
+            ("500M", Some(500_000_000)),
+            ("1k", Some(1000)),
+            ("1073741824", Some(1 << 30)),
+            ("1e9", Some(1_000_000_000)),
+            ("2E", Some(2_000_000_000_000_000_000)),
+            ("1Ei", Some(1 << 60)),
+            ("0.1", Some(1)),
+            ("0", Some(0)),
+            ("", None),
+            ("Gi", None),
+            ("1GB", None),
+            ("-1Gi", None),
+            ("1.2.3", None),
+            ("abc", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(quantity_to_bytes(text), expected, "{text:?}");
+        }
+    }
+
+    fn storage(size: &str, class: Option<&str>) -> StorageSpec {
+        StorageSpec {
+            size: Quantity(size.into()),
+            storage_class_name: class.map(str::to_owned),
+            ..StorageSpec::default()
+        }
+    }
+
+    #[test]
+    fn storage_may_grow_but_not_shrink_or_change_class() {
+        assert_eq!(
+            check_storage_change(&storage("1Gi", None), &storage("1Gi", None)),
+            Ok(())
+        );
+        assert_eq!(
+            check_storage_change(&storage("1Gi", None), &storage("1024Mi", None)),
+            Ok(())
+        );
+        assert_eq!(
+            check_storage_change(&storage("1Gi", None), &storage("2Gi", None)),
+            Ok(())
+        );
+        assert_eq!(
+            check_storage_change(&storage("8Gi", None), &storage("4Gi", None))
+                .unwrap_err()
+                .to_string(),
+            "spec.storage.size: cannot shrink member volumes from 8Gi to 4Gi"
+        );
+        assert_eq!(
+            check_storage_change(&storage("1Gi", Some("fast")), &storage("1Gi", Some("slow")))
+                .unwrap_err()
+                .field,
+            "spec.storage.storageClassName"
+        );
+        assert_eq!(
+            check_storage_change(&storage("1Gi", None), &storage("lots", None))
+                .unwrap_err()
+                .to_string(),
+            "spec.storage.size: \"lots\" is not a valid quantity"
+        );
+    }
+
+    #[test]
+    fn cluster_spec_reports_every_problem() {
+        let spec = EtcdClusterSpec {
+            size: 9,
+            version: "3.3.0".into(),
+            repository: "r".into(),
+            paused: false,
+            storage: storage("0", None),
+            pod: None,
+            etcd_options: None,
+        };
+        let errors: Vec<String> = validate_cluster_spec(&spec)
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "spec.size: 9 is outside 1..7",
+                "spec.version: etcd 3.3.0 is not supported; supported minor versions: 3.4, 3.5, 3.6",
+                "spec.storage.size: must be larger than 0",
+            ]
+        );
+        let good = EtcdClusterSpec {
+            size: 3,
+            version: "3.5.1".into(),
+            storage: storage("1Gi", None),
+            ..spec
+        };
+        assert_eq!(validate_cluster_spec(&good), Ok(()));
+    }
+}
