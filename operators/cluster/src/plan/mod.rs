@@ -1,0 +1,512 @@
+//! The planner: from the observed state, exactly one next action (or a reason to wait). Pure.
+//!
+//! Each reconcile starts from scratch: the planner never asks why it was called or what it did
+//! last time, so a crash between any two side effects leaves a state it recognises and repairs.
+//! Side effects are ordered so that every intermediate state is one of these:
+//!
+//! ```text
+//!   member in etcd, no Pod          -> create its Pod (crash after MemberAdd, or Pod deleted)
+//!   Pod, member not in etcd         -> delete the Pod (crash after MemberRemove)
+//!   learner, not promoted           -> promote it once it answers (crash mid-promotion)
+//!   PVC, no member, policy Delete   -> delete the PVC (crash after the Pod was deleted)
+//! ```
+//!
+//! Rules, in priority order (the first that applies wins):
+//! 1. An invalid spec is refused; nothing is touched.  2. `paused` waits.
+//! 3. Without a member list: bootstrap the seed if the cluster never existed, restart missing
+//!    Pods of members whose data survived, otherwise report quorum loss and wait.
+//! 4. With a member list: restart missing Pods; delete Pods of non-members; promote a learner;
+//!    remove a dead member if quorum survives it; wait on quorum loss or an unhealthy member;
+//!    add one learner (scale up / replacement); remove one member (scale down, never the leader
+//!    when a follower can go); upgrade one member (followers first); delete PVCs the policy
+//!    releases.
+//!
+//! Destructive actions (remove a member, take a member down to upgrade it) are only built after
+//! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
+
+use std::time::Duration;
+
+use etcd_api::ReclaimPolicy;
+use etcd_api::validation::{self, EtcdVersion, FieldError};
+
+use crate::naming::ClusterName;
+use crate::state::{Member, MemberHealth, Membership, Observed};
+
+#[cfg(test)]
+mod tests;
+
+/// Tunables of the planner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// How long a voter may be unhealthy before it is replaced. Long enough to ride out a Pod
+    /// restart or a node reboot: replacing costs a full data copy to the new member.
+    pub dead_after: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            dead_after: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+/// The one thing to do next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Create the seed member's PVC and Pod with `--initial-cluster-state new` and a fresh
+    /// cluster token. Idempotent: the executor creates whichever of the two is missing.
+    BootstrapSeed {
+        /// Member name.
+        member: String,
+        /// etcd version to run.
+        version: EtcdVersion,
+    },
+    /// Create the Pod (and PVC if missing) of a member etcd already knows. With data on the PVC
+    /// it restarts as the same member; without, it joins with `--initial-cluster-state existing`.
+    CreateMemberPod {
+        /// Member name.
+        member: String,
+        /// `name=peerURL` of every started member plus this one.
+        initial_cluster: Vec<(String, String)>,
+        /// etcd version to run.
+        version: EtcdVersion,
+        /// Why the Pod is missing.
+        reason: PodReason,
+    },
+    /// `MemberAdd` a learner with this peer URL; its Pod comes next pass.
+    AddLearner {
+        /// Member name.
+        member: String,
+        /// Its peer URL.
+        peer_url: String,
+    },
+    /// `MemberPromote` a learner that answers.
+    PromoteLearner {
+        /// Member name.
+        member: String,
+        /// etcd member ID.
+        id: u64,
+    },
+    /// `MemberRemove`; checked to keep quorum. Its Pod goes next pass.
+    RemoveMember {
+        /// Member name (or peer URL if it is not one of ours).
+        member: String,
+        /// etcd member ID.
+        id: u64,
+        /// Why.
+        reason: RemovalReason,
+    },
+    /// Delete the Pod of something that is not (or no longer) a member.
+    DeletePod {
+        /// Pod name.
+        member: String,
+    },
+    /// Delete a member's Pod so that it comes back on `to`; its data stays on the PVC.
+    /// Checked to keep quorum while the member is down.
+    UpgradeMember {
+        /// Member name.
+        member: String,
+        /// Version it runs.
+        from: EtcdVersion,
+        /// Version it will run.
+        to: EtcdVersion,
+    },
+    /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
+    DeletePvc {
+        /// PVC name.
+        name: String,
+    },
+    /// Nothing safe to do now; re-observe later.
+    Wait(WaitReason),
+    /// The spec cannot be acted on; report every field and touch nothing.
+    Refuse(Vec<FieldError>),
+    /// The cluster is as the spec asks.
+    Converged,
+}
+
+/// Why a member's Pod is being created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodReason {
+    /// The member was added and its Pod not created yet.
+    NewMember,
+    /// The member's Pod is gone; its data survived on the PVC.
+    Restart,
+}
+
+/// Why a member is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemovalReason {
+    /// More voters than `spec.size`.
+    ScaleDown,
+    /// Unhealthy past the grace period, or its data is gone; a replacement follows.
+    Dead,
+}
+
+/// Why nothing is done now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitReason {
+    /// `spec.paused` is set.
+    Paused,
+    /// The seed's Pod exists; etcd has not answered yet.
+    SeedStarting,
+    /// A Pod is being deleted.
+    PodTerminating {
+        /// Pod name.
+        member: String,
+    },
+    /// A learner has not answered yet (starting or catching up).
+    LearnerCatchingUp {
+        /// Member name.
+        member: String,
+    },
+    /// Fewer than a majority of voters answer. Nothing destructive is done; the members may
+    /// come back, or the user restores from a backup.
+    QuorumLost {
+        /// Voters that answer.
+        healthy: usize,
+        /// Voters in the member list (0 when no member answers).
+        voters: usize,
+    },
+    /// A member is unhealthy but within its grace period.
+    MemberUnhealthy {
+        /// Member name.
+        member: String,
+    },
+    /// Removing a dead member or upgrading one would leave too few healthy voters.
+    WouldLoseQuorum {
+        /// The member the action concerns.
+        member: String,
+        /// Voters that answer.
+        healthy: usize,
+        /// Voters in the member list.
+        voters: usize,
+    },
+    /// A member's data is gone and the cluster cannot be repaired without it; needs a restore.
+    ClusterLost,
+}
+
+/// Majority of `voters`.
+pub fn quorum(voters: usize) -> usize {
+    voters / 2 + 1
+}
+
+/// Whether the cluster keeps quorum if one healthy voter goes away (removed, or restarted for
+/// an upgrade, in which case the voter count does not shrink).
+pub fn quorum_after_losing_one(healthy: usize, voters_after: usize) -> bool {
+    // One fewer healthy voter must still be a majority: healthy - 1 >= quorum.
+    healthy > quorum(voters_after)
+}
+
+/// The next action for the observed cluster.
+pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
+    if let Err(errors) = validation::validate_cluster_spec(&observed.spec) {
+        return Action::Refuse(errors);
+    }
+    let target = match validation::validate_version(&observed.spec.version) {
+        Ok(version) => version,
+        Err(error) => return Action::Refuse(vec![error]),
+    };
+    if let Some(current) = &observed.member_storage
+        && let Err(error) = validation::check_storage_change(current, &observed.spec.storage)
+    {
+        return Action::Refuse(vec![error]);
+    }
+    if observed.spec.paused {
+        return Action::Wait(WaitReason::Paused);
+    }
+    match &observed.membership {
+        Membership::Unknown => plan_without_members(observed, target),
+        Membership::Known(members) => plan_with_members(observed, members, target, policy),
+    }
+}
+
+/// No member answers: create only what cannot hurt.
+fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
+    let cluster = &observed.cluster;
+    let never_existed =
+        observed.recorded_cluster_id.is_none() && observed.last_known_members.is_empty();
+    if never_existed {
+        let seed = cluster.member_name(0);
+        return match observed.pods.get(&seed) {
+            None => Action::BootstrapSeed {
+                member: seed,
+                version: target,
+            },
+            Some(pod) if pod.terminating => {
+                Action::Wait(WaitReason::PodTerminating { member: seed })
+            }
+            Some(_) => Action::Wait(WaitReason::SeedStarting),
+        };
+    }
+    // Members whose Pod is gone but whose data survived restart as themselves: etcd ignores the
+    // initial-cluster flags when its data directory exists, so this cannot fork the cluster.
+    let version = observed.last_known_version.unwrap_or(target);
+    let initial_cluster: Vec<(String, String)> = observed
+        .last_known_members
+        .iter()
+        .map(|name| (name.clone(), cluster.peer_url(name)))
+        .collect();
+    for member in &observed.last_known_members {
+        if !observed.pods.contains_key(member) && observed.pvcs.contains_key(member) {
+            return Action::CreateMemberPod {
+                member: member.clone(),
+                initial_cluster: initial_cluster.clone(),
+                version,
+                reason: PodReason::Restart,
+            };
+        }
+    }
+    let with_data = observed
+        .last_known_members
+        .iter()
+        .filter(|m| observed.pvcs.contains_key(*m))
+        .count();
+    if with_data < quorum(observed.last_known_members.len()) {
+        return Action::Wait(WaitReason::ClusterLost);
+    }
+    Action::Wait(WaitReason::QuorumLost {
+        healthy: 0,
+        voters: 0,
+    })
+}
+
+fn plan_with_members(
+    observed: &Observed,
+    members: &[Member],
+    target: EtcdVersion,
+    policy: &Policy,
+) -> Action {
+    let cluster = &observed.cluster;
+    let voters: Vec<&Member> = members.iter().filter(|m| !m.learner).collect();
+    let healthy_voters = voters.iter().filter(|m| m.healthy()).count();
+    let name_of = |m: &Member| m.member_name(cluster).unwrap_or_else(|| m.peer_url.clone());
+
+    // The version the members run, as far as they report one. A rolling upgrade only moves
+    // forward one minor at a time; anything else is refused before any action.
+    let current = members.iter().filter_map(Member::version).min();
+    if let Some(Err(error)) = current.map(|c| validation::check_version_change(c, target)) {
+        return Action::Refuse(vec![error]);
+    }
+
+    // 1. Members etcd knows whose Pod is missing.
+    let initial_cluster = |joining: &str| -> Vec<(String, String)> {
+        let mut list: Vec<(String, String)> = members
+            .iter()
+            .filter(|m| m.started())
+            .map(|m| (m.name.clone(), m.peer_url.clone()))
+            .collect();
+        if !list.iter().any(|(name, _)| name == joining) {
+            list.push((joining.to_owned(), cluster.peer_url(joining)));
+        }
+        list
+    };
+    for member in members {
+        let Some(name) = member.member_name(cluster) else {
+            continue; // not one of ours (added by hand): never given a Pod
+        };
+        if observed.pods.contains_key(&name) {
+            continue;
+        }
+        let pvc = observed.pvcs.get(&name);
+        if pvc.is_some_and(|p| p.terminating) {
+            continue; // its data is going: handled as a dead member below
+        }
+        // Pods are created at the target version: for a member taken down by `UpgradeMember`
+        // this is the upgrade itself; etcd runs adjacent minor versions side by side.
+        if !member.started() || pvc.is_some() {
+            return Action::CreateMemberPod {
+                initial_cluster: initial_cluster(&name),
+                member: name,
+                version: target,
+                reason: if member.started() {
+                    PodReason::Restart
+                } else {
+                    PodReason::NewMember
+                },
+            };
+        }
+        // Started before, data gone: it must be removed and replaced (rule 4).
+    }
+
+    // 2. Pods of things that are not members (crash after MemberRemove, or a stale seed).
+    for (name, pod) in &observed.pods {
+        let is_member = members
+            .iter()
+            .any(|m| m.member_name(cluster).as_deref() == Some(name));
+        if !is_member {
+            if pod.terminating {
+                return Action::Wait(WaitReason::PodTerminating {
+                    member: name.clone(),
+                });
+            }
+            return Action::DeletePod {
+                member: name.clone(),
+            };
+        }
+    }
+
+    // 3. A learner: promote it once it answers; never add another before.
+    if let Some(learner) = members.iter().find(|m| m.learner) {
+        return if learner.healthy() {
+            Action::PromoteLearner {
+                member: name_of(learner),
+                id: learner.id,
+            }
+        } else {
+            Action::Wait(WaitReason::LearnerCatchingUp {
+                member: name_of(learner),
+            })
+        };
+    }
+
+    // 4. Dead voters: unhealthy past the grace period, or their data is gone.
+    let data_lost = |m: &Member| {
+        m.member_name(cluster).is_some_and(|name| {
+            m.started()
+                && !observed.pods.contains_key(&name)
+                && observed.pvcs.get(&name).is_none_or(|p| p.terminating)
+        })
+    };
+    let dead = voters.iter().find(|m| match m.health {
+        MemberHealth::Unhealthy { unhealthy_for } => {
+            unhealthy_for >= policy.dead_after || data_lost(m)
+        }
+        MemberHealth::Healthy { .. } => false,
+    });
+    if let Some(dead) = dead {
+        // etcd commits the removal only with a quorum of the current voters; the dead member
+        // is not among the healthy, so the remaining `healthy_voters` then hold a quorum of
+        // `voters - 1` too.
+        return if healthy_voters >= quorum(voters.len()) {
+            Action::RemoveMember {
+                member: name_of(dead),
+                id: dead.id,
+                reason: RemovalReason::Dead,
+            }
+        } else {
+            Action::Wait(WaitReason::QuorumLost {
+                healthy: healthy_voters,
+                voters: voters.len(),
+            })
+        };
+    }
+
+    // 5. Quorum lost, or a member unhealthy within its grace period: change nothing.
+    if healthy_voters < quorum(voters.len()) {
+        return Action::Wait(WaitReason::QuorumLost {
+            healthy: healthy_voters,
+            voters: voters.len(),
+        });
+    }
+    if let Some(unhealthy) = voters.iter().find(|m| !m.healthy()) {
+        return Action::Wait(WaitReason::MemberUnhealthy {
+            member: name_of(unhealthy),
+        });
+    }
+    if let Some((name, _)) = observed.pods.iter().find(|(_, pod)| pod.terminating) {
+        return Action::Wait(WaitReason::PodTerminating {
+            member: name.clone(),
+        });
+    }
+
+    // 6. Scale up (or replace a removed member): one learner at a time.
+    let size = usize::try_from(observed.spec.size).unwrap_or(0);
+    if voters.len() < size {
+        let member = cluster.member_name(next_ordinal(observed, members));
+        return Action::AddLearner {
+            peer_url: cluster.peer_url(&member),
+            member,
+        };
+    }
+
+    // 7. Scale down: the highest ordinal that is not the leader (all are healthy here).
+    if voters.len() > size {
+        let victim = voters
+            .iter()
+            .filter(|m| !m.leader())
+            .max_by_key(|m| ordinal_key(cluster, m))
+            .or_else(|| voters.first());
+        if let Some(victim) = victim {
+            return if quorum_after_losing_one(healthy_voters, voters.len() - 1) {
+                Action::RemoveMember {
+                    member: name_of(victim),
+                    id: victim.id,
+                    reason: RemovalReason::ScaleDown,
+                }
+            } else {
+                Action::Wait(WaitReason::WouldLoseQuorum {
+                    member: name_of(victim),
+                    healthy: healthy_voters,
+                    voters: voters.len(),
+                })
+            };
+        }
+    }
+
+    // 8. Upgrade: one member at a time, followers before the leader. A one-member cluster has
+    //    no redundancy to keep: its upgrade is a short outage the user chose with size 1.
+    let behind = |m: &&&Member| m.version().is_some_and(|v| v < target);
+    let next = voters
+        .iter()
+        .filter(behind)
+        .min_by_key(|m| (m.leader(), ordinal_key(cluster, m)));
+    if let Some(member) = next {
+        let from = member.version().unwrap_or(target);
+        return if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
+            Action::UpgradeMember {
+                member: name_of(member),
+                from,
+                to: target,
+            }
+        } else {
+            Action::Wait(WaitReason::WouldLoseQuorum {
+                member: name_of(member),
+                healthy: healthy_voters,
+                voters: voters.len(),
+            })
+        };
+    }
+
+    // 9. PVCs released by the reclaim policy: no member, no Pod, not kept by a restore.
+    if observed.spec.storage.reclaim_policy == ReclaimPolicy::Delete {
+        let released = observed.pvcs.iter().find(|(name, pvc)| {
+            !pvc.retained_by_restore
+                && !pvc.terminating
+                && !observed.pods.contains_key(*name)
+                && cluster.ordinal_of(name).is_some()
+                && !members
+                    .iter()
+                    .any(|m| m.member_name(cluster).as_deref() == Some(name))
+        });
+        if let Some((name, _)) = released {
+            return Action::DeletePvc { name: name.clone() };
+        }
+    }
+    Action::Converged
+}
+
+/// The lowest ordinal above every ordinal in use (members, Pods, PVCs, even retained ones), so
+/// a new member never reuses an old member's name or volume.
+fn next_ordinal(observed: &Observed, members: &[Member]) -> u32 {
+    let cluster = &observed.cluster;
+    let member_names = members.iter().filter_map(|m| m.member_name(cluster));
+    observed
+        .pods
+        .keys()
+        .chain(observed.pvcs.keys())
+        .cloned()
+        .chain(member_names)
+        .chain(observed.last_known_members.iter().cloned())
+        .filter_map(|name| cluster.ordinal_of(&name))
+        .max()
+        .map_or(0, |max| max + 1)
+}
+
+/// Sort key for choosing among members: by ordinal, members that are not ours last.
+fn ordinal_key(cluster: &ClusterName, member: &Member) -> u32 {
+    member
+        .member_name(cluster)
+        .and_then(|name| cluster.ordinal_of(&name))
+        .unwrap_or(u32::MAX)
+}

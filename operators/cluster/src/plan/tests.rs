@@ -1,0 +1,793 @@
+//! Planner tests: one case per rule and crash point, then a quorum-safety check across every
+//! small cluster shape.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{EtcdClusterSpec, ReclaimPolicy, StorageSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::*;
+use crate::state::{PodState, PvcState};
+
+const V34: &str = "3.4.23";
+const V35: &str = "3.5.1";
+
+fn v(text: &str) -> EtcdVersion {
+    EtcdVersion::parse(text).unwrap()
+}
+
+fn main() -> ClusterName {
+    ClusterName::new("db", "main")
+}
+
+fn name(ordinal: u32) -> String {
+    main().member_name(ordinal)
+}
+
+/// A cluster of `size` at `version` with nothing observed yet.
+fn cluster(size: i32, version: &str) -> Observed {
+    Observed {
+        cluster: main(),
+        spec: EtcdClusterSpec {
+            size,
+            version: version.into(),
+            repository: "gcr.io/etcd-development/etcd".into(),
+            paused: false,
+            storage: StorageSpec::default(),
+            pod: None,
+            etcd_options: None,
+        },
+        recorded_cluster_id: None,
+        last_known_members: vec![],
+        last_known_version: None,
+        member_storage: None,
+        membership: Membership::Unknown,
+        pods: BTreeMap::new(),
+        pvcs: BTreeMap::new(),
+    }
+}
+
+fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
+    Member {
+        id: 100 + u64::from(ordinal),
+        name: name(ordinal),
+        peer_url: main().peer_url(&name(ordinal)),
+        learner: false,
+        health: MemberHealth::Healthy {
+            version: v(version),
+            leader,
+        },
+    }
+}
+
+fn unhealthy(ordinal: u32, seconds: u64) -> Member {
+    Member {
+        health: MemberHealth::Unhealthy {
+            unhealthy_for: Duration::from_secs(seconds),
+        },
+        ..healthy(ordinal, V35, false)
+    }
+}
+
+/// A learner added by `MemberAdd` that never started (etcd does not know its name yet).
+fn unstarted_learner(ordinal: u32) -> Member {
+    Member {
+        name: String::new(),
+        learner: true,
+        ..unhealthy(ordinal, 0)
+    }
+}
+
+trait Build {
+    fn members(self, members: Vec<Member>) -> Self;
+    fn pods(self, ordinals: &[u32]) -> Self;
+    fn pvcs(self, ordinals: &[u32]) -> Self;
+    fn existed(self, ordinals: &[u32], version: &str) -> Self;
+}
+
+impl Build for Observed {
+    fn members(mut self, members: Vec<Member>) -> Self {
+        self.recorded_cluster_id = Some("c0ffee".into());
+        self.membership = Membership::Known(members);
+        self
+    }
+    fn pods(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            let pod = PodState {
+                terminating: false,
+                version: Some(v(&self.spec.version)),
+            };
+            self.pods.insert(name(o), pod);
+        }
+        self
+    }
+    fn pvcs(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            let pvc = PvcState {
+                retained_by_restore: false,
+                terminating: false,
+            };
+            self.pvcs.insert(name(o), pvc);
+        }
+        self
+    }
+    /// Recorded in status: the cluster existed with these members at this version.
+    fn existed(mut self, ordinals: &[u32], version: &str) -> Self {
+        self.recorded_cluster_id = Some("c0ffee".into());
+        self.last_known_members = ordinals.iter().map(|&o| name(o)).collect();
+        self.last_known_version = Some(v(version));
+        self
+    }
+}
+
+fn plan(observed: &Observed) -> Action {
+    next_action(observed, &Policy::default())
+}
+
+fn initial_cluster(ordinals: &[u32]) -> Vec<(String, String)> {
+    ordinals
+        .iter()
+        .map(|&o| (name(o), main().peer_url(&name(o))))
+        .collect()
+}
+
+fn refused_fields(action: Action) -> Vec<String> {
+    match action {
+        Action::Refuse(errors) => errors.into_iter().map(|e| e.to_string()).collect(),
+        other => panic!("expected Refuse, got {other:?}"),
+    }
+}
+
+// === spec ===
+
+#[test]
+fn invalid_spec_is_refused_and_nothing_happens() {
+    let mut observed = cluster(9, "3.5");
+    observed.spec.storage.size = Quantity("lots".into());
+    assert_eq!(
+        refused_fields(plan(&observed)),
+        [
+            "spec.size: 9 is outside 1..7",
+            "spec.version: \"3.5\" is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.5.1)",
+            "spec.storage.size: \"lots\" is not a valid quantity",
+        ]
+    );
+}
+
+#[test]
+fn paused_waits_even_when_work_is_due() {
+    let mut observed = cluster(3, V35);
+    observed.spec.paused = true;
+    assert_eq!(plan(&observed), Action::Wait(WaitReason::Paused));
+}
+
+#[test]
+fn shrinking_volumes_is_refused() {
+    let mut observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true)])
+        .pods(&[0])
+        .pvcs(&[0]);
+    observed.member_storage = Some(StorageSpec {
+        size: Quantity("8Gi".into()),
+        ..StorageSpec::default()
+    });
+    observed.spec.storage.size = Quantity("4Gi".into());
+    assert_eq!(
+        refused_fields(plan(&observed)),
+        ["spec.storage.size: cannot shrink member volumes from 8Gi to 4Gi"]
+    );
+}
+
+// === bootstrap ===
+
+#[test]
+fn new_cluster_bootstraps_a_seed() {
+    assert_eq!(
+        plan(&cluster(3, V35)),
+        Action::BootstrapSeed {
+            member: name(0),
+            version: v(V35)
+        }
+    );
+}
+
+#[test]
+fn crash_after_seed_pvc_before_pod_bootstraps_again() {
+    assert_eq!(
+        plan(&cluster(3, V35).pvcs(&[0])),
+        Action::BootstrapSeed {
+            member: name(0),
+            version: v(V35)
+        }
+    );
+}
+
+#[test]
+fn seed_pod_not_answering_yet_waits() {
+    assert_eq!(
+        plan(&cluster(3, V35).pods(&[0]).pvcs(&[0])),
+        Action::Wait(WaitReason::SeedStarting)
+    );
+}
+
+#[test]
+fn a_cluster_that_existed_is_never_bootstrapped_again() {
+    // Everything deleted, but status recorded a cluster: bootstrapping would silently start an
+    // empty cluster under the old name.
+    let observed = cluster(3, V35).existed(&[0, 1, 2], V35);
+    assert_eq!(plan(&observed), Action::Wait(WaitReason::ClusterLost));
+}
+
+// === growing ===
+
+#[test]
+fn seed_answers_then_a_learner_is_added() {
+    let observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true)])
+        .pods(&[0])
+        .pvcs(&[0]);
+    assert_eq!(
+        plan(&observed),
+        Action::AddLearner {
+            member: name(1),
+            peer_url: "http://main-1.main.db.svc:2380".into()
+        }
+    );
+}
+
+#[test]
+fn crash_after_member_add_creates_the_learners_pod() {
+    let observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true), unstarted_learner(1)])
+        .pods(&[0])
+        .pvcs(&[0]);
+    assert_eq!(
+        plan(&observed),
+        Action::CreateMemberPod {
+            member: name(1),
+            initial_cluster: initial_cluster(&[0, 1]),
+            version: v(V35),
+            reason: PodReason::NewMember,
+        }
+    );
+}
+
+#[test]
+fn learner_not_answering_yet_is_waited_for() {
+    let observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true), unstarted_learner(1)])
+        .pods(&[0, 1])
+        .pvcs(&[0, 1]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::LearnerCatchingUp { member: name(1) })
+    );
+}
+
+#[test]
+fn learner_that_answers_is_promoted_before_anything_else_is_added() {
+    let learner = Member {
+        learner: true,
+        ..healthy(1, V35, false)
+    };
+    let observed = cluster(5, V35)
+        .members(vec![healthy(0, V35, true), learner])
+        .pods(&[0, 1])
+        .pvcs(&[0, 1]);
+    assert_eq!(
+        plan(&observed),
+        Action::PromoteLearner {
+            member: name(1),
+            id: 101
+        }
+    );
+}
+
+#[test]
+fn full_size_and_healthy_is_converged() {
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            healthy(1, V35, false),
+            healthy(2, V35, false),
+        ])
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(plan(&observed), Action::Converged);
+}
+
+#[test]
+fn members_added_by_hand_are_counted_but_never_given_a_pod() {
+    let foreign = Member {
+        name: "hand-made".into(),
+        peer_url: "http://10.1.2.3:2380".into(),
+        ..healthy(9, V35, false)
+    };
+    let observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true), healthy(1, V35, false), foreign])
+        .pods(&[0, 1])
+        .pvcs(&[0, 1]);
+    assert_eq!(plan(&observed), Action::Converged);
+}
+
+// === shrinking ===
+
+#[test]
+fn scale_down_removes_the_highest_follower_never_the_leader() {
+    let members = vec![
+        healthy(0, V35, false),
+        healthy(1, V35, false),
+        healthy(2, V35, false),
+        healthy(3, V35, false),
+        healthy(4, V35, true),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2, 3, 4])
+        .pvcs(&[0, 1, 2, 3, 4]);
+    assert_eq!(
+        plan(&observed),
+        Action::RemoveMember {
+            member: name(3),
+            id: 103,
+            reason: RemovalReason::ScaleDown
+        }
+    );
+}
+
+#[test]
+fn crash_after_member_remove_deletes_the_pod() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        healthy(2, V35, false),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2, 3])
+        .pvcs(&[0, 1, 2, 3]);
+    assert_eq!(plan(&observed), Action::DeletePod { member: name(3) });
+}
+
+#[test]
+fn removed_members_pod_still_terminating_is_waited_for() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        healthy(2, V35, false),
+    ];
+    let mut observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2, 3])
+        .pvcs(&[0, 1, 2, 3]);
+    observed.pods.get_mut(&name(3)).unwrap().terminating = true;
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::PodTerminating { member: name(3) })
+    );
+}
+
+#[test]
+fn released_pvcs_follow_the_reclaim_policy() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        healthy(2, V35, false),
+    ];
+    let retain = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2, 3]);
+    assert_eq!(plan(&retain), Action::Converged, "Retain keeps the volume");
+
+    let mut delete = retain.clone();
+    delete.spec.storage.reclaim_policy = ReclaimPolicy::Delete;
+    assert_eq!(plan(&delete), Action::DeletePvc { name: name(3) });
+
+    let mut kept_by_restore = delete.clone();
+    kept_by_restore
+        .pvcs
+        .get_mut(&name(3))
+        .unwrap()
+        .retained_by_restore = true;
+    assert_eq!(plan(&kept_by_restore), Action::Converged);
+}
+
+// === dead members ===
+
+#[test]
+fn unhealthy_member_within_grace_is_waited_for() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        unhealthy(2, 10),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(2) })
+    );
+}
+
+#[test]
+fn dead_member_is_removed_when_quorum_survives() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        unhealthy(2, 600),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::RemoveMember {
+            member: name(2),
+            id: 102,
+            reason: RemovalReason::Dead
+        }
+    );
+}
+
+#[test]
+fn replacement_gets_a_new_ordinal_and_never_the_old_volume() {
+    let members = vec![healthy(0, V35, true), healthy(1, V35, false)];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::AddLearner {
+            member: name(3),
+            peer_url: main().peer_url(&name(3))
+        }
+    );
+}
+
+#[test]
+fn two_dead_of_three_is_quorum_loss_and_nothing_is_removed() {
+    let members = vec![healthy(0, V35, false), unhealthy(1, 600), unhealthy(2, 600)];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::QuorumLost {
+            healthy: 1,
+            voters: 3
+        })
+    );
+}
+
+#[test]
+fn dead_member_of_two_is_not_removed() {
+    // The survivor holds 1 of 2 votes: etcd cannot commit the removal, and forcing a new
+    // cluster from one member is a restore decision for the user, not a guess for the operator.
+    let members = vec![healthy(0, V35, true), unhealthy(1, 600)];
+    let observed = cluster(2, V35).members(members).pods(&[0, 1]).pvcs(&[0, 1]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::QuorumLost {
+            healthy: 1,
+            voters: 2
+        })
+    );
+}
+
+#[test]
+fn deleted_pod_with_surviving_volume_restarts_as_the_same_member() {
+    let members = vec![
+        healthy(0, V35, true),
+        unhealthy(1, 3),
+        healthy(2, V35, false),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::CreateMemberPod {
+            member: name(1),
+            initial_cluster: initial_cluster(&[0, 1, 2]),
+            version: v(V35),
+            reason: PodReason::Restart,
+        }
+    );
+}
+
+#[test]
+fn deleted_pod_and_volume_is_replaced_without_waiting_for_the_grace_period() {
+    // Its data is gone: it can never come back as the same member.
+    let members = vec![
+        healthy(0, V35, true),
+        unhealthy(1, 3),
+        healthy(2, V35, false),
+    ];
+    let observed = cluster(3, V35).members(members).pods(&[0, 2]).pvcs(&[0, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::RemoveMember {
+            member: name(1),
+            id: 101,
+            reason: RemovalReason::Dead
+        }
+    );
+}
+
+// === no member answers ===
+
+#[test]
+fn all_pods_gone_but_volumes_kept_restarts_the_members() {
+    let observed = cluster(3, V35).existed(&[0, 1, 2], V34).pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::CreateMemberPod {
+            member: name(0),
+            initial_cluster: initial_cluster(&[0, 1, 2]),
+            version: v(V34),
+            reason: PodReason::Restart,
+        },
+        "restarted at the version they ran, not upgraded mid-outage"
+    );
+}
+
+#[test]
+fn no_member_answering_is_reported_and_nothing_is_touched() {
+    let observed = cluster(3, V35)
+        .existed(&[0, 1, 2], V35)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::QuorumLost {
+            healthy: 0,
+            voters: 0
+        })
+    );
+}
+
+#[test]
+fn most_volumes_lost_needs_a_restore() {
+    let observed = cluster(3, V35)
+        .existed(&[0, 1, 2], V35)
+        .pods(&[0])
+        .pvcs(&[0]);
+    assert_eq!(plan(&observed), Action::Wait(WaitReason::ClusterLost));
+}
+
+// === upgrades ===
+
+fn on(version: &str, ordinals: &[u32], leader: u32) -> Vec<Member> {
+    ordinals
+        .iter()
+        .map(|&o| healthy(o, version, o == leader))
+        .collect()
+}
+
+#[test]
+fn upgrade_takes_followers_first_by_ordinal() {
+    let observed = cluster(3, V35)
+        .members(on(V34, &[0, 1, 2], 0))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::UpgradeMember {
+            member: name(1),
+            from: v(V34),
+            to: v(V35)
+        }
+    );
+}
+
+#[test]
+fn upgrade_takes_the_leader_last() {
+    let mut members = on(V35, &[1, 2], 9);
+    members.insert(0, healthy(0, V34, true));
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::UpgradeMember {
+            member: name(0),
+            from: v(V34),
+            to: v(V35)
+        }
+    );
+}
+
+#[test]
+fn upgraded_members_pod_comes_back_on_the_new_version() {
+    let members = vec![
+        healthy(0, V34, true),
+        unhealthy(1, 1),
+        healthy(2, V34, false),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::CreateMemberPod {
+            member: name(1),
+            initial_cluster: initial_cluster(&[0, 1, 2]),
+            version: v(V35),
+            reason: PodReason::Restart,
+        }
+    );
+}
+
+#[test]
+fn next_member_waits_until_the_upgraded_one_is_healthy() {
+    let members = vec![
+        healthy(0, V34, true),
+        unhealthy(1, 1),
+        healthy(2, V34, false),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(1) })
+    );
+}
+
+#[test]
+fn downgrade_and_skipped_minor_are_refused() {
+    let at_35 = cluster(3, V34)
+        .members(on(V35, &[0, 1, 2], 0))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        refused_fields(plan(&at_35)),
+        ["spec.version: downgrade from 3.5.1 to 3.4.23 is not supported"]
+    );
+    let skip = cluster(3, "3.6.0")
+        .members(on(V34, &[0, 1, 2], 0))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        refused_fields(plan(&skip)),
+        [
+            "spec.version: upgrade from 3.4.23 to 3.6.0 skips a minor version; upgrade to 3.5.x first"
+        ]
+    );
+}
+
+#[test]
+fn two_member_cluster_cannot_take_a_member_down_for_an_upgrade() {
+    let observed = cluster(2, V35)
+        .members(on(V34, &[0, 1], 0))
+        .pods(&[0, 1])
+        .pvcs(&[0, 1]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::WouldLoseQuorum {
+            member: name(1),
+            healthy: 2,
+            voters: 2
+        })
+    );
+}
+
+#[test]
+fn one_member_cluster_upgrades_with_a_short_outage() {
+    let observed = cluster(1, V35)
+        .members(on(V34, &[0], 0))
+        .pods(&[0])
+        .pvcs(&[0]);
+    assert_eq!(
+        plan(&observed),
+        Action::UpgradeMember {
+            member: name(0),
+            from: v(V34),
+            to: v(V35)
+        }
+    );
+}
+
+// === invariants across every small cluster ===
+
+/// Every shape of up to 5 voters (each healthy, unhealthy within grace, or dead), every leader
+/// position, every target size: no removal and no upgrade ever leaves fewer healthy voters than
+/// a quorum of what remains, and nothing destructive happens once quorum is lost.
+#[test]
+fn no_action_ever_breaks_quorum() {
+    let mut checked = 0;
+    for voters in 1..=5u32 {
+        for health in 0..3u32.pow(voters) {
+            for leader in 0..voters {
+                for size in 1..=5 {
+                    let members: Vec<Member> = (0..voters)
+                        .map(|o| match (health / 3u32.pow(o)) % 3 {
+                            0 => healthy(o, V35, o == leader),
+                            1 => unhealthy(o, 10),
+                            _ => unhealthy(o, 600),
+                        })
+                        .collect();
+                    let ordinals: Vec<u32> = (0..voters).collect();
+                    let healthy_count = members.iter().filter(|m| m.healthy()).count();
+                    let n = voters as usize;
+                    let observed = cluster(size, V35)
+                        .members(members)
+                        .pods(&ordinals)
+                        .pvcs(&ordinals);
+                    match plan(&observed) {
+                        Action::RemoveMember { reason, .. } => {
+                            assert!(healthy_count >= quorum(n), "{observed:?}");
+                            let removed_healthy = usize::from(reason == RemovalReason::ScaleDown);
+                            assert!(
+                                healthy_count - removed_healthy >= quorum(n - 1),
+                                "{observed:?}"
+                            );
+                        }
+                        Action::UpgradeMember { .. } => unreachable!("all at target version"),
+                        Action::AddLearner { .. } | Action::PromoteLearner { .. } => {
+                            assert_eq!(healthy_count, n, "grows only when healthy: {observed:?}");
+                        }
+                        Action::Wait(WaitReason::QuorumLost { .. }) => {
+                            assert!(healthy_count < quorum(n));
+                        }
+                        _ => {}
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 1000);
+}
+
+#[test]
+fn upgrades_never_break_quorum() {
+    for voters in 1..=5u32 {
+        for upgraded in 0..(1u32 << voters) {
+            for leader in 0..voters {
+                let members: Vec<Member> = (0..voters)
+                    .map(|o| {
+                        healthy(
+                            o,
+                            if upgraded & (1 << o) != 0 { V35 } else { V34 },
+                            o == leader,
+                        )
+                    })
+                    .collect();
+                let ordinals: Vec<u32> = (0..voters).collect();
+                let observed = cluster(voters as i32, V35)
+                    .members(members)
+                    .pods(&ordinals)
+                    .pvcs(&ordinals);
+                let n = voters as usize;
+                match plan(&observed) {
+                    Action::UpgradeMember { member, .. } => {
+                        assert!(n == 1 || quorum_after_losing_one(n, n), "{observed:?}");
+                        let is_leader = member == name(leader);
+                        let follower_left =
+                            (0..voters).any(|o| o != leader && upgraded & (1 << o) == 0);
+                        assert!(
+                            !(is_leader && follower_left),
+                            "leader before a follower: {observed:?}"
+                        );
+                    }
+                    Action::Converged => assert_eq!(upgraded, (1 << voters) - 1),
+                    Action::Wait(WaitReason::WouldLoseQuorum { .. }) => assert_eq!(n, 2),
+                    other => panic!("{other:?} for {observed:?}"),
+                }
+            }
+        }
+    }
+}

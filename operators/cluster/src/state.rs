@@ -1,0 +1,134 @@
+//! The observed state of one EtcdCluster, as plain data: what the planner decides from. No I/O.
+//!
+//! The observer (I/O, not in this module) fills it from the EtcdCluster, its Pods and PVCs, and
+//! etcd's answers. Two rules for the observer, which the planner relies on:
+//! - `Membership::Known` only from a member that is part of a quorum (it reports a leader and
+//!   its answer is linearizable). A stale list from a partitioned member could make an active
+//!   member's Pod look like an orphan.
+//! - `unhealthy_for` counts from the first failed observation this process made; after a restart
+//!   it starts again from zero, which only delays a replacement.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{EtcdClusterSpec, StorageSpec};
+
+use crate::naming::ClusterName;
+
+/// Everything the planner knows about one cluster at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// Namespace and name of the EtcdCluster.
+    pub cluster: ClusterName,
+    /// Its spec.
+    pub spec: EtcdClusterSpec,
+    /// `status.clusterID`: set once a member ever answered. A cluster with a recorded ID is
+    /// never bootstrapped again, whatever is left of it.
+    pub recorded_cluster_id: Option<String>,
+    /// Member names in the last status written, for when no member answers.
+    pub last_known_members: Vec<String>,
+    /// `status.currentVersion`, for when no member answers.
+    pub last_known_version: Option<EtcdVersion>,
+    /// The storage the existing members' PVCs were created with; `None` before the first PVC.
+    pub member_storage: Option<StorageSpec>,
+    /// etcd's view of the membership.
+    pub membership: Membership,
+    /// Member Pods of this cluster, by name.
+    pub pods: BTreeMap<String, PodState>,
+    /// Member PVCs of this cluster, by name.
+    pub pvcs: BTreeMap<String, PvcState>,
+}
+
+/// What etcd said about its members.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Membership {
+    /// No member answered with a member list.
+    Unknown,
+    /// The member list from a member in quorum, with each member's own status answer.
+    Known(Vec<Member>),
+}
+
+/// One etcd member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    /// etcd member ID.
+    pub id: u64,
+    /// Name the member gave itself; empty until it has started once.
+    pub name: String,
+    /// Its peer URL (ours embed the member name, see [`crate::naming`]).
+    pub peer_url: String,
+    /// A non-voting learner.
+    pub learner: bool,
+    /// Its own answer to a status request.
+    pub health: MemberHealth,
+}
+
+/// A member's answer to a status request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MemberHealth {
+    /// It answered and reports no error.
+    Healthy {
+        /// Its server version.
+        version: EtcdVersion,
+        /// It is the raft leader.
+        leader: bool,
+    },
+    /// It did not answer, or answered with an error, for this long.
+    Unhealthy {
+        /// Time since the first failed observation.
+        unhealthy_for: Duration,
+    },
+}
+
+/// A member Pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodState {
+    /// Its deletion has been requested.
+    pub terminating: bool,
+    /// The etcd version of its image.
+    pub version: Option<EtcdVersion>,
+}
+
+/// A member PVC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PvcState {
+    /// Labelled as retained by an EtcdRestore: never deleted by this operator.
+    pub retained_by_restore: bool,
+    /// Its deletion has been requested.
+    pub terminating: bool,
+}
+
+impl Member {
+    /// The member's name: its own once started, else the one its peer URL designates.
+    pub fn member_name(&self, cluster: &ClusterName) -> Option<String> {
+        if self.name.is_empty() {
+            cluster.member_of_peer_url(&self.peer_url)
+        } else {
+            Some(self.name.clone())
+        }
+    }
+
+    /// Whether it has started once (etcd knows its name).
+    pub fn started(&self) -> bool {
+        !self.name.is_empty()
+    }
+
+    /// Whether it answered its status request.
+    pub fn healthy(&self) -> bool {
+        matches!(self.health, MemberHealth::Healthy { .. })
+    }
+
+    /// Whether it is the raft leader.
+    pub fn leader(&self) -> bool {
+        matches!(self.health, MemberHealth::Healthy { leader: true, .. })
+    }
+
+    /// Its reported version, when healthy.
+    pub fn version(&self) -> Option<EtcdVersion> {
+        match self.health {
+            MemberHealth::Healthy { version, .. } => Some(version),
+            MemberHealth::Unhealthy { .. } => None,
+        }
+    }
+}
