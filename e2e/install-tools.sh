@@ -101,3 +101,10 @@ row helm-4.3 "$BIN/helm-4.3" "$(version_of "$BIN/helm-4.3" version --short)"
 row kubectl-1.32 "$BIN/kubectl-1.32" "$(version_of "$BIN/kubectl-1.32" version --client)"
 row helm-3.17 "$BIN/helm-3.17" "$(version_of "$BIN/helm-3.17" version --short)"
 row protoc "$(command -v protoc)" "$(version_of protoc --version)"
+
+# --- cargo-nextest runs the tests (one process per test); machines of this kind ship it.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  log "cargo install cargo-nextest"
+  cargo install --locked --quiet cargo-nextest
+fi
+row cargo-nextest "$(command -v cargo-nextest || echo '?')" "$(version_of cargo nextest --version)"
