@@ -86,8 +86,6 @@ pub enum MemberHealth {
 pub struct PodState {
     /// Its deletion has been requested.
     pub terminating: bool,
-    /// The etcd version of its image.
-    pub version: Option<EtcdVersion>,
 }
 
 /// A member PVC.

@@ -95,10 +95,7 @@ impl Build for Observed {
     }
     fn pods(mut self, ordinals: &[u32]) -> Self {
         for &o in ordinals {
-            let pod = PodState {
-                terminating: false,
-                version: Some(v(&self.spec.version)),
-            };
+            let pod = PodState { terminating: false };
             self.pods.insert(name(o), pod);
         }
         self
