@@ -1,0 +1,500 @@
+//! Streams a snapshot into an S3 multipart upload, verifying etcd's trailer before completing.
+//!
+//! - Memory: one part buffer being filled plus at most one part in flight (≤ 2 × `part_size`);
+//!   no temporary file.
+//! - Never overwrites: a HeadObject before starting refuses an existing key, and the completion is
+//!   conditional (`If-None-Match: *`), which closes the race between the check and the completion
+//!   on servers that honour it (AWS S3 and SeaweedFS 4.48 both do: see the `tests/upload.rs` test
+//!   `object_created_during_upload_is_not_overwritten`).
+//! - All-or-nothing: on any failure (source error, verification failure, S3 error, timeout) the
+//!   multipart upload is aborted, so no object and no pending upload stay behind. If the returned
+//!   future is dropped before it finishes (e.g. the caller's timeout), the abort is spawned onto the
+//!   current Tokio runtime.
+//! - The object's SHA-256 is known only at the end, while S3 metadata is fixed when the upload is
+//!   created, so it is not stored in the object's metadata: it is returned in [`Artifact`] (and
+//!   recorded by the operator in `status.artifact.sha256`). Each part also carries a CRC32
+//!   checksum that S3 verifies on receipt.
+
+use std::collections::{BTreeMap, HashMap};
+use std::error::Error as StdError;
+use std::pin::pin;
+use std::time::Duration;
+
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
+use futures_util::{Stream, StreamExt};
+use tokio::task::JoinHandle;
+
+use crate::verify::{TrailerVerifier, Verified, VerifyError, hex};
+
+/// Smallest part S3 accepts (except the last one): 5 MiB. Smaller `part_size`s are raised to it.
+pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
+/// Default part size: 16 MiB.
+pub const DEFAULT_PART_SIZE: usize = 16 * 1024 * 1024;
+/// Largest part S3 accepts: 5 GiB. Larger `part_size`s are lowered to it.
+pub const MAX_PART_SIZE: usize = 5 * 1024 * 1024 * 1024;
+/// Most parts one multipart upload may have.
+pub const MAX_PARTS: i32 = 10_000;
+/// Upper bound for any single S3 request (one part, the completion, the abort). The SDK client's
+/// own timeouts, when configured, apply as well.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The uploaded snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// `s3://bucket/key`.
+    pub uri: String,
+    /// The bucket.
+    pub bucket: String,
+    /// The object key.
+    pub key: String,
+    /// Size of the object (DB + 32-byte trailer).
+    pub size_bytes: u64,
+    /// SHA-256 of the whole object, lowercase hex: what a restore checks its download against.
+    pub sha256: String,
+    /// SHA-256 of the DB alone (equal to etcd's trailer), lowercase hex.
+    pub db_sha256: String,
+    /// Number of parts uploaded.
+    pub parts: u32,
+}
+
+/// Why an upload failed. Whatever the cause, no object was created and the multipart upload was
+/// aborted (unless [`UploadError::AbortFailed`] says the abort itself failed).
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The bucket does not exist (`NoSuchBucket`).
+    #[error("S3 bucket {bucket:?} does not exist: {detail}")]
+    BucketNotFound {
+        /// The bucket.
+        bucket: String,
+        /// The S3 error.
+        detail: String,
+    },
+    /// The credentials were refused (`InvalidAccessKeyId`, `SignatureDoesNotMatch`,
+    /// `AccessDenied`, or a bare 403).
+    #[error("S3 rejected the credentials ({operation}): {detail}")]
+    CredentialsRejected {
+        /// The S3 operation that was refused.
+        operation: &'static str,
+        /// The S3 error.
+        detail: String,
+    },
+    /// An object already exists at the key; it was left untouched.
+    #[error("refusing to overwrite existing object {uri}")]
+    ObjectExists {
+        /// `s3://bucket/key`.
+        uri: String,
+    },
+    /// The snapshot's trailer is not the SHA-256 of its DB bytes (corrupted or truncated stream).
+    #[error(transparent)]
+    ChecksumMismatch(VerifyError),
+    /// The snapshot stream ended before even a 32-byte trailer arrived.
+    #[error(transparent)]
+    TruncatedSnapshot(VerifyError),
+    /// The snapshot source failed (e.g. the etcd stream broke).
+    #[error("snapshot stream failed after {bytes_received} bytes: {source}")]
+    SnapshotStreamFailed {
+        /// Bytes received before the failure.
+        bytes_received: u64,
+        /// The source's error.
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// S3 could not be reached or did not answer in time (connection errors, timeouts, 5xx).
+    #[error("S3 unavailable ({operation}): {detail}")]
+    S3Unavailable {
+        /// The S3 operation that failed.
+        operation: &'static str,
+        /// The error.
+        detail: String,
+    },
+    /// Any other failure.
+    #[error("{operation} failed: {detail}")]
+    Other {
+        /// What failed.
+        operation: &'static str,
+        /// The error.
+        detail: String,
+    },
+    /// The upload failed with `error`, and aborting the multipart upload failed too: a pending
+    /// upload (never a visible object) may remain until a bucket lifecycle rule removes it.
+    #[error("{error}; aborting multipart upload {upload_id} failed too: {abort_detail}")]
+    AbortFailed {
+        /// The original failure.
+        error: Box<UploadError>,
+        /// The multipart upload that may remain.
+        upload_id: String,
+        /// Why the abort failed.
+        abort_detail: String,
+    },
+}
+
+impl UploadError {
+    /// PascalCase reason for conditions and events (of the original failure for
+    /// [`UploadError::AbortFailed`]).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            UploadError::BucketNotFound { .. } => "BucketNotFound",
+            UploadError::CredentialsRejected { .. } => "CredentialsRejected",
+            UploadError::ObjectExists { .. } => "ObjectExists",
+            UploadError::ChecksumMismatch(_) => "ChecksumMismatch",
+            UploadError::TruncatedSnapshot(_) => "TruncatedSnapshot",
+            UploadError::SnapshotStreamFailed { .. } => "SnapshotStreamFailed",
+            UploadError::S3Unavailable { .. } => "S3Unavailable",
+            UploadError::Other { .. } => "Other",
+            UploadError::AbortFailed { error, .. } => error.reason(),
+        }
+    }
+
+    /// The original failure, looking through [`UploadError::AbortFailed`].
+    pub fn root(&self) -> &UploadError {
+        match self {
+            UploadError::AbortFailed { error, .. } => error.root(),
+            other => other,
+        }
+    }
+}
+
+impl From<VerifyError> for UploadError {
+    fn from(e: VerifyError) -> Self {
+        match e {
+            VerifyError::TruncatedSnapshot { .. } => UploadError::TruncatedSnapshot(e),
+            VerifyError::ChecksumMismatch { .. } => UploadError::ChecksumMismatch(e),
+        }
+    }
+}
+
+/// Maps an SDK error to an [`UploadError`].
+fn classify<E>(operation: &'static str, bucket: &str, err: SdkError<E>) -> UploadError
+where
+    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    let detail = DisplayErrorContext(&err).to_string();
+    let unavailable = || UploadError::S3Unavailable {
+        operation,
+        detail: detail.clone(),
+    };
+    match &err {
+        SdkError::TimeoutError(_) => return unavailable(),
+        SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => return unavailable(),
+        _ => {}
+    }
+    let status = err.raw_response().map(|r| r.status().as_u16());
+    match (err.code(), status) {
+        (Some("NoSuchBucket"), _) => UploadError::BucketNotFound {
+            bucket: bucket.to_owned(),
+            detail,
+        },
+        (Some("InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied"), _)
+        | (None, Some(403)) => UploadError::CredentialsRejected { operation, detail },
+        (_, Some(500..=599)) => unavailable(),
+        _ => UploadError::Other { operation, detail },
+    }
+}
+
+/// Streams `source` (an etcd snapshot: DB bytes then their 32-byte SHA-256) into a new object
+/// `bucket`/`key` with the given user metadata, in parts of `part_size` bytes (clamped to
+/// [`MIN_PART_SIZE`]..=[`MAX_PART_SIZE`]; use [`DEFAULT_PART_SIZE`] unless there is a reason not
+/// to). The object is completed only if the trailer verifies; see the module docs for the
+/// guarantees.
+pub async fn stream_to_s3<S, B, E>(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    metadata: BTreeMap<String, String>,
+    source: S,
+    part_size: usize,
+) -> Result<Artifact, UploadError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: Into<Box<dyn StdError + Send + Sync>>,
+{
+    let part_size = part_size.clamp(MIN_PART_SIZE, MAX_PART_SIZE);
+    let uri = format!("s3://{bucket}/{key}");
+    ensure_absent(s3, bucket, key, &uri).await?;
+
+    let created = with_timeout(
+        "CreateMultipartUpload",
+        s3.create_multipart_upload()
+            .bucket(bucket)
+            .key(key)
+            .content_type("application/octet-stream")
+            .set_metadata(Some(metadata.into_iter().collect::<HashMap<_, _>>()))
+            .checksum_algorithm(ChecksumAlgorithm::Crc32)
+            .send(),
+    )
+    .await?
+    .map_err(|e| classify("CreateMultipartUpload", bucket, e))?;
+    let upload_id = created
+        .upload_id()
+        .ok_or_else(|| UploadError::Other {
+            operation: "CreateMultipartUpload",
+            detail: "the response has no upload id".to_owned(),
+        })?
+        .to_owned();
+
+    let mut upload = Multipart {
+        s3: s3.clone(),
+        bucket: bucket.to_owned(),
+        key: key.to_owned(),
+        upload_id,
+        parts: Vec::new(),
+        in_flight: None,
+        finished: false,
+    };
+    match upload.run(source, part_size).await {
+        Ok(verified) => Ok(Artifact {
+            uri,
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            size_bytes: verified.size_bytes,
+            sha256: verified.object_sha256_hex(),
+            db_sha256: hex(&verified.db_sha256),
+            parts: u32::try_from(upload.parts.len()).unwrap_or(u32::MAX),
+        }),
+        Err(e) => Err(upload.abort(e).await),
+    }
+}
+
+/// Fails with [`UploadError::BucketNotFound`] if the bucket is missing and with
+/// [`UploadError::ObjectExists`] if `key` exists.
+///
+/// The bucket is checked explicitly because SeaweedFS (4.48) creates a missing bucket on
+/// CreateMultipartUpload for an admin identity instead of answering `NoSuchBucket`. Both checks
+/// need `s3:ListBucket` (without it, AWS answers 403 instead of 404 for a missing key, which reads
+/// as [`UploadError::CredentialsRejected`]).
+async fn ensure_absent(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    uri: &str,
+) -> Result<(), UploadError> {
+    match with_timeout("HeadBucket", s3.head_bucket().bucket(bucket).send()).await? {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => {
+            return Err(UploadError::BucketNotFound {
+                bucket: bucket.to_owned(),
+                detail: DisplayErrorContext(&e).to_string(),
+            });
+        }
+        Err(e) => return Err(classify("HeadBucket", bucket, e)),
+    }
+    match with_timeout(
+        "HeadObject",
+        s3.head_object().bucket(bucket).key(key).send(),
+    )
+    .await?
+    {
+        Ok(_) => Err(UploadError::ObjectExists {
+            uri: uri.to_owned(),
+        }),
+        // 404: no such key (the bucket exists, checked above).
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(()),
+        Err(e) => Err(classify("HeadObject", bucket, e)),
+    }
+}
+
+async fn with_timeout<T>(
+    operation: &'static str,
+    fut: impl Future<Output = T>,
+) -> Result<T, UploadError> {
+    tokio::time::timeout(REQUEST_TIMEOUT, fut)
+        .await
+        .map_err(|_| UploadError::S3Unavailable {
+            operation,
+            detail: format!("no answer within {REQUEST_TIMEOUT:?}"),
+        })
+}
+
+/// One multipart upload in progress; aborted on drop unless completed or aborted.
+struct Multipart {
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    key: String,
+    upload_id: String,
+    parts: Vec<CompletedPart>,
+    in_flight: Option<JoinHandle<Result<CompletedPart, UploadError>>>,
+    finished: bool,
+}
+
+impl Multipart {
+    /// Streams, verifies and completes. On error the caller aborts.
+    async fn run<S, B, E>(&mut self, source: S, part_size: usize) -> Result<Verified, UploadError>
+    where
+        S: Stream<Item = Result<B, E>>,
+        B: AsRef<[u8]>,
+        E: Into<Box<dyn StdError + Send + Sync>>,
+    {
+        let mut source = pin!(source);
+        let mut verifier = TrailerVerifier::new();
+        let mut buf: Vec<u8> = Vec::with_capacity(part_size);
+        while let Some(item) = source.next().await {
+            let chunk = item.map_err(|e| UploadError::SnapshotStreamFailed {
+                bytes_received: verifier.bytes_seen(),
+                source: e.into(),
+            })?;
+            let mut data = chunk.as_ref();
+            verifier.update(data);
+            while !data.is_empty() {
+                let n = (part_size - buf.len()).min(data.len());
+                buf.extend_from_slice(&data[..n]);
+                data = &data[n..];
+                if buf.len() == part_size {
+                    let full = std::mem::take(&mut buf);
+                    self.send_part(full).await?;
+                    buf = Vec::with_capacity(part_size);
+                }
+            }
+        }
+        // Verify before uploading the last part and completing: a bad stream never completes.
+        let verified = verifier.finish()?;
+        if !buf.is_empty() {
+            self.send_part(buf).await?;
+        }
+        self.wait_in_flight().await?;
+        self.complete().await?;
+        Ok(verified)
+    }
+
+    /// Waits for the part in flight (if any), then starts uploading `data` in the background.
+    async fn send_part(&mut self, data: Vec<u8>) -> Result<(), UploadError> {
+        self.wait_in_flight().await?;
+        let number = i32::try_from(self.parts.len() + 1)
+            .ok()
+            .filter(|n| *n <= MAX_PARTS)
+            .ok_or_else(|| UploadError::Other {
+                operation: "UploadPart",
+                detail: format!("more than {MAX_PARTS} parts: raise the part size"),
+            })?;
+        let request = self
+            .s3
+            .upload_part()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .upload_id(&self.upload_id)
+            .part_number(number)
+            .checksum_algorithm(ChecksumAlgorithm::Crc32)
+            .body(ByteStream::from(data));
+        let bucket = self.bucket.clone();
+        self.in_flight = Some(tokio::spawn(async move {
+            let out = with_timeout("UploadPart", request.send())
+                .await?
+                .map_err(|e| classify("UploadPart", &bucket, e))?;
+            Ok(CompletedPart::builder()
+                .part_number(number)
+                .set_e_tag(out.e_tag().map(str::to_owned))
+                .set_checksum_crc32(out.checksum_crc32().map(str::to_owned))
+                .build())
+        }));
+        Ok(())
+    }
+
+    async fn wait_in_flight(&mut self) -> Result<(), UploadError> {
+        if let Some(handle) = self.in_flight.take() {
+            let part = handle.await.map_err(|e| UploadError::Other {
+                operation: "UploadPart",
+                detail: format!("upload task failed: {e}"),
+            })??;
+            self.parts.push(part);
+        }
+        Ok(())
+    }
+
+    async fn complete(&mut self) -> Result<(), UploadError> {
+        let result = with_timeout(
+            "CompleteMultipartUpload",
+            self.s3
+                .complete_multipart_upload()
+                .bucket(&self.bucket)
+                .key(&self.key)
+                .upload_id(&self.upload_id)
+                // Never overwrite, even if the key appeared after the HeadObject check.
+                .if_none_match("*")
+                .multipart_upload(
+                    CompletedMultipartUpload::builder()
+                        .set_parts(Some(self.parts.clone()))
+                        .build(),
+                )
+                .send(),
+        )
+        .await?;
+        match result {
+            Ok(_) => {
+                self.finished = true;
+                Ok(())
+            }
+            Err(e) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                if matches!(
+                    e.code(),
+                    Some("PreconditionFailed" | "ConditionalRequestConflict")
+                ) || matches!(status, Some(412 | 409))
+                {
+                    Err(UploadError::ObjectExists {
+                        uri: format!("s3://{}/{}", self.bucket, self.key),
+                    })
+                } else {
+                    Err(classify("CompleteMultipartUpload", &self.bucket, e))
+                }
+            }
+        }
+    }
+
+    /// Aborts the upload after `error`; returns `error`, wrapped if the abort failed too.
+    async fn abort(&mut self, error: UploadError) -> UploadError {
+        // Let a part in flight finish (or fail) first, so that no part lands after the abort.
+        if let Some(handle) = self.in_flight.take() {
+            let _ = handle.await;
+        }
+        self.finished = true;
+        let result = with_timeout(
+            "AbortMultipartUpload",
+            self.s3
+                .abort_multipart_upload()
+                .bucket(&self.bucket)
+                .key(&self.key)
+                .upload_id(&self.upload_id)
+                .send(),
+        )
+        .await;
+        let abort_detail = match result {
+            Ok(Ok(_)) => return error,
+            // Already gone (e.g. a concurrent abort): nothing remains.
+            Ok(Err(e)) if e.code() == Some("NoSuchUpload") => return error,
+            Ok(Err(e)) => DisplayErrorContext(&e).to_string(),
+            Err(timeout) => timeout.to_string(),
+        };
+        UploadError::AbortFailed {
+            error: Box::new(error),
+            upload_id: self.upload_id.clone(),
+            abort_detail,
+        }
+    }
+}
+
+impl Drop for Multipart {
+    /// The future was dropped mid-upload: abort in the background (best effort).
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let in_flight = self.in_flight.take();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let request = self
+                .s3
+                .abort_multipart_upload()
+                .bucket(&self.bucket)
+                .key(&self.key)
+                .upload_id(&self.upload_id);
+            runtime.spawn(async move {
+                if let Some(handle) = in_flight {
+                    let _ = handle.await;
+                }
+                let _ = tokio::time::timeout(REQUEST_TIMEOUT, request.send()).await;
+            });
+        } else if let Some(handle) = in_flight {
+            handle.abort();
+        }
+    }
+}
