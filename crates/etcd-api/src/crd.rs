@@ -36,6 +36,20 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         .collect()
 }
 
+/// The `openAPIV3Schema` of a CRD's first version as JSON: what an API server validates objects
+/// against, and what tests evaluate the CEL rules of.
+pub fn openapi_schema(crd: &CustomResourceDefinition) -> Option<serde_json::Value> {
+    let schema = crd
+        .spec
+        .versions
+        .first()?
+        .schema
+        .as_ref()?
+        .open_api_v3_schema
+        .as_ref()?;
+    serde_json::to_value(schema).ok()
+}
+
 /// A generated file of the chart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneratedFile {

@@ -3,23 +3,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use etcd_api::{EtcdBackup, EtcdCluster, EtcdRestore};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use kube::core::cel::{ScopeContext, Validator, analyze_rule, compile_schema};
 use serde_json::{Value, json};
 
-fn schema_of(
-    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-) -> Value {
-    serde_json::to_value(
-        crd.spec.versions[0]
-            .schema
-            .as_ref()
-            .unwrap()
-            .open_api_v3_schema
-            .as_ref()
-            .unwrap(),
-    )
-    .unwrap()
+fn schema_of(crd: &CustomResourceDefinition) -> Value {
+    etcd_api::crd::openapi_schema(crd).unwrap()
 }
 
 /// The schema node at a dotted path of property names, e.g. `spec.s3.bucket`.
@@ -102,7 +92,7 @@ fn names_scope_and_subresources() {
 
 #[test]
 fn printer_columns() {
-    let columns = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| -> Vec<(String, String)> {
+    let columns = |crd: CustomResourceDefinition| -> Vec<(String, String)> {
         crd.spec.versions[0]
             .additional_printer_columns
             .clone()
