@@ -173,7 +173,8 @@ pub enum WaitReason {
         /// Member name.
         member: String,
     },
-    /// Removing a dead member or upgrading one would leave too few healthy voters.
+    /// Removing a member (scale down) or taking one down for an upgrade would leave too few
+    /// healthy voters.
     WouldLoseQuorum {
         /// The member the action concerns.
         member: String,
