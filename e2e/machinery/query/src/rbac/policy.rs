@@ -104,7 +104,9 @@ fn binding(object: &Value) -> Option<Binding> {
         .map(|items| {
             items
                 .iter()
-                .filter(|s| s.is_object())
+                // A subject without a name cannot pass API validation; ignoring it keeps a
+                // malformed binding from matching an equally malformed user name.
+                .filter(|s| !string_at(s, "/name").is_empty())
                 .map(|s| Subject {
                     kind: match string_at(s, "/kind") {
                         "User" => SubjectKind::User,
