@@ -13,7 +13,7 @@
 //! - Selectors inside objects (`spec.selector` of Deployments, ReplicaSets, PDBs...) →
 //!   [`LabelSelectorObject`]: validation errors as [`FieldError`]s for the 422, and
 //!   [`LabelSelectorObject::to_selector`]. An absent/`null` selector selects nothing, `{}`
-//!   everything (see the `labels` module docs for the per-kind rules). A Service's map selector
+//!   everything (see [`LabelSelectorObject`] for the per-kind rules). A Service's map selector
 //!   goes through [`LabelSelector::from_match_labels`], but only when the map is non-empty: a
 //!   Service without selector (absent, or `{}`, which protobuf storage turns into absent upstream)
 //!   gets no endpoints.

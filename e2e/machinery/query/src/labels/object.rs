@@ -2,16 +2,6 @@
 //! ReplicaSets, StatefulSets, DaemonSets, Jobs, PodDisruptionBudgets and NetworkPolicies carry
 //! them: validation worded like `k8s.io/apimachinery/pkg/apis/meta/v1/validation`
 //! `ValidateLabelSelector`, and conversion like `metav1.LabelSelectorAsSelector`.
-//!
-//! Empty versus absent, which the controllers depend on:
-//! - absent or `null` → [`LabelSelector::Nothing`]: selects no object;
-//! - `{}` (no `matchLabels`, no `matchExpressions`) → selects every object. A policy/v1
-//!   PodDisruptionBudget with `selector: {}` covers all pods of its namespace.
-//! - Deployments, ReplicaSets, StatefulSets, DaemonSets (and Jobs with `manualSelector`) reject an
-//!   empty selector in their own validation (`empty selector is invalid for deployment`); that
-//!   per-kind check belongs to the kind's strategy, which can ask [`LabelSelectorObject::is_empty`].
-//! - A Service's `spec.selector` is a plain map, not this type: see [`LabelSelector::from_match_labels`]
-//!   and the crate docs.
 
 use serde_json::Value;
 
@@ -28,6 +18,16 @@ pub struct SelectorExpression {
 }
 
 /// A decoded `metav1.LabelSelector`.
+///
+/// Empty versus absent, which the controllers depend on:
+/// - absent or `null` → [`LabelSelector::Nothing`]: selects no object;
+/// - `{}` (no `matchLabels`, no `matchExpressions`) → selects every object. A policy/v1
+///   PodDisruptionBudget with `selector: {}` covers all pods of its namespace.
+/// - Deployments, ReplicaSets, StatefulSets, DaemonSets (and Jobs with `manualSelector`) reject an
+///   empty selector in their own validation (`empty selector is invalid for deployment`); that
+///   per-kind check belongs to the kind's strategy, which can ask [`LabelSelectorObject::is_empty`].
+/// - A Service's `spec.selector` is a plain map, not this type: see
+///   [`LabelSelector::from_match_labels`] and the crate docs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LabelSelectorObject {
     /// Sorted by key (JSON object order is not significant).
