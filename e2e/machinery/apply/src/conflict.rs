@@ -43,13 +43,20 @@ impl ApplyConflict {
                 let field = path_string(&path);
                 only = format!("conflict with {who}: {field}");
                 lines.push(format!("- {field}"));
-                causes.push(ConflictCause { message: format!("conflict with {who}"), field });
+                causes.push(ConflictCause {
+                    message: format!("conflict with {who}"),
+                    field,
+                });
             }
         }
         let message = if causes.len() == 1 {
             format!("Apply failed with 1 conflict: {only}")
         } else {
-            format!("Apply failed with {} conflicts: {}", causes.len(), lines.join("\n"))
+            format!(
+                "Apply failed with {} conflicts: {}",
+                causes.len(),
+                lines.join("\n")
+            )
         };
         ApplyConflict { message, causes }
     }

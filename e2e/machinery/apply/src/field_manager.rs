@@ -86,7 +86,9 @@ fn set_managed_fields(obj: &mut Value, managed: &Managed) {
     let Value::Object(root) = obj else { return };
     match encoded {
         Some(list) => {
-            let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+            let meta = root
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(meta) = meta {
                 meta.insert("managedFields".into(), list);
             }
@@ -107,20 +109,33 @@ struct Engine<'r> {
 impl<'r> Engine<'r> {
     fn updater(&self) -> Updater<'_> {
         Updater {
-            typed: Typed { schema: self.schema },
+            typed: Typed {
+                schema: self.schema,
+            },
             reset: self.req.reset_fields,
             api_version: self.req.api_version,
         }
     }
 
     fn id(&self, manager: &str, operation: Operation) -> ManagerId {
-        ManagerId::new(manager, operation, self.req.api_version, self.req.subresource)
+        ManagerId::new(
+            manager,
+            operation,
+            self.req.api_version,
+            self.req.subresource,
+        )
     }
 
     /// The Update half of the chain (`managedFieldsUpdater`, `stripMeta`, `capManagers`): `id`
     /// gains what changed from `live` to `new`, merged with what it owned before, and its time
     /// moves to now if it gained anything.
-    fn record(&self, live: &Value, new: &Value, managed: &mut Managed, id: &ManagerId) -> Result<(), ApplyError> {
+    fn record(
+        &self,
+        live: &Value,
+        new: &Value,
+        managed: &mut Managed,
+        id: &ManagerId,
+    ) -> Result<(), ApplyError> {
         let gained = self.updater().update_fields(live, new, managed)?;
         let key = id.key();
         if !gained.is_empty() {
@@ -130,7 +145,11 @@ impl<'r> Engine<'r> {
             };
             managed.fields.insert(
                 key.clone(),
-                Owned { id: id.clone(), set, api_version: self.req.api_version.to_string() },
+                Owned {
+                    id: id.clone(),
+                    set,
+                    api_version: self.req.api_version.to_string(),
+                },
             );
             managed.times.insert(key.clone(), self.req.now.to_string());
         }
@@ -161,7 +180,9 @@ impl<'r> Engine<'r> {
         }
         let id = self.id(self.req.manager, Operation::Apply);
         let key = id.key();
-        let changed = self.updater().apply(&live, applied, &mut managed, &id, force)?;
+        let changed = self
+            .updater()
+            .apply(&live, applied, &mut managed, &id, force)?;
         if let Some(new) = changed {
             managed.times.insert(key.clone(), self.req.now.to_string());
             live = new;
@@ -182,11 +203,17 @@ impl<'r> Engine<'r> {
         if last.get("apiVersion").and_then(Value::as_str) != Some(self.req.api_version) {
             return None;
         }
-        let typed = Typed { schema: self.schema };
+        let typed = Typed {
+            schema: self.schema,
+        };
         typed.validate(&last, false).ok()?;
         let set = typed.to_field_set(&last).ok()?;
         let cmp = typed.compare(&last, live).ok()?;
-        Some(set.difference(&cmp.modified).difference(&cmp.added).difference(&cmp.removed))
+        Some(
+            set.difference(&cmp.modified)
+                .difference(&cmp.added)
+                .difference(&cmp.removed),
+        )
     }
 }
 
@@ -210,7 +237,12 @@ fn cap_update_managers(managed: &mut Managed) {
     if updaters.len() <= MAX_UPDATE_MANAGERS {
         return;
     }
-    let seconds = |k: &String| managed.times.get(k).map_or(0, |t| crate::managed::unix_seconds(t));
+    let seconds = |k: &String| {
+        managed
+            .times
+            .get(k)
+            .map_or(0, |t| crate::managed::unix_seconds(t))
+    };
     updaters.sort_by(|a, b| seconds(a).cmp(&seconds(b)).then_with(|| a.cmp(b)));
     let mut first_of_version: std::collections::BTreeMap<String, String> = Default::default();
     let mut remaining = updaters.len();
@@ -218,7 +250,9 @@ fn cap_update_managers(managed: &mut Managed) {
         if remaining <= MAX_UPDATE_MANAGERS {
             break;
         }
-        let Some(owned) = managed.fields.get(&key).cloned() else { continue };
+        let Some(owned) = managed.fields.get(&key).cloned() else {
+            continue;
+        };
         let version = owned.api_version.clone();
         let bucket_id = ManagerId::new("ancient-changes", Operation::Update, &version, "");
         let bucket = bucket_id.key();
@@ -226,14 +260,23 @@ fn cap_update_managers(managed: &mut Managed) {
             first_of_version.insert(version, key);
             continue;
         };
-        if !managed.fields.contains_key(&bucket) {
-            if let Some(mut moved) = managed.fields.remove(&first) {
-                moved.id = bucket_id.clone();
-                managed.fields.insert(bucket.clone(), moved);
-            }
+        if !managed.fields.contains_key(&bucket)
+            && let Some(mut moved) = managed.fields.remove(&first)
+        {
+            moved.id = bucket_id.clone();
+            managed.fields.insert(bucket.clone(), moved);
         }
-        let union = managed.set_of(&bucket).map_or(owned.set.clone(), |b| owned.set.union(b));
-        managed.fields.insert(bucket.clone(), Owned { id: bucket_id, set: union, api_version: version });
+        let union = managed
+            .set_of(&bucket)
+            .map_or(owned.set.clone(), |b| owned.set.union(b));
+        managed.fields.insert(
+            bucket.clone(),
+            Owned {
+                id: bucket_id,
+                set: union,
+                api_version: version,
+            },
+        );
         managed.fields.remove(&key);
         remaining -= 1;
         match managed.times.get(&key).cloned() {
@@ -260,10 +303,17 @@ pub fn apply(
     force: bool,
 ) -> Result<Value, ApplyError> {
     if !applied.is_object() {
-        return Err(ApplyError::BadRequest("apply patch must be an object".into()));
+        return Err(ApplyError::BadRequest(
+            "apply patch must be an object".into(),
+        ));
     }
-    if metadata(applied).and_then(|m| m.get("managedFields")).is_some_and(|v| !v.is_null()) {
-        return Err(ApplyError::BadRequest("metadata.managedFields must be nil".into()));
+    if metadata(applied)
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|v| !v.is_null())
+    {
+        return Err(ApplyError::BadRequest(
+            "metadata.managedFields must be nil".into(),
+        ));
     }
     let empty = json!({});
     let live = live.unwrap_or(&empty);
@@ -271,7 +321,10 @@ pub fn apply(
         .map_err(ApplyError::ManagedFields)?;
     let live_bare = without_managed_fields(live);
     let schema = with_object_meta(req.schema);
-    let engine = Engine { req, schema: &schema };
+    let engine = Engine {
+        req,
+        schema: &schema,
+    };
 
     let outcome = match engine.apply_once(&live_bare, applied, managed.clone(), force) {
         Err(Refused::Conflicts(conflicts)) if req.manager == "kubectl" => {
@@ -280,10 +333,16 @@ pub fn apply(
                     let rest: Conflicts = conflicts
                         .into_iter()
                         .filter_map(|(k, (id, set))| {
-                            let left: Vec<_> =
-                                set.paths().into_iter().filter(|p| !allowed.has(p)).collect();
+                            let left: Vec<_> = set
+                                .paths()
+                                .into_iter()
+                                .filter(|p| !allowed.has(p))
+                                .collect();
                             (!left.is_empty()).then(|| {
-                                (k, (id, FieldSet::from_paths(left.iter().map(Vec::as_slice))))
+                                (
+                                    k,
+                                    (id, FieldSet::from_paths(left.iter().map(Vec::as_slice))),
+                                )
                             })
                         })
                         .collect();
@@ -320,7 +379,11 @@ fn update_last_applied(object: &mut Value, applied: &Value) {
     else {
         return;
     };
-    if annotations.get(LAST_APPLIED_ANNOTATION).and_then(Value::as_str).is_none_or(str::is_empty) {
+    if annotations
+        .get(LAST_APPLIED_ANNOTATION)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         return;
     }
     let mut config = applied.clone();
@@ -388,15 +451,19 @@ pub fn record_update(req: &Request<'_>, old: Option<&Value>, new: &Value) -> Val
         return object;
     }
     let schema = with_object_meta(req.schema);
-    let engine = Engine { req, schema: &schema };
+    let engine = Engine {
+        req,
+        schema: &schema,
+    };
     let id = engine.id(req.manager, Operation::Update);
     let old_bare = without_managed_fields(old);
     match engine.record(&old_bare, &object, &mut managed, &id) {
         Ok(()) => set_managed_fields(&mut object, &managed),
         Err(_) => {
-            if let (Some(list), Some(Value::Object(meta))) =
-                (metadata(old).and_then(|m| m.get("managedFields")), object.get_mut("metadata"))
-            {
+            if let (Some(list), Some(Value::Object(meta))) = (
+                metadata(old).and_then(|m| m.get("managedFields")),
+                object.get_mut("metadata"),
+            ) {
                 meta.insert("managedFields".into(), list.clone());
             }
         }
@@ -427,7 +494,9 @@ pub fn managed_fields(obj: &Value) -> Result<Vec<ManagedFieldsEntry>, ApplyError
     let list = metadata(obj).and_then(|m| m.get("managedFields"));
     // Validates the whole list (errors name the entry's index), then reads it in order.
     Managed::decode(list).map_err(ApplyError::ManagedFields)?;
-    let Some(Value::Array(entries)) = list else { return Ok(Vec::new()) };
+    let Some(Value::Array(entries)) = list else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::new();
     for entry in entries {
         let single = Managed::decode(Some(&Value::Array(vec![entry.clone()])))

@@ -169,8 +169,10 @@ mod tests {
     use crate::path::field;
 
     fn set(paths: &[&[&str]]) -> FieldSet {
-        let owned: Vec<Vec<PathElement>> =
-            paths.iter().map(|p| p.iter().map(|s| field(s)).collect()).collect();
+        let owned: Vec<Vec<PathElement>> = paths
+            .iter()
+            .map(|p| p.iter().map(|s| field(s)).collect())
+            .collect();
         FieldSet::from_paths(owned.iter().map(Vec::as_slice))
     }
 
@@ -179,11 +181,27 @@ mod tests {
         let abc = set(&[&["a", "b", "c"], &["a", "d"], &["x"]]);
         let ab = set(&[&["a", "b"], &["x"]]);
         let cases: Vec<(&str, FieldSet, FieldSet)> = vec![
-            ("union", abc.union(&ab), set(&[&["a", "b", "c"], &["a", "d"], &["a", "b"], &["x"]])),
+            (
+                "union",
+                abc.union(&ab),
+                set(&[&["a", "b", "c"], &["a", "d"], &["a", "b"], &["x"]]),
+            ),
             ("intersection", abc.intersection(&ab), set(&[&["x"]])),
-            ("difference keeps children of removed member", abc.difference(&ab), set(&[&["a", "b", "c"], &["a", "d"]])),
-            ("recursive difference drops them", abc.recursive_difference(&ab), set(&[&["a", "d"]])),
-            ("difference with itself", abc.difference(&abc), FieldSet::new()),
+            (
+                "difference keeps children of removed member",
+                abc.difference(&ab),
+                set(&[&["a", "b", "c"], &["a", "d"]]),
+            ),
+            (
+                "recursive difference drops them",
+                abc.recursive_difference(&ab),
+                set(&[&["a", "d"]]),
+            ),
+            (
+                "difference with itself",
+                abc.difference(&abc),
+                FieldSet::new(),
+            ),
         ];
         for (name, got, want) in cases {
             assert_eq!(got, want, "{name}");
@@ -192,13 +210,21 @@ mod tests {
 
     #[test]
     fn membership_and_iteration() {
-        let s = set(&[&["spec", "replicas"], &["metadata", "labels", "app"], &["spec"]]);
+        let s = set(&[
+            &["spec", "replicas"],
+            &["metadata", "labels", "app"],
+            &["spec"],
+        ]);
         assert!(s.has(&[field("spec")]));
         assert!(s.has(&[field("spec"), field("replicas")]));
         assert!(!s.has(&[field("metadata")]));
         assert!(!s.has(&[]));
         assert_eq!(s.len(), 3);
-        let shown: Vec<String> = s.paths().iter().map(|p| crate::path::path_string(p)).collect();
+        let shown: Vec<String> = s
+            .paths()
+            .iter()
+            .map(|p| crate::path::path_string(p))
+            .collect();
         assert_eq!(shown, [".spec", ".metadata.labels.app", ".spec.replicas"]);
         assert!(FieldSet::new().is_empty());
         assert_eq!(s.with_prefix(&field("spec")), set(&[&["replicas"]]));

@@ -57,7 +57,9 @@ impl FieldSet {
                     _ => out.push_str(":{}"),
                 }
             } else {
-                let Some((c, child)) = children.next() else { break };
+                let Some((c, child)) = children.next() else {
+                    break;
+                };
                 gojson::write_string(out, &serialize_element(c), Flavor::JsonIter);
                 out.push_str(":{");
                 child.emit(false, out);
@@ -133,7 +135,11 @@ fn read_node(
             children.get_or_insert_default().members.insert(pe.clone());
         }
         if let Some(g) = grandchildren {
-            let node = children.get_or_insert_default().children.entry(pe).or_default();
+            let node = children
+                .get_or_insert_default()
+                .children
+                .entry(pe)
+                .or_default();
             *node = node.union(&g);
         }
     }
@@ -180,7 +186,9 @@ pub(crate) fn serialize_element(pe: &PathElement) -> String {
 pub(crate) fn deserialize_element(s: &str) -> Result<Option<PathElement>, FieldsV1Error> {
     let bytes = s.as_bytes();
     if bytes.len() < 2 {
-        return Err(FieldsV1Error::Element("key must be 2 characters long:".into()));
+        return Err(FieldsV1Error::Element(
+            "key must be 2 characters long:".into(),
+        ));
     }
     if bytes[1] != b':' {
         return Err(FieldsV1Error::Element(format!("missing colon: {s}")));
@@ -194,10 +202,15 @@ pub(crate) fn deserialize_element(s: &str) -> Result<Option<PathElement>, Fields
         b'v' => PathElement::Value(parse(rest)?),
         b'k' => match parse(rest)? {
             Value::Object(fields) => PathElement::key(fields.into_iter().collect()),
-            _ => return Err(FieldsV1Error::Element(format!("{s}: key is not a JSON object"))),
+            _ => {
+                return Err(FieldsV1Error::Element(format!(
+                    "{s}: key is not a JSON object"
+                )));
+            }
         },
         b'i' => PathElement::Index(
-            rest.parse().map_err(|_| FieldsV1Error::Element(format!("{s}: invalid index")))?,
+            rest.parse()
+                .map_err(|_| FieldsV1Error::Element(format!("{s}: invalid index")))?,
         ),
         _ => return Ok(None),
     }))
@@ -231,8 +244,11 @@ mod tests {
     #[test]
     fn decodes_paths() {
         let set = FieldSet::from_fields_v1_json(REAL[0]).unwrap();
-        let shown: Vec<String> =
-            set.paths().iter().map(|p| crate::path::path_string(p)).collect();
+        let shown: Vec<String> = set
+            .paths()
+            .iter()
+            .map(|p| crate::path::path_string(p))
+            .collect();
         assert!(shown.contains(&".metadata.labels".to_string()));
         assert!(shown.contains(&r#".spec.ports[port=443,protocol="TCP"].targetPort"#.to_string()));
         assert!(!shown.contains(&".spec".to_string()));
@@ -252,7 +268,10 @@ mod tests {
             set.to_fields_v1_json(),
             r#"{"f:a\u003cb":{},"f:ports":{"k:{\"port\":80}":{},"k:{\"port\":8080}":{}}}"#
         );
-        assert_eq!(FieldSet::from_fields_v1_json(&set.to_fields_v1_json()).unwrap(), set);
+        assert_eq!(
+            FieldSet::from_fields_v1_json(&set.to_fields_v1_json()).unwrap(),
+            set
+        );
     }
 
     #[test]

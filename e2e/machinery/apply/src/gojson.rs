@@ -118,7 +118,7 @@ fn format_float_v(f: f64) -> String {
     let (mantissa, exp) = split_exponent(f);
     let digits = mantissa.chars().filter(char::is_ascii_digit).count() as i32;
     let mut eprec = 6;
-    if eprec > digits && digits >= exp + 1 {
+    if eprec > digits && digits > exp {
         eprec = digits;
     }
     if exp < -4 || exp >= eprec {
@@ -148,7 +148,10 @@ pub(crate) fn to_go_string(v: &Value) -> String {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
             keys.into_iter()
-                .filter_map(|k| map.get(k).map(|child| format!("{k}={}", to_go_string(child))))
+                .filter_map(|k| {
+                    map.get(k)
+                        .map(|child| format!("{k}={}", to_go_string(child)))
+                })
                 .collect()
         }
     }
@@ -240,7 +243,10 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Ordering {
 }
 
 /// `value.MapCompare`: walks the union of keys in lexical order.
-fn compare_maps(x: &serde_json::Map<String, Value>, y: &serde_json::Map<String, Value>) -> Ordering {
+fn compare_maps(
+    x: &serde_json::Map<String, Value>,
+    y: &serde_json::Map<String, Value>,
+) -> Ordering {
     if x.is_empty() && y.is_empty() {
         return Ordering::Equal;
     }
@@ -316,7 +322,10 @@ mod tests {
 
     #[test]
     fn objects_sort_keys() {
-        assert_eq!(encoded(&json!({"b": 1, "a": [true, null]})), r#"{"a":[true,null],"b":1}"#);
+        assert_eq!(
+            encoded(&json!({"b": 1, "a": [true, null]})),
+            r#"{"a":[true,null],"b":1}"#
+        );
     }
 
     #[test]
@@ -346,7 +355,10 @@ mod tests {
         assert_eq!(compare(&json!([1]), &json!({})), Ordering::Less);
         assert_eq!(compare(&json!({}), &json!(null)), Ordering::Less);
         assert_eq!(compare(&json!([1, 2]), &json!([1])), Ordering::Greater);
-        assert_eq!(compare(&json!({"a": 1}), &json!({"a": 1, "b": 1})), Ordering::Less);
+        assert_eq!(
+            compare(&json!({"a": 1}), &json!({"a": 1, "b": 1})),
+            Ordering::Less
+        );
         assert!(equals(&json!({"a": [1.0]}), &json!({"a": [1]})));
     }
 }

@@ -40,9 +40,18 @@ pub(crate) struct ManagerId {
 }
 
 impl ManagerId {
-    pub(crate) fn new(manager: &str, operation: Operation, api_version: &str, subresource: &str) -> Self {
+    pub(crate) fn new(
+        manager: &str,
+        operation: Operation,
+        api_version: &str,
+        subresource: &str,
+    ) -> Self {
         ManagerId {
-            manager: if manager.is_empty() { "unknown".into() } else { manager.into() },
+            manager: if manager.is_empty() {
+                "unknown".into()
+            } else {
+                manager.into()
+            },
             operation,
             api_version: (operation == Operation::Update).then(|| api_version.to_string()),
             subresource: subresource.to_string(),
@@ -80,10 +89,16 @@ impl ManagerId {
     pub(crate) fn describe(&self) -> String {
         let mut s = gojson::go_quote(&self.manager);
         if !self.subresource.is_empty() {
-            s.push_str(&format!(" with subresource {}", gojson::go_quote(&self.subresource)));
+            s.push_str(&format!(
+                " with subresource {}",
+                gojson::go_quote(&self.subresource)
+            ));
         }
         if self.operation == Operation::Update {
-            s.push_str(&format!(" using {}", self.api_version.as_deref().unwrap_or_default()));
+            s.push_str(&format!(
+                " using {}",
+                self.api_version.as_deref().unwrap_or_default()
+            ));
         }
         s
     }
@@ -131,7 +146,9 @@ impl Managed {
                 match e.get(name) {
                     None | Some(Value::Null) => Ok(""),
                     Some(Value::String(s)) => Ok(s),
-                    Some(_) => Err(format!("{name} of managed fields entry {i} must be a string")),
+                    Some(_) => Err(format!(
+                        "{name} of managed fields entry {i} must be a string"
+                    )),
                 }
             };
             let operation = match text("operation")? {
@@ -169,7 +186,14 @@ impl Managed {
                 "" => managed.times.remove(&key),
                 t => managed.times.insert(key.clone(), t.to_string()),
             };
-            managed.fields.insert(key, Owned { id, set, api_version: api_version.to_string() });
+            managed.fields.insert(
+                key,
+                Owned {
+                    id,
+                    set,
+                    api_version: api_version.to_string(),
+                },
+            );
         }
         Ok(managed)
     }
@@ -224,7 +248,9 @@ fn parse_rfc3339(t: &str) -> Option<i64> {
     let b = t.as_bytes();
     let num = |from: usize, len: usize| -> Option<i64> {
         let s = t.get(from..from + len)?;
-        s.bytes().all(|c| c.is_ascii_digit()).then(|| s.parse().ok())?
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
     };
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
         return None;
@@ -242,7 +268,10 @@ fn parse_rfc3339(t: &str) -> Option<i64> {
     let offset = match rest {
         "Z" | "z" => 0,
         _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
-            let (h, m) = (rest[1..3].parse::<i64>().ok()?, rest[4..6].parse::<i64>().ok()?);
+            let (h, m) = (
+                rest[1..3].parse::<i64>().ok()?,
+                rest[4..6].parse::<i64>().ok()?,
+            );
             let off = h * 3600 + m * 60;
             if rest.starts_with('-') { -off } else { off }
         }
@@ -270,16 +299,27 @@ mod tests {
     #[test]
     fn identifiers_match_build_manager_identifier() {
         let cases = [
-            (ManagerId::new("kubectl", Operation::Apply, "apps/v1", ""), r#"{"manager":"kubectl","operation":"Apply"}"#),
             (
-                ManagerId::new("kubectl-client-side-apply", Operation::Update, "apps/v1", ""),
+                ManagerId::new("kubectl", Operation::Apply, "apps/v1", ""),
+                r#"{"manager":"kubectl","operation":"Apply"}"#,
+            ),
+            (
+                ManagerId::new(
+                    "kubectl-client-side-apply",
+                    Operation::Update,
+                    "apps/v1",
+                    "",
+                ),
                 r#"{"manager":"kubectl-client-side-apply","operation":"Update","apiVersion":"apps/v1"}"#,
             ),
             (
                 ManagerId::new("op", Operation::Update, "v1", "status"),
                 r#"{"manager":"op","operation":"Update","apiVersion":"v1","subresource":"status"}"#,
             ),
-            (ManagerId::new("", Operation::Apply, "v1", ""), r#"{"manager":"unknown","operation":"Apply"}"#),
+            (
+                ManagerId::new("", Operation::Apply, "v1", ""),
+                r#"{"manager":"unknown","operation":"Apply"}"#,
+            ),
         ];
         for (id, want) in cases {
             assert_eq!(id.key(), want);
@@ -288,9 +328,18 @@ mod tests {
 
     #[test]
     fn describe_matches_print_manager() {
-        assert_eq!(ManagerId::new("helm", Operation::Apply, "v1", "").describe(), r#""helm""#);
         assert_eq!(
-            ManagerId::new("kubectl-client-side-apply", Operation::Update, "apps/v1", "").describe(),
+            ManagerId::new("helm", Operation::Apply, "v1", "").describe(),
+            r#""helm""#
+        );
+        assert_eq!(
+            ManagerId::new(
+                "kubectl-client-side-apply",
+                Operation::Update,
+                "apps/v1",
+                ""
+            )
+            .describe(),
             r#""kubectl-client-side-apply" using apps/v1"#
         );
         assert_eq!(
@@ -302,11 +351,26 @@ mod tests {
     #[test]
     fn decode_errors_use_apiserver_wording() {
         let cases = [
-            (json!([{"operation": "Patch", "apiVersion": "v1", "fieldsType": "FieldsV1"}]), "operation must be `Apply` or `Update`"),
-            (json!([{"operation": "Apply", "fieldsType": "FieldsV1"}]), "apiVersion must not be empty"),
-            (json!([{"operation": "Apply", "apiVersion": "v1"}]), "missing fieldsType in managed fields entry 0"),
-            (json!([{"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV2"}]), "invalid fieldsType \"FieldsV2\" in managed fields entry 0"),
-            (json!([{"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"xy": {}}}]), "error decoding set: missing colon: xy"),
+            (
+                json!([{"operation": "Patch", "apiVersion": "v1", "fieldsType": "FieldsV1"}]),
+                "operation must be `Apply` or `Update`",
+            ),
+            (
+                json!([{"operation": "Apply", "fieldsType": "FieldsV1"}]),
+                "apiVersion must not be empty",
+            ),
+            (
+                json!([{"operation": "Apply", "apiVersion": "v1"}]),
+                "missing fieldsType in managed fields entry 0",
+            ),
+            (
+                json!([{"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV2"}]),
+                "invalid fieldsType \"FieldsV2\" in managed fields entry 0",
+            ),
+            (
+                json!([{"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"xy": {}}}]),
+                "error decoding set: missing colon: xy",
+            ),
             (json!({}), "managedFields must be a list"),
         ];
         for (input, want) in cases {
@@ -326,8 +390,12 @@ mod tests {
         ]);
         let managed = Managed::decode(Some(&list)).unwrap();
         let encoded = managed.encode().unwrap();
-        let managers: Vec<&str> =
-            encoded.as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        let managers: Vec<&str> = encoded
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
         assert_eq!(managers, ["a", "z", "b"]);
         assert_eq!(encoded[1], list[1]);
         assert_eq!(Managed::decode(None).unwrap().encode(), None);

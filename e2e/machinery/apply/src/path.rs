@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn order_is_fields_keys_values_indices() {
-        let mut items = vec![
+        let mut items = [
             PathElement::Index(0),
             PathElement::Value(json!("a")),
             PathElement::key(vec![("port".into(), json!(8080))]),
@@ -148,6 +148,9 @@ mod tests {
         ];
         items.sort();
         let shown: Vec<String> = items.iter().map(ToString::to_string).collect();
-        assert_eq!(shown, [".a", ".b", "[port=80]", "[port=8080]", "[=\"a\"]", "[0]"]);
+        assert_eq!(
+            shown,
+            [".a", ".b", "[port=80]", "[port=8080]", "[=\"a\"]", "[0]"]
+        );
     }
 }

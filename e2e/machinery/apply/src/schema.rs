@@ -23,7 +23,10 @@ pub struct MapKey {
 impl MapKey {
     /// A key field without default.
     pub fn new(name: &str) -> Self {
-        MapKey { name: name.to_string(), default: None }
+        MapKey {
+            name: name.to_string(),
+            default: None,
+        }
     }
 }
 
@@ -95,8 +98,14 @@ const OBJECT_META_FIELDS: &[&str] = &[
 ];
 
 /// OwnerReference's declared fields.
-const OWNER_REFERENCE_FIELDS: &[&str] =
-    &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"];
+const OWNER_REFERENCE_FIELDS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "name",
+    "uid",
+    "controller",
+    "blockOwnerDeletion",
+];
 
 /// Wraps a kind's schema with the parts every kind shares: top-level `apiVersion`, `kind` and
 /// `metadata` are declared, and `metadata` follows ObjectMeta (`finalizers` is a set,
@@ -166,7 +175,10 @@ const MAX_REF_HOPS: usize = 32;
 impl OpenApiSchema {
     /// A schema with no `$ref` targets (CRDs never use `$ref`).
     pub fn new(root: Value) -> Self {
-        OpenApiSchema { root, refs: Map::new() }
+        OpenApiSchema {
+            root,
+            refs: Map::new(),
+        }
     }
 
     /// A schema whose `$ref: "#/components/schemas/<name>"` (or `#/definitions/<name>`) point
@@ -182,7 +194,11 @@ impl OpenApiSchema {
                 node = self.refs.get(name)?;
                 continue;
             }
-            match node.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+            match node
+                .get("allOf")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
                 Some([only]) if node.get("properties").is_none() => node = only,
                 _ => return Some(node),
             }
@@ -300,13 +316,25 @@ mod tests {
             s.list_type(&[field("spec"), field("members")]),
             ListType::Map(vec![
                 MapKey::new("name"),
-                MapKey { name: "zone".into(), default: Some(json!("a")) }
+                MapKey {
+                    name: "zone".into(),
+                    default: Some(json!("a"))
+                }
             ])
         );
         assert_eq!(s.list_type(&[field("spec"), field("tags")]), ListType::Set);
-        assert_eq!(s.list_type(&[field("spec"), field("args")]), ListType::Atomic);
-        assert_eq!(s.list_type(&[field("spec"), field("unknown")]), ListType::Atomic);
-        assert_eq!(s.map_type(&[field("spec"), field("selector")]), MapType::Atomic);
+        assert_eq!(
+            s.list_type(&[field("spec"), field("args")]),
+            ListType::Atomic
+        );
+        assert_eq!(
+            s.list_type(&[field("spec"), field("unknown")]),
+            ListType::Atomic
+        );
+        assert_eq!(
+            s.map_type(&[field("spec"), field("selector")]),
+            MapType::Atomic
+        );
         assert_eq!(s.map_type(&spec), MapType::Granular);
         assert!(s.is_declared_field(&[], "spec"));
         assert!(s.is_declared_field(&spec, "replicas"));
@@ -319,7 +347,10 @@ mod tests {
     #[test]
     fn refs_are_followed_and_cycles_stop() {
         let mut refs = Map::new();
-        refs.insert("Ref".into(), json!({"properties": {"x": {"type": "string"}}}));
+        refs.insert(
+            "Ref".into(),
+            json!({"properties": {"x": {"type": "string"}}}),
+        );
         refs.insert("Loop".into(), json!({"$ref": "#/components/schemas/Loop"}));
         let s = OpenApiSchema::with_refs(
             json!({"properties": {"ref": {"allOf": [{"$ref": "#/components/schemas/Ref"}]},
@@ -338,7 +369,10 @@ mod tests {
         assert!(!s.is_declared_field(&[], "spec"));
         assert!(s.is_declared_field(&meta, "labels"));
         assert!(!s.is_declared_field(&[field("metadata"), field("labels")], "app"));
-        assert_eq!(s.list_type(&[field("metadata"), field("finalizers")]), ListType::Set);
+        assert_eq!(
+            s.list_type(&[field("metadata"), field("finalizers")]),
+            ListType::Set
+        );
         assert_eq!(
             s.list_type(&[field("metadata"), field("ownerReferences")]),
             ListType::Map(vec![MapKey::new("uid")])

@@ -37,7 +37,10 @@ impl Comparison {
 /// The shape two values at the same path are walked as.
 enum Shape<'v> {
     Leaf,
-    Map(Option<&'v Map<String, Value>>, Option<&'v Map<String, Value>>),
+    Map(
+        Option<&'v Map<String, Value>>,
+        Option<&'v Map<String, Value>>,
+    ),
     List(ListType, &'v [Value], &'v [Value]),
     /// A map on one side and a list or scalar on the other: a type change.
     Mismatch,
@@ -112,7 +115,10 @@ impl<'s> Typed<'s> {
                 if self.schema.map_type(path) == MapType::Atomic {
                     return Shape::Leaf;
                 }
-                let (l, r) = (lhs.and_then(Value::as_object), rhs.and_then(Value::as_object));
+                let (l, r) = (
+                    lhs.and_then(Value::as_object),
+                    rhs.and_then(Value::as_object),
+                );
                 if l.is_none_or(Map::is_empty) && r.is_none_or(Map::is_empty) {
                     return Shape::Leaf;
                 }
@@ -121,7 +127,9 @@ impl<'s> Typed<'s> {
             Kind::List => {
                 let list_type = self.schema.list_type(path);
                 let as_list = |v: Option<&'v Value>| -> &'v [Value] {
-                    v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+                    v.and_then(Value::as_array)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
                 };
                 let (l, r) = (as_list(lhs), as_list(rhs));
                 if list_type == ListType::Atomic || (l.is_empty() && r.is_empty()) {
@@ -143,16 +151,23 @@ impl<'s> Typed<'s> {
                     Value::Null => {
                         return Err("associative list with keys may not have a null element".into());
                     }
-                    _ => return Err("associative list with keys may not have non-map elements".into()),
+                    _ => {
+                        return Err(
+                            "associative list with keys may not have non-map elements".into()
+                        );
+                    }
                 };
                 let fields: Vec<(String, Value)> = keys
                     .iter()
                     .filter_map(|k| {
-                        map.get(&k.name).or(k.default.as_ref()).map(|v| (k.name.clone(), v.clone()))
+                        map.get(&k.name)
+                            .or(k.default.as_ref())
+                            .map(|v| (k.name.clone(), v.clone()))
                     })
                     .collect();
                 if fields.is_empty() {
-                    let names: Vec<String> = keys.iter().map(|k| gojson::go_quote(&k.name)).collect();
+                    let names: Vec<String> =
+                        keys.iter().map(|k| gojson::go_quote(&k.name)).collect();
                     return Err(format!(
                         "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
                         names.join(" ")
@@ -161,9 +176,15 @@ impl<'s> Typed<'s> {
                 Ok(PathElement::key(fields))
             }
             _ => match item {
-                Value::Object(_) => Err("associative list without keys has an element that's a map type".into()),
-                Value::Array(_) => Err("not supported: associative list with lists as elements".into()),
-                Value::Null => Err("associative list without keys has an element that's an explicit null".into()),
+                Value::Object(_) => {
+                    Err("associative list without keys has an element that's a map type".into())
+                }
+                Value::Array(_) => {
+                    Err("not supported: associative list with lists as elements".into())
+                }
+                Value::Null => Err(
+                    "associative list without keys has an element that's an explicit null".into(),
+                ),
                 v => Ok(PathElement::Value(v.clone())),
             },
         }
@@ -175,7 +196,10 @@ impl<'s> Typed<'s> {
         items: &'v [Value],
         allow_duplicates: bool,
     ) -> Result<ListIndex<'v>, ApplyError> {
-        let mut index = ListIndex { order: Vec::new(), items: BTreeMap::new() };
+        let mut index = ListIndex {
+            order: Vec::new(),
+            items: BTreeMap::new(),
+        };
         for (i, item) in items.iter().enumerate() {
             let pe = Self::item_element(list_type, item)
                 .map_err(|msg| invalid(path, format!("element {i}: {msg}")))?;
@@ -294,15 +318,19 @@ impl<'s> Typed<'s> {
     }
 
     fn ensure_named(&self, path: &mut Vec<PathElement>, set: &FieldSet) -> FieldSet {
-        let mut out = FieldSet { members: set.members.clone(), children: BTreeMap::new() };
+        let mut out = FieldSet {
+            members: set.members.clone(),
+            children: BTreeMap::new(),
+        };
         for (pe, child) in &set.children {
-            if let PathElement::Field(name) = pe {
-                if self.schema.is_declared_field(path, name) {
-                    out.members.insert(pe.clone());
-                }
+            if let PathElement::Field(name) = pe
+                && self.schema.is_declared_field(path, name)
+            {
+                out.members.insert(pe.clone());
             }
             path.push(pe.clone());
-            out.children.insert(pe.clone(), self.ensure_named(path, child));
+            out.children
+                .insert(pe.clone(), self.ensure_named(path, child));
             path.pop();
         }
         out
@@ -359,12 +387,18 @@ impl<'s> Typed<'s> {
     ) -> Result<(), ApplyError> {
         match self.shape(path, lhs, rhs) {
             Shape::Map(l, r) => {
-                let mut keys: Vec<&String> = l.iter().chain(r.iter()).flat_map(|m| m.keys()).collect();
+                let mut keys: Vec<&String> =
+                    l.iter().chain(r.iter()).flat_map(|m| m.keys()).collect();
                 keys.sort();
                 keys.dedup();
                 for k in keys {
                     path.push(PathElement::Field(k.clone()));
-                    self.compare_at(path, l.and_then(|m| m.get(k)), r.and_then(|m| m.get(k)), out)?;
+                    self.compare_at(
+                        path,
+                        l.and_then(|m| m.get(k)),
+                        r.and_then(|m| m.get(k)),
+                        out,
+                    )?;
                     path.pop();
                 }
             }
@@ -372,7 +406,12 @@ impl<'s> Typed<'s> {
                 let li = Self::index(path, &list_type, l, true)?;
                 let ri = Self::index(path, &list_type, r, true)?;
                 let mut all = li.order.clone();
-                all.extend(ri.order.iter().filter(|pe| !li.items.contains_key(pe)).cloned());
+                all.extend(
+                    ri.order
+                        .iter()
+                        .filter(|pe| !li.items.contains_key(pe))
+                        .cloned(),
+                );
                 for pe in all {
                     let (ls, rs) = (li.get(&pe), ri.get(&pe));
                     path.push(pe);
@@ -410,7 +449,8 @@ impl<'s> Typed<'s> {
     /// `TypedValue.Merge` with the apply rule: `rhs` wins on leaves, maps merge per field, sets
     /// and list-maps per item (in `rhs`'s order for shared items).
     pub(crate) fn merge(&self, lhs: &Value, rhs: &Value) -> Result<Value, ApplyError> {
-        self.merge_at(&mut Vec::new(), Some(lhs), Some(rhs)).map(Option::unwrap_or_default)
+        self.merge_at(&mut Vec::new(), Some(lhs), Some(rhs))
+            .map(Option::unwrap_or_default)
     }
 
     fn merge_at(
@@ -440,9 +480,9 @@ impl<'s> Typed<'s> {
                 }
                 Ok(Some(Value::Object(out)))
             }
-            Shape::List(list_type, ll, rl) => {
-                self.merge_list(path, &list_type, ll, rl).map(|items| Some(Value::Array(items)))
-            }
+            Shape::List(list_type, ll, rl) => self
+                .merge_list(path, &list_type, ll, rl)
+                .map(|items| Some(Value::Array(items))),
         }
     }
 
@@ -559,7 +599,11 @@ impl<'s> Typed<'s> {
                     };
                     out.insert(k.clone(), kept);
                 }
-                if out.is_empty() { Value::Null } else { Value::Object(out) }
+                if out.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Object(out)
+                }
             }
             Value::Array(items) => {
                 let list_type = self.schema.list_type(path);
@@ -584,7 +628,11 @@ impl<'s> Typed<'s> {
                         _ => out.push(item.clone()),
                     }
                 }
-                if out.is_empty() { Value::Null } else { Value::Array(out) }
+                if out.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Array(out)
+                }
             }
             scalar => scalar.clone(),
         }

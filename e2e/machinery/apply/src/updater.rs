@@ -86,7 +86,10 @@ impl Updater<'_> {
         managed: &mut Managed,
     ) -> Result<FieldSet, ApplyError> {
         match self.update(live, new, managed, None, true) {
-            Ok(cmp) => Ok(cmp.modified.union(&cmp.added).recursive_difference(self.reset)),
+            Ok(cmp) => Ok(cmp
+                .modified
+                .union(&cmp.added)
+                .recursive_difference(self.reset)),
             Err(Refused::Error(e)) => Err(e),
             // Unreachable with force, but a conflict is not an error of an update.
             Err(Refused::Conflicts(_)) => Ok(FieldSet::new()),
@@ -109,10 +112,17 @@ impl Updater<'_> {
         let merged = self.typed.merge(live, config)?;
         let key = id.key();
         let last = managed.set_of(&key).cloned();
-        let set = self.typed.to_field_set(config)?.recursive_difference(self.reset);
+        let set = self
+            .typed
+            .to_field_set(config)?
+            .recursive_difference(self.reset);
         managed.fields.insert(
             key.clone(),
-            Owned { id: id.clone(), set, api_version: self.api_version.to_string() },
+            Owned {
+                id: id.clone(),
+                set,
+                api_version: self.api_version.to_string(),
+            },
         );
         let merged = self.prune(merged, managed, last)?;
         self.update(live, &merged, managed, Some(&key), force)?;
@@ -137,14 +147,22 @@ impl Updater<'_> {
         let pruned = t.remove_items(&merged, &last);
 
         // Add back what anyone owns.
-        let owned = managed.fields.values().fold(FieldSet::new(), |acc, o| acc.union(&o.set));
+        let owned = managed
+            .fields
+            .values()
+            .fold(FieldSet::new(), |acc, o| acc.union(&o.set));
         let merged_set = named(&t.to_field_set(&merged)?);
         let pruned_set = named(&t.to_field_set(&pruned)?);
-        let pruned =
-            t.remove_items(&merged, &merged_set.difference(&pruned_set.union(&named(&owned))));
+        let pruned = t.remove_items(
+            &merged,
+            &merged_set.difference(&pruned_set.union(&named(&owned))),
+        );
 
         // Remove only what the applier had owned.
         let pruned_set = named(&t.to_field_set(&pruned)?);
-        Ok(t.remove_items(&merged, &merged_set.difference(&pruned_set).intersection(&last)))
+        Ok(t.remove_items(
+            &merged,
+            &merged_set.difference(&pruned_set).intersection(&last),
+        ))
     }
 }
