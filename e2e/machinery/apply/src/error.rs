@@ -31,8 +31,10 @@ pub enum ApplyError {
     BadRequest(String),
     /// The applied configuration or the live object does not fit its schema, in
     /// structured-merge-diff's wording, e.g.
-    /// `.spec.containers: duplicate entries for key [name="a"]`. kube-apiserver prefixes it with
-    /// `failed to create typed patch object (<ns>/<name>; <gvk>): `.
+    /// `.spec.containers: duplicate entries for key [name="a"]`, or `errors:\n  <e1>\n  <e2>` for
+    /// several. kube-apiserver answers 500 (a Status without reason) with the message
+    /// `failed to create typed patch object (<ns>/<name>; apps/v1, Kind=Deployment): <this>`
+    /// (`/v1, Kind=Service` for the core group).
     #[error("{0}")]
     Invalid(String),
     /// The live object's managedFields cannot be decoded (kube-apiserver: 500,

@@ -416,9 +416,14 @@ fn is_reset(list: Option<&Value>) -> bool {
     }
 }
 
-/// Records a non-apply write (create, update, JSON/merge/strategic patch; `old` is `None` on
-/// create) in `new`'s managedFields: the writer becomes an `Update` manager of every field it
-/// changed, and other managers lose those fields, so that a later apply conflicts with them.
+/// Records a non-apply write (create, update, JSON/merge/strategic patch) in `new`'s
+/// managedFields: the writer becomes an `Update` manager of every field it changed, and other
+/// managers lose those fields, so that a later apply conflicts with them.
+///
+/// `old` is `None` on create. For a built-in kind the caller may instead pass the kind's zero
+/// object as Go serializes it (a Pod's is
+/// `{"metadata":{"creationTimestamp":null},"spec":{"containers":null},"status":{}}`) to get
+/// kube-apiserver's exact sets, which omit `".":{}` under fields that zero object already has.
 ///
 /// Like kube-apiserver's `UpdateNoErrors`, this never fails: on an internal error the old
 /// managedFields are kept. managedFields sent in `new` replace the stored ones (clients may

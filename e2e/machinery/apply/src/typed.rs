@@ -3,7 +3,7 @@
 //! name in structured-merge-diff's `typed` package, including its corner cases (empty maps and
 //! lists are leaves, `null` takes the shape of the other side, duplicates in live lists).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
@@ -190,22 +190,48 @@ impl<'s> Typed<'s> {
         }
     }
 
+    /// Indexes a granular list, failing on the first invalid item.
     fn index<'v>(
         path: &[PathElement],
         list_type: &ListType,
         items: &'v [Value],
         allow_duplicates: bool,
     ) -> Result<ListIndex<'v>, ApplyError> {
+        let mut errors = Vec::new();
+        let index = Self::index_all(path, list_type, items, allow_duplicates, &mut errors);
+        match errors.into_iter().next() {
+            Some(first) => Err(ApplyError::Invalid(first)),
+            None => Ok(index),
+        }
+    }
+
+    /// Indexes a granular list, skipping invalid items and recording why in `errors`.
+    fn index_all<'v>(
+        path: &[PathElement],
+        list_type: &ListType,
+        items: &'v [Value],
+        allow_duplicates: bool,
+        errors: &mut Vec<String>,
+    ) -> ListIndex<'v> {
         let mut index = ListIndex {
             order: Vec::new(),
             items: BTreeMap::new(),
         };
+        let describe = |msg: String| match invalid(path, msg) {
+            ApplyError::Invalid(text) => text,
+            other => other.to_string(),
+        };
         for (i, item) in items.iter().enumerate() {
-            let pe = Self::item_element(list_type, item)
-                .map_err(|msg| invalid(path, format!("element {i}: {msg}")))?;
+            let pe = match Self::item_element(list_type, item) {
+                Ok(pe) => pe,
+                Err(msg) => {
+                    errors.push(describe(format!("element {i}: {msg}")));
+                    continue;
+                }
+            };
             match index.items.get_mut(&pe) {
                 Some(_) if !allow_duplicates => {
-                    return Err(invalid(path, format!("duplicate entries for key {pe}")));
+                    errors.push(describe(format!("duplicate entries for key {pe}")));
                 }
                 Some(seen) => seen.push(item),
                 None => {
@@ -214,13 +240,23 @@ impl<'s> Typed<'s> {
                 }
             }
         }
-        Ok(index)
+        index
     }
 
     /// Checks that every granular list item has a valid path element and, unless
-    /// `allow_duplicates` (live objects), that no two items share one.
+    /// `allow_duplicates` (live objects), that no two items share one. All problems are reported
+    /// together, as structured-merge-diff's `ValidationErrors` print them.
     pub(crate) fn validate(&self, v: &Value, allow_duplicates: bool) -> Result<(), ApplyError> {
-        self.validate_at(&mut Vec::new(), v, allow_duplicates)
+        let mut errors = Vec::new();
+        self.validate_at(&mut Vec::new(), v, allow_duplicates, &mut errors);
+        match errors.as_slice() {
+            [] => Ok(()),
+            [one] => Err(ApplyError::Invalid(one.clone())),
+            many => Err(ApplyError::Invalid(format!(
+                "errors:\n  {}",
+                many.join("\n  ")
+            ))),
+        }
     }
 
     fn validate_at(
@@ -228,33 +264,40 @@ impl<'s> Typed<'s> {
         path: &mut Vec<PathElement>,
         v: &Value,
         allow_duplicates: bool,
-    ) -> Result<(), ApplyError> {
-        Self::check_depth(path)?;
+        errors: &mut Vec<String>,
+    ) {
+        if let Err(e) = Self::check_depth(path) {
+            errors.push(e.to_string());
+            return;
+        }
         match v {
             Value::Object(map) if self.schema.map_type(path) == MapType::Granular => {
-                for (k, child) in map {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for k in keys {
                     path.push(PathElement::Field(k.clone()));
-                    self.validate_at(path, child, allow_duplicates)?;
+                    if let Some(child) = map.get(k) {
+                        self.validate_at(path, child, allow_duplicates, errors);
+                    }
                     path.pop();
                 }
             }
             Value::Array(items) => {
                 let list_type = self.schema.list_type(path);
                 if list_type == ListType::Atomic {
-                    return Ok(());
+                    return;
                 }
-                let index = Self::index(path, &list_type, items, allow_duplicates)?;
+                let index = Self::index_all(path, &list_type, items, allow_duplicates, errors);
                 for pe in &index.order {
                     for item in index.get(pe) {
                         path.push(pe.clone());
-                        self.validate_at(path, item, allow_duplicates)?;
+                        self.validate_at(path, item, allow_duplicates, errors);
                         path.pop();
                     }
                 }
             }
             _ => {}
         }
-        Ok(())
     }
 
     /// `TypedValue.ToFieldSet`: the fields `v` sets. Declared struct fields with content are not
@@ -515,14 +558,14 @@ impl<'s> Typed<'s> {
         let observed_r = |pe: &PathElement| r_index.get(pe).first().copied();
         let mut shared = r_pes.iter().filter(|pe| l_index.items.contains_key(pe));
         let mut next_shared = shared.next();
-        let mut merged_r: Vec<&PathElement> = Vec::new();
+        let mut merged_r: BTreeSet<&PathElement> = BTreeSet::new();
         let mut out = Vec::with_capacity(lhs.len().max(rhs.len()));
         let (mut li, mut ri) = (0, 0);
         while li < l_pes.len() || ri < r_pes.len() {
             if li < l_pes.len() && ri < r_pes.len() {
                 let pe = &l_pes[li];
                 if *pe == r_pes[ri] {
-                    merged_r.push(pe);
+                    merged_r.insert(pe);
                     out.extend(self.merge_item(path, pe, observed_l(pe), observed_r(pe))?);
                     li += 1;
                     ri += 1;
@@ -540,13 +583,13 @@ impl<'s> Typed<'s> {
                     out.extend(self.merge_item(path, pe, Some(&lhs[li]), None)?);
                     li += 1;
                     continue;
-                } else if merged_r.contains(&pe) {
+                } else if merged_r.contains(pe) {
                     li += 1;
                 }
             }
             if ri < r_pes.len() {
                 let pe = &r_pes[ri];
-                merged_r.push(pe);
+                merged_r.insert(pe);
                 out.extend(self.merge_item(path, pe, observed_l(pe), observed_r(pe))?);
                 ri += 1;
                 if next_shared == Some(pe) {

@@ -752,6 +752,12 @@ fn malformed_requests_are_refused() {
             ApplyError::Invalid(r#".spec.template.spec.containers: duplicate entries for key [name="a"]"#.into()),
         ),
         (
+            "several problems at once",
+            None,
+            containers(json!([{"name": "a"}, {"name": "a"}, {"image": "x"}])),
+            ApplyError::Invalid("errors:\n  .spec.template.spec.containers: duplicate entries for key [name=\"a\"]\n  .spec.template.spec.containers: element 2: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)".into()),
+        ),
+        (
             "item without key",
             None,
             containers(json!([{"image": "x"}])),
