@@ -13,10 +13,10 @@ use crate::cel;
 use crate::field_error::{BadValue, FieldError};
 use crate::model::{Additional, Node, Pattern, SchemaType};
 use crate::path::FieldPath;
-use crate::{formats, goregex, openapi, prune};
+use crate::{formats, gofmt, goregex, openapi, prune};
 
 /// Deeper schemas are refused: every walk over a schema is recursive.
-pub(crate) const MAX_SCHEMA_DEPTH: usize = 128;
+pub(crate) const MAX_SCHEMA_DEPTH: usize = 64;
 
 /// The type names the apiserver accepts, in the order it lists them.
 const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
@@ -267,12 +267,13 @@ fn build(
     }
 
     // --- children
+    let no_properties = Map::new();
     let properties = match obj.get("properties") {
-        Some(Value::Object(p)) => p.clone(),
-        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p,
+        None | Some(Value::Null) => &no_properties,
         Some(v) => {
             kw.wrong("properties", v, "an object", errors);
-            Map::new()
+            &no_properties
         }
     };
     match obj.get("additionalProperties") {
@@ -312,7 +313,7 @@ fn build(
     }
     let checks_metadata = ctx.level == Level::Root || node.embedded;
     let mut props = BTreeMap::new();
-    for (name, schema) in &properties {
+    for (name, schema) in properties {
         let mut sub = Ctx {
             level: Level::Field,
             ..ctx.clone()
