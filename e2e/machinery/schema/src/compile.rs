@@ -83,9 +83,10 @@ struct Keywords<'a> {
 
 impl Keywords<'_> {
     fn wrong(&self, key: &str, v: &Value, what: &str, errors: &mut Vec<FieldError>) {
+        // Rendered (depth-limited) rather than cloned: the value may be anything.
         errors.push(FieldError::invalid(
             &self.path.child(key),
-            BadValue::Json(v.clone()),
+            BadValue::Rendered(gofmt::json(v)),
             format!("must be {what}"),
         ));
     }
@@ -178,7 +179,7 @@ fn build(
     let Some(obj) = raw.as_object() else {
         errors.push(FieldError::invalid(
             path,
-            BadValue::Json(raw.clone()),
+            BadValue::Rendered(gofmt::json(raw)),
             "must be a JSON schema object",
         ));
         return Node::default();
