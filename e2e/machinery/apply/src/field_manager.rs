@@ -136,7 +136,12 @@ impl<'r> Engine<'r> {
         managed: &mut Managed,
         id: &ManagerId,
     ) -> Result<(), ApplyError> {
-        let gained = self.updater().update_fields(live, new, managed)?;
+        // Identity fields are stripped before deciding whether the writer gained anything, so a
+        // write that only bumps resourceVersion or generation leaves no trace.
+        let gained = self
+            .updater()
+            .update_fields(live, new, managed)?
+            .difference(&strip_set());
         let key = id.key();
         if !gained.is_empty() {
             let set = match managed.set_of(&key) {
@@ -151,9 +156,8 @@ impl<'r> Engine<'r> {
                     api_version: self.req.api_version.to_string(),
                 },
             );
-            managed.times.insert(key.clone(), self.req.now.to_string());
+            managed.times.insert(key, self.req.now.to_string());
         }
-        strip_meta(managed, &key);
         cap_update_managers(managed);
         Ok(())
     }

@@ -681,3 +681,217 @@ impl<'s> Typed<'s> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Deduced, MapKey, OpenApiSchema, with_object_meta};
+    use serde_json::json;
+
+    fn schema() -> OpenApiSchema {
+        OpenApiSchema::new(json!({"properties": {
+            "spec": {"properties": {
+                "items": {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"properties": {"name": {}, "v": {}}}},
+                "tags": {"x-kubernetes-list-type": "set"},
+                "args": {},
+                "sel": {"x-kubernetes-map-type": "atomic"},
+                "free": {"additionalProperties": {}}
+            }}
+        }}))
+    }
+
+    fn paths(set: &FieldSet) -> Vec<String> {
+        set.paths().iter().map(|p| path_string(p)).collect()
+    }
+
+    #[test]
+    fn field_sets() {
+        let s = schema();
+        let meta = with_object_meta(&s);
+        let t = Typed { schema: &meta };
+        let cases = [
+            (
+                json!({"spec": {"args": ["a"], "sel": {"a": "b"}}}),
+                vec![".spec.args", ".spec.sel"],
+            ),
+            (
+                json!({"spec": {"free": {"x": {"y": 1}}}}),
+                vec![".spec.free.x", ".spec.free.x.y"],
+            ),
+            (
+                json!({"spec": {"tags": ["b", "a"]}}),
+                vec![r#".spec.tags[="a"]"#, r#".spec.tags[="b"]"#],
+            ),
+            (
+                json!({"spec": {"items": [{"name": "n"}]}}),
+                vec![r#".spec.items[name="n"]"#, r#".spec.items[name="n"].name"#],
+            ),
+            (
+                json!({"spec": {"items": [{"name": "n"}, {"name": "n", "v": 1}]}}),
+                vec![r#".spec.items[name="n"]"#],
+            ),
+            (
+                json!({"spec": {"free": {}, "args": null}}),
+                vec![".spec.args", ".spec.free"],
+            ),
+            (json!({"spec": {"tags": []}}), vec![]),
+            (
+                json!({"metadata": {"name": "x", "labels": {"a": "b"}}}),
+                vec![".metadata.name", ".metadata.labels.a"],
+            ),
+        ];
+        for (v, want) in cases {
+            assert_eq!(paths(&t.to_field_set(&v).unwrap()), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn comparisons() {
+        let s = schema();
+        let t = Typed { schema: &s };
+        let cases = [
+            (
+                json!({"spec": {"args": ["a"]}}),
+                json!({"spec": {"args": ["b"]}}),
+                (vec![], vec![".spec.args"], vec![]),
+            ),
+            (
+                json!({}),
+                json!({"spec": {"free": {"x": 1}}}),
+                (vec![".spec", ".spec.free", ".spec.free.x"], vec![], vec![]),
+            ),
+            (
+                json!({"spec": {"free": {"x": 1}}}),
+                json!({"spec": {"free": {"x": 1.0}}}),
+                (vec![], vec![], vec![]),
+            ),
+            (
+                json!({"spec": {"tags": ["a"]}}),
+                json!({"spec": {"tags": ["b"]}}),
+                (
+                    vec![r#".spec.tags[="b"]"#],
+                    vec![],
+                    vec![r#".spec.tags[="a"]"#],
+                ),
+            ),
+            (
+                json!({"spec": {"free": {}}}),
+                json!({"spec": {"free": null}}),
+                (vec![], vec![".spec.free"], vec![]),
+            ),
+            (
+                json!({"spec": {"free": 1}}),
+                json!({"spec": {"free": {"x": 1}}}),
+                (vec![".spec.free.x"], vec![".spec.free"], vec![]),
+            ),
+        ];
+        for (l, r, (added, modified, removed)) in cases {
+            let c = t.compare(&l, &r).unwrap();
+            let own = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
+            assert_eq!(
+                (paths(&c.added), paths(&c.modified), paths(&c.removed)),
+                (own(added), own(modified), own(removed)),
+                "{l} -> {r}"
+            );
+        }
+    }
+
+    #[test]
+    fn merges() {
+        let s = schema();
+        let t = Typed { schema: &s };
+        let cases = [
+            (
+                json!({"spec": {"args": ["a", "b"]}}),
+                json!({"spec": {"args": ["c"]}}),
+                json!({"spec": {"args": ["c"]}}),
+            ),
+            (
+                json!({"spec": {"sel": {"a": 1}}}),
+                json!({"spec": {"sel": {"b": 2}}}),
+                json!({"spec": {"sel": {"b": 2}}}),
+            ),
+            (
+                json!({"spec": {"free": {"a": 1}}}),
+                json!({"spec": {"free": {"b": 2}}}),
+                json!({"spec": {"free": {"a": 1, "b": 2}}}),
+            ),
+            (
+                json!({"spec": {"tags": ["a", "b"]}}),
+                json!({"spec": {"tags": ["c", "a"]}}),
+                json!({"spec": {"tags": ["c", "a", "b"]}}),
+            ),
+            (
+                json!({"spec": {"free": {"a": 1}}}),
+                json!({"spec": {"free": null}}),
+                json!({"spec": {"free": {"a": 1}}}),
+            ),
+            (
+                json!({"spec": {"free": 1}}),
+                json!({"spec": {"free": null}}),
+                json!({"spec": {"free": null}}),
+            ),
+            (
+                json!({"spec": {"items": [{"name": "a", "v": 1}, {"name": "b", "v": 1}]}}),
+                json!({"spec": {"items": [{"name": "b", "v": 2}]}}),
+                json!({"spec": {"items": [{"name": "a", "v": 1}, {"name": "b", "v": 2}]}}),
+            ),
+        ];
+        for (l, r, want) in cases {
+            assert_eq!(t.merge(&l, &r).unwrap(), want, "{l} + {r}");
+        }
+    }
+
+    #[test]
+    fn removals() {
+        let s = schema();
+        let t = Typed { schema: &s };
+        let v = json!({"spec": {"free": {"x": 1}, "items": [{"name": "a", "v": 1}, {"name": "b"}], "keep": 1}});
+        let remove = |paths: &[Vec<PathElement>]| {
+            t.remove_items(&v, &FieldSet::from_paths(paths.iter().map(Vec::as_slice)))
+        };
+        let f = crate::path::field;
+        let key = |n: &str| PathElement::key(vec![("name".into(), json!(n))]);
+        assert_eq!(
+            remove(&[
+                vec![f("spec"), f("free"), f("x")],
+                vec![f("spec"), f("items"), key("a")]
+            ]),
+            json!({"spec": {"free": null, "items": [{"name": "b"}], "keep": 1}})
+        );
+        assert_eq!(
+            remove(&[vec![f("spec"), f("items"), key("b"), f("name")]]),
+            json!({"spec": {"free": {"x": 1}, "items": [{"name": "a", "v": 1}, null], "keep": 1}})
+        );
+    }
+
+    #[test]
+    fn key_defaults_fill_missing_key_fields() {
+        struct Ports;
+        impl Schema for Ports {
+            fn list_type(&self, _: &[PathElement]) -> ListType {
+                ListType::Map(vec![
+                    MapKey::new("containerPort"),
+                    MapKey {
+                        name: "protocol".into(),
+                        default: Some(json!("TCP")),
+                    },
+                ])
+            }
+        }
+        let t = Typed { schema: &Ports };
+        let set = t
+            .to_field_set(&json!({"ports": [{"containerPort": 80}]}))
+            .unwrap();
+        assert!(
+            paths(&set)
+                .contains(&r#".ports[containerPort=80,protocol="TCP"].containerPort"#.to_string())
+        );
+        let d = Typed { schema: &Deduced };
+        assert_eq!(
+            paths(&d.to_field_set(&json!({"a": [1, 2]})).unwrap()),
+            [".a"]
+        );
+    }
+}

@@ -570,6 +570,19 @@ fn record_update_tracks_non_apply_writes() {
             )],
         ),
         (
+            "identity-only change, no entry",
+            edit(&|o| {
+                o["metadata"]["resourceVersion"] = json!("2");
+                o["metadata"]["generation"] = json!(2);
+            }),
+            vec![owner(
+                "kubectl-create",
+                Operation::Update,
+                "",
+                r#"{"f:data":{".":{},"f:a":{},"f:b":{}},"f:metadata":{"f:labels":{".":{},"f:x":{}}}}"#,
+            )],
+        ),
+        (
             "managedFields: [] clears tracking",
             edit(&|o| o["metadata"]["managedFields"] = json!([])),
             vec![],
@@ -579,6 +592,12 @@ fn record_update_tracks_non_apply_writes() {
         let obj = ep.update("kubectl-edit", T2, Some(&live), &new);
         assert_eq!(owners(&obj), want, "{name}");
     }
+
+    // Nor does it move the writer's own time.
+    let mut bumped = live.clone();
+    bumped["metadata"]["generation"] = json!(2);
+    let obj = ep.update("kubectl-create", T2, Some(&live), &bumped);
+    assert_eq!(obj["metadata"]["managedFields"][0]["time"], T1);
 
     // An existing object without managedFields stays untracked.
     let mut untracked = live.clone();
