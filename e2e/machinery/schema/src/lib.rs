@@ -28,6 +28,7 @@ mod path;
 mod prune;
 pub mod status;
 pub mod strict;
+mod value_eq;
 
 use serde_json::Value;
 

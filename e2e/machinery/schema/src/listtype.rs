@@ -147,15 +147,21 @@ pub(crate) fn correlated<'a>(node: &Node, item: &Value, olds: &'a [Value]) -> Op
     if node.list_type.as_deref() != Some("map") || node.list_map_keys.is_empty() {
         return None;
     }
-    let key_of = |v: &Value| -> Option<Vec<Value>> {
+    let key_of = |v: &'a Value| -> Option<Vec<Option<&'a Value>>> {
         let obj = v.as_object()?;
-        Some(
-            node.list_map_keys
-                .iter()
-                .map(|k| obj.get(k).cloned().unwrap_or(Value::Null))
-                .collect(),
-        )
+        Some(node.list_map_keys.iter().map(|k| obj.get(k)).collect())
     };
-    let wanted = key_of(item)?;
-    olds.iter().find(|o| key_of(o).as_ref() == Some(&wanted))
+    let wanted: Vec<Option<&Value>> = {
+        let obj = item.as_object()?;
+        node.list_map_keys.iter().map(|k| obj.get(k)).collect()
+    };
+    olds.iter().find(|o| {
+        key_of(o).is_some_and(|key| {
+            key.iter().zip(&wanted).all(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => crate::value_eq::equal(a, b),
+                (None, None) => true,
+                _ => false,
+            })
+        })
+    })
 }

@@ -62,7 +62,7 @@ impl Run<'_> {
     }
 
     fn node(&mut self, node: &Node, name: &str, v: &Value, old: Option<&Value>) {
-        if old == Some(v) {
+        if old.is_some_and(|o| crate::value_eq::equal(o, v)) {
             return;
         }
         if v.is_null() {

@@ -120,7 +120,7 @@ impl Evaluator {
             }
             None => None,
         };
-        let unchanged = ratchet && old.is_some_and(|o| o == obj);
+        let unchanged = ratchet && old.is_some_and(|o| crate::value_eq::equal(o, obj));
 
         for rule in node.rules.iter() {
             let Some(program) = &rule.program else {
