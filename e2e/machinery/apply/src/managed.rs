@@ -252,7 +252,15 @@ fn parse_rfc3339(t: &str) -> Option<i64> {
             .all(|c| c.is_ascii_digit())
             .then(|| s.parse().ok())?
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+    // Only ASCII is valid here; checking it first keeps every slice below on char boundaries.
+    if !t.is_ascii()
+        || b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
@@ -410,6 +418,8 @@ mod tests {
             ("2024-02-29T14:30:15+02:00", 1_709_209_815),
             ("garbage", 0),
             ("2024-13-01T00:00:00Z", 0),
+            ("2024-01-01T00:00:00é+:00", 0),
+            ("2024-01-01Té0:00:00Z", 0),
         ];
         for (t, want) in cases {
             assert_eq!(unix_seconds(t), want, "{t}");
