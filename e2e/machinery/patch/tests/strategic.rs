@@ -197,6 +197,24 @@ fn list_item_directives() {
 }
 
 #[test]
+fn deleting_and_adding_under_set_element_order_keeps_gos_order() {
+    // Go deletes and appends in the original list's array, and `$setElementOrder` then orders
+    // server-only items by that rewritten array: "4" ends up before the new "3".
+    let pod = json!({"spec": {"containers": [
+        {"name": "1"}, {"name": "2", "image": "b"}, {"name": "4", "image": "c"}
+    ]}});
+    let patch = json!({"spec": {
+        "$setElementOrder/containers": [{"name": "2"}, {"name": "3"}],
+        "containers": [{"name": "3"}, {"$patch": "delete", "name": "1"}]
+    }});
+    let got = smp(&pod, patch, POD);
+    assert_eq!(
+        got["spec"]["containers"],
+        json!([{"name": "2", "image": "b"}, {"name": "4", "image": "c"}, {"name": "3"}])
+    );
+}
+
+#[test]
 fn map_directives_and_nulls() {
     let pod = json!({"metadata": {"name": "p", "labels": {"a": "1", "b": "2"}}, "spec": {"nodeSelector": {"x": "y"}}});
     let cases = [

@@ -337,14 +337,12 @@ fn merge_slice(
                 element.go_kind()
             )));
         }
-        let (original, patch) = apply_item_directives(original, patch, merge_key)?;
-        let live = original.clone();
-        (
-            merge_items(original, &patch, merge_key, element)?,
-            live,
-            patch,
-            None,
-        )
+        let length = original.len();
+        let (mut list, patch, replaced) = apply_item_directives(original, patch, merge_key)?;
+        let live = list.items().to_vec();
+        merge_items(&mut list, &patch, merge_key, element)?;
+        let view = replaced.unwrap_or_else(|| list.view(length));
+        (list.into_items(), live, patch, Some(view))
     };
     let (patch_items, server_only) = partition(merged, &patch, merge_key)?;
     let list = normalize_element_order(patch_items, server_only, &patch, &live, merge_key, kind)?;
@@ -415,13 +413,71 @@ fn delete_from_slice(current: Vec<Value>, delete: &[Value]) -> Result<Vec<Value>
     Ok(kept)
 }
 
+/// A Go slice over an array that the caller's view of the original list may share.
+///
+/// `mergeSlice` deletes with `append(s[:i], s[i+1:]...)` and adds with `append(s, item)`, both
+/// in place while there is room, so the caller's slice header over the original array then
+/// sees shifted and appended items. `mergePatchIntoOriginal` orders by that view, and Go's
+/// results depend on it (e.g. deleting one item while adding another under
+/// `$setElementOrder`). Capacity beyond the original length is taken to be zero.
+struct SharedSlice {
+    array: Vec<Value>,
+    len: usize,
+}
+
+impl SharedSlice {
+    fn new(items: Vec<Value>) -> Self {
+        let len = items.len();
+        Self { array: items, len }
+    }
+
+    fn items(&self) -> &[Value] {
+        &self.array[..self.len]
+    }
+
+    fn items_mut(&mut self) -> &mut [Value] {
+        &mut self.array[..self.len]
+    }
+
+    /// `append(s[:i], s[i+1:]...)`: shifts the tail left; the last slot keeps a stale copy.
+    fn remove(&mut self, i: usize) {
+        for k in i..self.len - 1 {
+            self.array[k] = self.array[k + 1].clone();
+        }
+        self.len -= 1;
+    }
+
+    /// `append(s, item)`: reuses a free slot of the array, else grows it.
+    fn push(&mut self, item: Value) {
+        if self.len < self.array.len() {
+            self.array[self.len] = item;
+        } else {
+            self.array.push(item);
+        }
+        self.len += 1;
+    }
+
+    /// What a slice of the first `length` slots of the array now holds.
+    fn view(&self, length: usize) -> Vec<Value> {
+        self.array[..length.min(self.array.len())].to_vec()
+    }
+
+    fn into_items(mut self) -> Vec<Value> {
+        self.array.truncate(self.len);
+        self.array
+    }
+}
+
 /// `mergeSliceWithSpecialElements`: applies `$patch: delete` items, and `$patch: replace`
-/// (the list becomes the patch's plain items). Returns the new original and plain patch items.
+/// (the list becomes the patch's plain items). Returns the list to merge into, the plain patch
+/// items and, after a replace, the original array as the deletions left it.
 fn apply_item_directives(
-    mut original: Vec<Value>,
+    original: Vec<Value>,
     patch: Vec<Value>,
     merge_key: &str,
-) -> Result<(Vec<Value>, Vec<Value>)> {
+) -> Result<(SharedSlice, Vec<Value>, Option<Vec<Value>>)> {
+    let length = original.len();
+    let mut original = SharedSlice::new(original);
     let mut plain = Vec::with_capacity(patch.len());
     let mut replace = false;
     for item in patch {
@@ -437,7 +493,7 @@ fn apply_item_directives(
                 let key = map
                     .get(merge_key)
                     .ok_or_else(|| go::no_merge_key(map, merge_key))?;
-                while let Some(i) = find_by_key(&original, merge_key, key)? {
+                while let Some(i) = find_by_key(original.items(), merge_key, key)? {
                     original.remove(i);
                 }
             }
@@ -452,20 +508,21 @@ fn apply_item_directives(
         }
     }
     Ok(if replace {
-        (plain, Vec::new())
+        let view = original.view(length);
+        (SharedSlice::new(plain), Vec::new(), Some(view))
     } else {
-        (original, plain)
+        (original, plain, None)
     })
 }
 
 /// `mergeSliceWithoutSpecialElements`: an item whose key is in the list merges into the first
 /// such item; a new item is appended verbatim (nulls and directives inside it included).
 fn merge_items(
-    mut original: Vec<Value>,
+    original: &mut SharedSlice,
     patch: &[Value],
     merge_key: &str,
     element: Node,
-) -> Result<Vec<Value>> {
+) -> Result<()> {
     for item in patch {
         let Value::Object(map) = item else {
             return Err(go::bad_arg_type(GoType::Map, item));
@@ -473,18 +530,19 @@ fn merge_items(
         let key = map
             .get(merge_key)
             .ok_or_else(|| go::no_merge_key(map, merge_key))?;
-        match find_by_key(&original, merge_key, key)? {
+        match find_by_key(original.items(), merge_key, key)? {
             Some(i) => {
-                let current = match std::mem::take(&mut original[i]) {
+                let slot = &mut original.items_mut()[i];
+                let current = match std::mem::take(slot) {
                     Value::Object(current) => current,
                     other => return Err(go::bad_arg_type(GoType::Map, &other)),
                 };
-                original[i] = Value::Object(merge_map(current, map.clone(), element)?);
+                *slot = Value::Object(merge_map(current, map.clone(), element)?);
             }
             None => original.push(item.clone()),
         }
     }
-    Ok(original)
+    Ok(())
 }
 
 /// `findMapInSliceBasedOnKeyValue`: index of the first map whose `merge_key` equals `value`.
