@@ -1,2 +1,23 @@
-//! localkube: the Kubernetes API server (and, later, the node agent and controllers) that the
-//! end-to-end tests and the demo run against. See e2e/README.md.
+//! localkube: a small, faithful Kubernetes control plane on a real etcd for the end-to-end
+//! tests and the demo (design.md §5, ../shared/docs/local-control-plane.md). This crate holds
+//! the API server; the pure algorithms it relies on (patches, schemas, server-side apply,
+//! selectors and RBAC, protobuf bodies) live in `e2e/machinery/*`. Deviations from Kubernetes
+//! are listed in e2e/README.md.
+
+pub mod api;
+pub mod authn;
+pub mod authz;
+pub mod bootstrap;
+pub mod crd;
+pub mod defaults;
+pub mod etcd;
+pub mod fieldmanager;
+pub mod patching;
+pub mod pki;
+pub mod server;
+pub mod services;
+pub mod shim;
+pub mod store;
+pub mod strategy;
+pub mod table;
+pub mod up;

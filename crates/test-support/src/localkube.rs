@@ -1,0 +1,197 @@
+//! [`LocalKube`]: the project's local control plane (`e2e/localkube`) started for one test, on
+//! its own loopback address block with its own etcd and state directory, so tests run in
+//! parallel; stopped (SIGTERM, then SIGKILL) when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::addr::AddressBlock;
+use crate::error::HarnessError;
+use crate::kube_tools::KubeClients;
+use crate::process::{ProcessGuard, TestDir, log_tail_section, print_log_tail_if_panicking, run_output};
+use crate::tools::Tools;
+
+/// The API server port inside the instance's private address block.
+const API_PORT: u16 = 6443;
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct LocalKube {
+    process: ProcessGuard,
+    dir: TestDir,
+    _block: AddressBlock,
+    kubeconfig: PathBuf,
+    binary: PathBuf,
+    etcd_binary: PathBuf,
+    address: std::net::Ipv4Addr,
+}
+
+/// The localkube binary: `$LOCALKUBE_BIN`, else the workspace's `target/debug/localkube`.
+pub fn localkube_binary() -> Result<PathBuf, HarnessError> {
+    if let Some(path) = std::env::var_os("LOCALKUBE_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace.join("target"));
+    let path = target.join("debug/localkube");
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(HarnessError::Claim {
+            what: "the localkube binary".into(),
+            detail: format!("{} does not exist: build it with `cargo build -p localkube` or set LOCALKUBE_BIN", path.display()),
+        })
+    }
+}
+
+impl LocalKube {
+    /// Start a control plane with the workspace's localkube binary and etcd 3.5.
+    pub async fn start() -> Result<LocalKube, HarnessError> {
+        Self::start_with(&localkube_binary()?).await
+    }
+
+    pub async fn start_with(binary: &Path) -> Result<LocalKube, HarnessError> {
+        let tools = Tools::from_env();
+        let etcd_binary = tools.etcd(crate::tools::EtcdVersion::V3_5)?;
+        let block = AddressBlock::claim_checking(&[API_PORT], 1)?;
+        let dir = TestDir::new("localkube")?;
+        let address = block.ip(1);
+        let process = Self::spawn(binary, &etcd_binary, dir.path(), address)?;
+        let kubeconfig = dir.path().join("state/kubeconfig");
+        let mut lk = LocalKube { process, dir, _block: block, kubeconfig, binary: binary.to_path_buf(), etcd_binary, address };
+        lk.wait_ready().await?;
+        Ok(lk)
+    }
+
+    fn spawn(binary: &Path, etcd: &Path, dir: &Path, address: std::net::Ipv4Addr) -> Result<ProcessGuard, HarnessError> {
+        let mut command = Command::new(binary);
+        command
+            .arg("up")
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .arg("--address")
+            .arg(address.to_string())
+            .arg("--port")
+            .arg(API_PORT.to_string())
+            .arg("--etcd-binary")
+            .arg(etcd)
+            .env("LOCALKUBE_LOG", std::env::var("LOCALKUBE_LOG").unwrap_or_else(|_| "info".into()));
+        ProcessGuard::spawn("localkube", command, dir.join("localkube.log"))
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), HarnessError> {
+        let start = std::time::Instant::now();
+        while !self.kubeconfig.exists() {
+            self.process.check_running()?;
+            if start.elapsed() > READY_TIMEOUT {
+                return Err(HarnessError::NotReady {
+                    what: format!("localkube on {}", self.address),
+                    waited: READY_TIMEOUT,
+                    detail: format!("{} was not written", self.kubeconfig.display()),
+                    log_tails: log_tail_section("localkube", self.process.log_path(), 40),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// `https://127.A.B.1:6443`
+    pub fn server_url(&self) -> String {
+        format!("https://{}:{API_PORT}", self.address)
+    }
+
+    /// The endpoint of the control plane's own etcd (for tests that look underneath).
+    pub fn etcd_endpoint(&self) -> Result<String, HarnessError> {
+        let path = self.dir.path().join("state/etcd-endpoint");
+        std::fs::read_to_string(&path).map_err(|e| HarnessError::io(format!("reading {}", path.display()), e))
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.process.log_path()
+    }
+
+    /// Run kubectl of `clients` against this instance (own discovery cache per instance).
+    pub fn kubectl(&self, clients: &KubeClients, args: &[&str]) -> Result<String, HarnessError> {
+        let mut command = Command::new(clients.kubectl());
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join(format!("kubectl-cache-{}", clients.pair().kubectl_minor())))
+            .args(args)
+            .env("HOME", self.dir.path());
+        run_output(command)
+    }
+
+    /// kubectl with stdin from `input` (for `apply -f -`).
+    pub fn kubectl_stdin(&self, clients: &KubeClients, args: &[&str], input: &str) -> Result<String, HarnessError> {
+        let dir = self.dir.path().join("stdin");
+        std::fs::create_dir_all(&dir).map_err(|e| HarnessError::io("creating stdin dir", e))?;
+        let file = dir.join(format!("input-{}.yaml", std::process::id() as u64 * 1000 + rand_suffix()));
+        std::fs::write(&file, input).map_err(|e| HarnessError::io("writing kubectl input", e))?;
+        let mut all: Vec<&str> = args.to_vec();
+        let path = file.to_string_lossy().into_owned();
+        all.push("-f");
+        all.push(&path);
+        self.kubectl(clients, &all)
+    }
+
+    /// Run helm of `clients` against this instance (own helm home per instance).
+    pub fn helm(&self, clients: &KubeClients, args: &[&str]) -> Result<String, HarnessError> {
+        let home = self.dir.path().join(format!("helm-{}", clients.pair().helm_minor()));
+        let mut command = Command::new(clients.helm());
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env("HOME", &home)
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"));
+        run_output(command)
+    }
+
+    /// Stop gracefully (SIGTERM) and start again on the same state directory and address.
+    pub async fn restart(&mut self) -> Result<(), HarnessError> {
+        self.process.terminate(Duration::from_secs(20)).await?;
+        self.process = Self::spawn(&self.binary, &self.etcd_binary, self.dir.path(), self.address)?;
+        self.wait_ready().await
+    }
+
+    /// Stop gracefully; returns once every process it started is gone.
+    pub async fn stop(mut self) -> Result<(), HarnessError> {
+        self.process.terminate(Duration::from_secs(20)).await.map(|_| ())
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0)
+}
+
+impl Drop for LocalKube {
+    fn drop(&mut self) {
+        print_log_tail_if_panicking("localkube", self.process.log_path());
+        let etcd_log = self.dir.path().join("state/etcd.log");
+        print_log_tail_if_panicking("localkube etcd", &etcd_log);
+        // SIGTERM first so localkube stops its etcd; the guard SIGKILLs whatever is left (and
+        // etcd dies with localkube through its parent-death signal).
+        if self.process.is_running() {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.process.pid() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(15);
+            while self.process.is_running() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The control plane's certificates: a CA, the API server's serving certificate (SANs for every
+//! name and address a client uses), and the admin client certificate (`O=system:masters`) that
+//! goes into the kubeconfig. Generated once per state directory and reused on restart, so a
+//! kubeconfig written earlier keeps working.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("generating {what}: {source}")]
+    Generate { what: &'static str, source: rcgen::Error },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// PEM files of one state directory.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub ca_cert: String,
+    pub ca_key: String,
+    pub serving_cert: String,
+    pub serving_key: String,
+    pub admin_cert: String,
+    pub admin_key: String,
+}
+
+/// The serving certificate's names (spec §a1): what kube-rs builds from
+/// `KUBERNETES_SERVICE_HOST`, the `kubernetes` Service names, and the loopback address.
+pub fn serving_names(extra_ips: &[IpAddr]) -> Vec<SanType> {
+    let mut sans: Vec<SanType> = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"]
+        .iter()
+        .filter_map(|n| (*n).try_into().ok().map(SanType::DnsName))
+        .collect();
+    let mut ips: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap_or(IpAddr::from([127, 0, 0, 1])), IpAddr::from([10, 96, 0, 1])];
+    ips.extend_from_slice(extra_ips);
+    ips.dedup();
+    sans.extend(ips.into_iter().map(SanType::IpAddress));
+    sans
+}
+
+fn generate_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
+    move |source| PkiError::Generate { what, source }
+}
+
+fn leaf(
+    common_name: &str,
+    organization: Option<&str>,
+    sans: Vec<SanType>,
+    usage: ExtendedKeyUsagePurpose,
+    issuer: &Issuer<'_, KeyPair>,
+    what: &'static str,
+) -> Result<(String, String), PkiError> {
+    let key = KeyPair::generate().map_err(generate_err(what))?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(generate_err(what))?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    if let Some(o) = organization {
+        dn.push(DnType::OrganizationName, o);
+    }
+    params.distinguished_name = dn;
+    params.subject_alt_names = sans;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![usage];
+    let cert = params.signed_by(&key, issuer).map_err(generate_err(what))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+impl Pki {
+    /// Generate a fresh CA and certificates.
+    pub fn generate(extra_ips: &[IpAddr]) -> Result<Self, PkiError> {
+        let ca_key = KeyPair::generate().map_err(generate_err("CA key"))?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(generate_err("CA"))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "localkube-ca");
+        ca_params.distinguished_name = dn;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        let ca_cert = ca_params.self_signed(&ca_key).map_err(generate_err("CA"))?;
+        let ca_cert_pem = ca_cert.pem();
+        let ca_key_pem = ca_key.serialize_pem();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let (serving_cert, serving_key) =
+            leaf("kube-apiserver", None, serving_names(extra_ips), ExtendedKeyUsagePurpose::ServerAuth, &issuer, "serving certificate")?;
+        let (admin_cert, admin_key) =
+            leaf("kubernetes-admin", Some("system:masters"), vec![], ExtendedKeyUsagePurpose::ClientAuth, &issuer, "admin certificate")?;
+        Ok(Self { ca_cert: ca_cert_pem, ca_key: ca_key_pem, serving_cert, serving_key, admin_cert, admin_key })
+    }
+
+    fn files(dir: &Path) -> [(PathBuf, fn(&Pki) -> &String); 6] {
+        [
+            (dir.join("ca.crt"), |p| &p.ca_cert),
+            (dir.join("ca.key"), |p| &p.ca_key),
+            (dir.join("apiserver.crt"), |p| &p.serving_cert),
+            (dir.join("apiserver.key"), |p| &p.serving_key),
+            (dir.join("admin.crt"), |p| &p.admin_cert),
+            (dir.join("admin.key"), |p| &p.admin_key),
+        ]
+    }
+
+    /// Load the certificates of `dir`, generating and writing them when absent.
+    pub fn load_or_generate(dir: &Path, extra_ips: &[IpAddr]) -> Result<Self, PkiError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| PkiError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let files = Self::files(dir);
+        if files.iter().all(|(p, _)| p.exists()) {
+            let read = |i: usize| std::fs::read_to_string(&files[i].0).map_err(io(&files[i].0));
+            return Ok(Self {
+                ca_cert: read(0)?,
+                ca_key: read(1)?,
+                serving_cert: read(2)?,
+                serving_key: read(3)?,
+                admin_cert: read(4)?,
+                admin_key: read(5)?,
+            });
+        }
+        let pki = Self::generate(extra_ips)?;
+        for (path, field) in &files {
+            std::fs::write(path, field(&pki)).map_err(io(path))?;
+        }
+        Ok(pki)
+    }
+}
+
+/// The identity a client certificate asserts: CN is the user, each O a group (as kube-apiserver's
+/// x509 authenticator reads it).
+pub fn identity_from_der(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let user = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let groups = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    Some((user, groups))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_certificate_carries_system_masters() {
+        let pki = Pki::generate(&[]).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pki.admin_cert.as_bytes()).unwrap();
+        let (user, groups) = identity_from_der(&pem.contents).unwrap();
+        assert_eq!(user, "kubernetes-admin");
+        assert_eq!(groups, vec!["system:masters".to_string()]);
+    }
+}

@@ -1,0 +1,76 @@
+//! `localkube up`: start etcd, the API server, write the kubeconfig once ready, and stop
+//! everything on SIGINT/SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine;
+
+use crate::api::{ApiServer, discovery};
+use crate::etcd::EtcdProcess;
+use crate::pki::Pki;
+use crate::store::Store;
+
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub state_dir: PathBuf,
+    pub address: IpAddr,
+    pub port: u16,
+    pub etcd_binary: PathBuf,
+}
+
+pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server_url}\n    certificate-authority-data: {}\nusers:\n- name: localkube-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: localkube-admin\n    namespace: default\ncurrent-context: localkube\npreferences: {{}}\n",
+        b64(&pki.ca_cert),
+        b64(&pki.admin_cert),
+        b64(&pki.admin_key),
+    )
+}
+
+fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path)
+}
+
+pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    std::fs::create_dir_all(&opts.state_dir)?;
+    let kubeconfig_path = opts.state_dir.join("kubeconfig");
+    // A stale kubeconfig would tell a waiting client we are ready before we are.
+    let _ = std::fs::remove_file(&kubeconfig_path);
+    let pki = Pki::load_or_generate(&opts.state_dir.join("pki"), &[opts.address])?;
+    let etcd = EtcdProcess::start(&opts.etcd_binary, &opts.state_dir, opts.address).await?;
+    std::fs::write(opts.state_dir.join("etcd-endpoint"), &etcd.endpoint)?;
+    let client = etcd_client::Client::connect([etcd.endpoint.as_str()], None).await?;
+    let server = Arc::new(ApiServer {
+        store: Store::new(client),
+        registry: Default::default(),
+        version: discovery::KUBERNETES_VERSION.to_string(),
+    });
+    let listener = crate::server::bind(SocketAddr::new(opts.address, opts.port)).await?;
+    let local = listener.local_addr()?;
+    crate::bootstrap::run(&server, &opts.address.to_string(), local.port()).await?;
+    crate::crd::load_all(&server).await?;
+    let compactor = tokio::spawn(crate::api::compaction::run(server.clone()));
+    let tls = crate::server::tls_config(&pki)?;
+    let serving = tokio::spawn(crate::server::serve(listener, tls, server.clone()));
+    let url = format!("https://{}:{}", opts.address, local.port());
+    write_atomically(&kubeconfig_path, &kubeconfig(&pki, &url))?;
+    tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "localkube is serving");
+    println!("localkube is serving at {url}\nexport KUBECONFIG={}", kubeconfig_path.display());
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+    tracing::info!("stopping");
+    serving.abort();
+    compactor.abort();
+    let _ = std::fs::remove_file(&kubeconfig_path);
+    etcd.stop().await;
+    Ok(())
+}
