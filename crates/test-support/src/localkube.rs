@@ -9,7 +9,9 @@ use std::time::Duration;
 use crate::addr::AddressBlock;
 use crate::error::HarnessError;
 use crate::kube_tools::KubeClients;
-use crate::process::{ProcessGuard, TestDir, log_tail_section, print_log_tail_if_panicking, run_output};
+use crate::process::{
+    ProcessGuard, TestDir, log_tail_section, print_log_tail_if_panicking, run_output,
+};
 use crate::tools::Tools;
 
 /// The API server port inside the instance's private address block.
@@ -32,14 +34,19 @@ pub fn localkube_binary() -> Result<PathBuf, HarnessError> {
         return Ok(PathBuf::from(path));
     }
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace.join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"));
     let path = target.join("debug/localkube");
     if path.exists() {
         Ok(path)
     } else {
         Err(HarnessError::Claim {
             what: "the localkube binary".into(),
-            detail: format!("{} does not exist: build it with `cargo build -p localkube` or set LOCALKUBE_BIN", path.display()),
+            detail: format!(
+                "{} does not exist: build it with `cargo build -p localkube` or set LOCALKUBE_BIN",
+                path.display()
+            ),
         })
     }
 }
@@ -58,12 +65,25 @@ impl LocalKube {
         let address = block.ip(1);
         let process = Self::spawn(binary, &etcd_binary, dir.path(), address)?;
         let kubeconfig = dir.path().join("state/kubeconfig");
-        let mut lk = LocalKube { process, dir, _block: block, kubeconfig, binary: binary.to_path_buf(), etcd_binary, address };
+        let mut lk = LocalKube {
+            process,
+            dir,
+            _block: block,
+            kubeconfig,
+            binary: binary.to_path_buf(),
+            etcd_binary,
+            address,
+        };
         lk.wait_ready().await?;
         Ok(lk)
     }
 
-    fn spawn(binary: &Path, etcd: &Path, dir: &Path, address: std::net::Ipv4Addr) -> Result<ProcessGuard, HarnessError> {
+    fn spawn(
+        binary: &Path,
+        etcd: &Path,
+        dir: &Path,
+        address: std::net::Ipv4Addr,
+    ) -> Result<ProcessGuard, HarnessError> {
         let mut command = Command::new(binary);
         command
             .arg("up")
@@ -75,7 +95,10 @@ impl LocalKube {
             .arg(API_PORT.to_string())
             .arg("--etcd-binary")
             .arg(etcd)
-            .env("LOCALKUBE_LOG", std::env::var("LOCALKUBE_LOG").unwrap_or_else(|_| "info".into()));
+            .env(
+                "LOCALKUBE_LOG",
+                std::env::var("LOCALKUBE_LOG").unwrap_or_else(|_| "info".into()),
+            );
         ProcessGuard::spawn("localkube", command, dir.join("localkube.log"))
     }
 
@@ -108,7 +131,8 @@ impl LocalKube {
     /// The endpoint of the control plane's own etcd (for tests that look underneath).
     pub fn etcd_endpoint(&self) -> Result<String, HarnessError> {
         let path = self.dir.path().join("state/etcd-endpoint");
-        std::fs::read_to_string(&path).map_err(|e| HarnessError::io(format!("reading {}", path.display()), e))
+        std::fs::read_to_string(&path)
+            .map_err(|e| HarnessError::io(format!("reading {}", path.display()), e))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -126,17 +150,29 @@ impl LocalKube {
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
-            .arg(self.dir.path().join(format!("kubectl-cache-{}", clients.pair().kubectl_minor())))
+            .arg(
+                self.dir
+                    .path()
+                    .join(format!("kubectl-cache-{}", clients.pair().kubectl_minor())),
+            )
             .args(args)
             .env("HOME", self.dir.path());
         run_output(command)
     }
 
     /// kubectl with stdin from `input` (for `apply -f -`).
-    pub fn kubectl_stdin(&self, clients: &KubeClients, args: &[&str], input: &str) -> Result<String, HarnessError> {
+    pub fn kubectl_stdin(
+        &self,
+        clients: &KubeClients,
+        args: &[&str],
+        input: &str,
+    ) -> Result<String, HarnessError> {
         let dir = self.dir.path().join("stdin");
         std::fs::create_dir_all(&dir).map_err(|e| HarnessError::io("creating stdin dir", e))?;
-        let file = dir.join(format!("input-{}.yaml", std::process::id() as u64 * 1000 + rand_suffix()));
+        let file = dir.join(format!(
+            "input-{}.yaml",
+            std::process::id() as u64 * 1000 + rand_suffix()
+        ));
         std::fs::write(&file, input).map_err(|e| HarnessError::io("writing kubectl input", e))?;
         let mut all: Vec<&str> = args.to_vec();
         let path = file.to_string_lossy().into_owned();
@@ -147,7 +183,10 @@ impl LocalKube {
 
     /// Run helm of `clients` against this instance (own helm home per instance).
     pub fn helm(&self, clients: &KubeClients, args: &[&str]) -> Result<String, HarnessError> {
-        let home = self.dir.path().join(format!("helm-{}", clients.pair().helm_minor()));
+        let home = self
+            .dir
+            .path()
+            .join(format!("helm-{}", clients.pair().helm_minor()));
         let mut command = Command::new(clients.helm());
         command
             .arg("--kubeconfig")
@@ -163,18 +202,29 @@ impl LocalKube {
     /// Stop gracefully (SIGTERM) and start again on the same state directory and address.
     pub async fn restart(&mut self) -> Result<(), HarnessError> {
         self.process.terminate(Duration::from_secs(20)).await?;
-        self.process = Self::spawn(&self.binary, &self.etcd_binary, self.dir.path(), self.address)?;
+        self.process = Self::spawn(
+            &self.binary,
+            &self.etcd_binary,
+            self.dir.path(),
+            self.address,
+        )?;
         self.wait_ready().await
     }
 
     /// Stop gracefully; returns once every process it started is gone.
     pub async fn stop(mut self) -> Result<(), HarnessError> {
-        self.process.terminate(Duration::from_secs(20)).await.map(|_| ())
+        self.process
+            .terminate(Duration::from_secs(20))
+            .await
+            .map(|_| ())
     }
 }
 
 fn rand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0)
 }
 
 impl Drop for LocalKube {

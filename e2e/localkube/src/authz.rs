@@ -21,18 +21,31 @@ async fn policy(server: &Shared, namespace: &str) -> Result<RbacPolicy, ApiError
     let mut objects = Vec::new();
     for prefix in RBAC_PREFIXES {
         // Only the request's namespace matters for Roles and RoleBindings.
-        let prefix = if prefix.starts_with("/registry/role") { format!("{prefix}{namespace}/") } else { prefix.to_string() };
+        let prefix = if prefix.starts_with("/registry/role") {
+            format!("{prefix}{namespace}/")
+        } else {
+            prefix.to_string()
+        };
         if prefix.ends_with("//") {
             continue;
         }
-        let page = server.store.list(&prefix, None, 0, 0).await.map_err(ApiError::internal)?;
+        let page = server
+            .store
+            .list(&prefix, None, 0, 0)
+            .await
+            .map_err(ApiError::internal)?;
         objects.extend(page.items.into_iter().map(|s| s.object));
     }
     Ok(RbacPolicy::from_objects(objects.iter()))
 }
 
 fn decide(policy: &RbacPolicy, user: &User, verb: &str, request: Request) -> Result<(), ApiError> {
-    let attributes = Attributes { user: user.name.clone(), groups: user.groups.clone(), verb: verb.to_string(), request };
+    let attributes = Attributes {
+        user: user.name.clone(),
+        groups: user.groups.clone(),
+        verb: verb.to_string(),
+        request,
+    };
     match localkube_query::authorize(policy, &attributes) {
         Decision::Allow => Ok(()),
         Decision::Deny(f) => {
@@ -66,10 +79,22 @@ pub async fn authorize(server: &Shared, user: &User, req: &ApiRequest) -> Result
 }
 
 /// Authorize a non-resource request (`/version`, `/openapi/v3`, discovery).
-pub async fn authorize_path(server: &Shared, user: &User, verb: &str, path: &str) -> Result<(), ApiError> {
+pub async fn authorize_path(
+    server: &Shared,
+    user: &User,
+    verb: &str,
+    path: &str,
+) -> Result<(), ApiError> {
     if user.is_master() {
         return Ok(());
     }
     let policy = policy(server, "").await?;
-    decide(&policy, user, verb, Request::NonResource { path: path.to_string() })
+    decide(
+        &policy,
+        user,
+        verb,
+        Request::NonResource {
+            path: path.to_string(),
+        },
+    )
 }

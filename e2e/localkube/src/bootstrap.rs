@@ -10,12 +10,26 @@ use crate::services::KUBERNETES_SERVICE_IP;
 
 pub const NODE_NAME: &str = "localkube";
 
-async fn ensure(server: &Shared, api_version: &str, kind: &str, mut obj: Value) -> Result<(), ApiError> {
-    let rt = server.registry.by_kind(api_version, kind).ok_or_else(ApiError::no_such_resource)?;
+async fn ensure(
+    server: &Shared,
+    api_version: &str,
+    kind: &str,
+    mut obj: Value,
+) -> Result<(), ApiError> {
+    let rt = server
+        .registry
+        .by_kind(api_version, kind)
+        .ok_or_else(ApiError::no_such_resource)?;
     let ns = objects::meta_str(&obj, "namespace").map(str::to_string);
     let name = objects::name(&obj).unwrap_or("").to_string();
     let key = rt.key(ns.as_deref(), &name);
-    if server.store.get(&key).await.map_err(ApiError::internal)?.is_some() {
+    if server
+        .store
+        .get(&key)
+        .await
+        .map_err(ApiError::internal)?
+        .is_some()
+    {
         return Ok(());
     }
     objects::prepare_create(&rt, &mut obj, ns.as_deref());
@@ -91,7 +105,10 @@ pub async fn run(server: &Shared, api_ip: &str, api_port: u16) -> Result<(), Api
     )
     .await?;
     for obj in localkube_query::bootstrap_policy() {
-        let api_version = obj["apiVersion"].as_str().unwrap_or("rbac.authorization.k8s.io/v1").to_string();
+        let api_version = obj["apiVersion"]
+            .as_str()
+            .unwrap_or("rbac.authorization.k8s.io/v1")
+            .to_string();
         let kind = obj["kind"].as_str().unwrap_or("").to_string();
         ensure(server, &api_version, &kind, obj).await?;
     }

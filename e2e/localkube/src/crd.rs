@@ -13,11 +13,21 @@ use crate::api::{Shared, handlers};
 const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 fn crd_invalid(name: &str, causes: Vec<Cause>) -> ApiError {
-    ApiError::invalid("CustomResourceDefinition.apiextensions.k8s.io", "apiextensions.k8s.io", "CustomResourceDefinition", name, &causes)
+    ApiError::invalid(
+        "CustomResourceDefinition.apiextensions.k8s.io",
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        name,
+        &causes,
+    )
 }
 
 fn cause(reason: &str, field: &str, message: String) -> Cause {
-    Cause { reason: reason.into(), field: field.into(), message }
+    Cause {
+        reason: reason.into(),
+        field: field.into(),
+        message,
+    }
 }
 
 /// Validate a CRD (names, versions, schemas, CEL rules: fail closed) and set its status.
@@ -29,13 +39,25 @@ pub fn admit(_server: &Shared, crd: &mut Value, old: Option<&Value>) -> Result<(
     let kind = spec["names"]["kind"].as_str().unwrap_or("");
     let mut errors = Vec::new();
     if group.is_empty() {
-        errors.push(cause("FieldValueRequired", "spec.group", "spec.group: Required value".into()));
+        errors.push(cause(
+            "FieldValueRequired",
+            "spec.group",
+            "spec.group: Required value".into(),
+        ));
     }
     if plural.is_empty() {
-        errors.push(cause("FieldValueRequired", "spec.names.plural", "spec.names.plural: Required value".into()));
+        errors.push(cause(
+            "FieldValueRequired",
+            "spec.names.plural",
+            "spec.names.plural: Required value".into(),
+        ));
     }
     if kind.is_empty() {
-        errors.push(cause("FieldValueRequired", "spec.names.kind", "spec.names.kind: Required value".into()));
+        errors.push(cause(
+            "FieldValueRequired",
+            "spec.names.kind",
+            "spec.names.kind: Required value".into(),
+        ));
     }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
         errors.push(cause(
@@ -57,7 +79,10 @@ pub fn admit(_server: &Shared, crd: &mut Value, old: Option<&Value>) -> Result<(
     if versions.is_empty() {
         errors.push(cause("FieldValueRequired", "spec.versions", "spec.versions: Invalid value: null: must have exactly one version marked as storage version".into()));
     }
-    let storage: Vec<&Value> = versions.iter().filter(|v| v["storage"] == json!(true)).collect();
+    let storage: Vec<&Value> = versions
+        .iter()
+        .filter(|v| v["storage"] == json!(true))
+        .collect();
     if !versions.is_empty() && storage.len() != 1 {
         errors.push(cause(
             "FieldValueInvalid",
@@ -81,10 +106,14 @@ pub fn admit(_server: &Shared, crd: &mut Value, old: Option<&Value>) -> Result<(
             }
         }
     }
-    if let Some(old) = old {
-        if old["spec"]["group"] != spec["group"] {
-            errors.push(cause("FieldValueInvalid", "spec.group", format!("spec.group: Invalid value: \"{group}\": field is immutable")));
-        }
+    if let Some(old) = old
+        && old["spec"]["group"] != spec["group"]
+    {
+        errors.push(cause(
+            "FieldValueInvalid",
+            "spec.group",
+            format!("spec.group: Invalid value: \"{group}\": field is immutable"),
+        ));
     }
     if !errors.is_empty() {
         return Err(crd_invalid(&name, errors));
@@ -99,7 +128,13 @@ pub fn admit(_server: &Shared, crd: &mut Value, old: Option<&Value>) -> Result<(
         accepted["listKind"] = json!(format!("{kind}List"));
     }
     let previous = old.map(|o| o["status"].clone()).unwrap_or(Value::Null);
-    let since = |t: &str| previous["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == t)).and_then(|c| c["lastTransitionTime"].as_str().map(str::to_string)).unwrap_or_else(|| now.clone());
+    let since = |t: &str| {
+        previous["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+            .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_string))
+            .unwrap_or_else(|| now.clone())
+    };
     crd["status"] = json!({
         "acceptedNames": accepted,
         "conditions": [
@@ -124,7 +159,15 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
     let group = spec["group"].as_str().unwrap_or("").to_string();
     let kind = names["kind"].as_str().unwrap_or("").to_string();
     let plural = names["plural"].as_str().unwrap_or("").to_string();
-    let strings = |v: &Value| -> Vec<String> { v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default() };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let mut out = Vec::new();
     for v in spec["versions"].as_array().cloned().unwrap_or_default() {
         if v["served"] != json!(true) {
@@ -144,9 +187,15 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
             group: group.clone(),
             version: v["name"].as_str().unwrap_or("").to_string(),
             kind: kind.clone(),
-            list_kind: names["listKind"].as_str().map(str::to_string).unwrap_or_else(|| format!("{kind}List")),
+            list_kind: names["listKind"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{kind}List")),
             plural: plural.clone(),
-            singular: names["singular"].as_str().map(str::to_string).unwrap_or_else(|| kind.to_lowercase()),
+            singular: names["singular"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| kind.to_lowercase()),
             namespaced: spec["scope"] == "Namespaced",
             short_names: strings(&names["shortNames"]),
             categories: strings(&names["categories"]),
@@ -154,7 +203,10 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
             storage_prefix: format!("/registry/{group}/{plural}"),
             custom: Some(CustomResourceInfo {
                 schema,
-                printer_columns: v["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
+                printer_columns: v["additionalPrinterColumns"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
                 scale,
                 openapi_schema: Some(openapi),
             }),
@@ -166,7 +218,9 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
 pub fn register(server: &Shared, crd: &Value) {
     let group = crd["spec"]["group"].as_str().unwrap_or("");
     let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or("");
-    server.registry.set_custom(group, plural, resource_types(crd));
+    server
+        .registry
+        .set_custom(group, plural, resource_types(crd));
 }
 
 pub fn unregister(server: &Shared, crd: &Value) {
@@ -177,7 +231,10 @@ pub fn unregister(server: &Shared, crd: &Value) {
 
 /// Serve every stored CRD (at startup), and finish deletions a previous run left half-done.
 pub async fn load_all(server: &Shared) -> Result<(), ApiError> {
-    let rt = server.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").ok_or_else(ApiError::no_such_resource)?;
+    let rt = server
+        .registry
+        .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .ok_or_else(ApiError::no_such_resource)?;
     let filter = handlers::Filter::from_query(&rt, &Default::default())?;
     let listed = handlers::read_list(server, &rt, None, &Default::default(), &filter).await?;
     for crd in listed.items {
@@ -208,14 +265,27 @@ async fn cleanup(server: &Shared, crd: &Value) -> Result<(), ApiError> {
         // Delete every object (all versions share the storage prefix), honouring their own
         // finalizers, and wait until none is left, as the apiextensions finalizer does.
         loop {
-            let page = server.store.list(&rt.list_prefix(None), None, 500, 0).await.map_err(ApiError::internal)?;
+            let page = server
+                .store
+                .list(&rt.list_prefix(None), None, 500, 0)
+                .await
+                .map_err(ApiError::internal)?;
             if page.items.is_empty() {
                 break;
             }
             for item in &page.items {
                 let ns = objects::meta_str(&item.object, "namespace").map(str::to_string);
                 let item_name = objects::name(&item.object).unwrap_or("").to_string();
-                match handlers::delete_one(server, &rt, ns.as_deref(), &item_name, &json!({}), false).await {
+                match handlers::delete_one(
+                    server,
+                    &rt,
+                    ns.as_deref(),
+                    &item_name,
+                    &json!({}),
+                    false,
+                )
+                .await
+                {
                     Ok(_) => {}
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
@@ -225,13 +295,29 @@ async fn cleanup(server: &Shared, crd: &Value) -> Result<(), ApiError> {
         }
     }
     server.registry.remove_custom(group, plural);
-    let crd_type = server.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").ok_or_else(ApiError::no_such_resource)?;
-    handlers::guaranteed_update(server, &crd_type, None, &name, false, |current| {
-        let mut obj = current.object.clone();
-        let finalizers: Vec<String> = objects::finalizers(&obj).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
-        meta_mut(&mut obj).insert("finalizers".into(), json!(finalizers));
-        Ok(handlers::Update::Put { object: obj, pinned_rv: None })
-    })
+    let crd_type = server
+        .registry
+        .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .ok_or_else(ApiError::no_such_resource)?;
+    handlers::guaranteed_update(
+        server,
+        &crd_type,
+        None,
+        &name,
+        &Default::default(),
+        |current| {
+            let mut obj = current.object.clone();
+            let finalizers: Vec<String> = objects::finalizers(&obj)
+                .into_iter()
+                .filter(|f| f != CLEANUP_FINALIZER)
+                .collect();
+            meta_mut(&mut obj).insert("finalizers".into(), json!(finalizers));
+            Ok(handlers::Update::Put {
+                object: obj,
+                pinned_rv: None,
+            })
+        },
+    )
     .await?;
     Ok(())
 }

@@ -4,17 +4,25 @@
 use serde_json::{Value, json};
 
 fn set_default(obj: &mut Value, field: &str, value: Value) {
-    if let Some(map) = obj.as_object_mut() {
-        if map.get(field).is_none_or(Value::is_null) {
-            map.insert(field.into(), value);
-        }
+    if let Some(map) = obj.as_object_mut()
+        && map.get(field).is_none_or(Value::is_null)
+    {
+        map.insert(field.into(), value);
     }
 }
 
 fn container(c: &mut Value) {
     let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-    let tag_latest = !image.contains('@') && image.rsplit('/').next().is_none_or(|last| !last.contains(':') || last.ends_with(":latest"));
-    set_default(c, "imagePullPolicy", json!(if tag_latest { "Always" } else { "IfNotPresent" }));
+    let tag_latest = !image.contains('@')
+        && image
+            .rsplit('/')
+            .next()
+            .is_none_or(|last| !last.contains(':') || last.ends_with(":latest"));
+    set_default(
+        c,
+        "imagePullPolicy",
+        json!(if tag_latest { "Always" } else { "IfNotPresent" }),
+    );
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     set_default(c, "resources", json!({}));
@@ -46,7 +54,11 @@ pub fn pod_spec(spec: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    let sa = spec.get("serviceAccountName").or_else(|| spec.get("serviceAccount")).cloned().unwrap_or(json!("default"));
+    let sa = spec
+        .get("serviceAccountName")
+        .or_else(|| spec.get("serviceAccount"))
+        .cloned()
+        .unwrap_or(json!("default"));
     set_default(spec, "serviceAccountName", sa.clone());
     set_default(spec, "serviceAccount", sa);
     for list in ["containers", "initContainers"] {
@@ -58,7 +70,12 @@ pub fn pod_spec(spec: &mut Value) {
     }
     if let Some(volumes) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
         for v in volumes {
-            for (kind, mode) in [("secret", "defaultMode"), ("configMap", "defaultMode"), ("projected", "defaultMode"), ("downwardAPI", "defaultMode")] {
+            for (kind, mode) in [
+                ("secret", "defaultMode"),
+                ("configMap", "defaultMode"),
+                ("projected", "defaultMode"),
+                ("downwardAPI", "defaultMode"),
+            ] {
                 if let Some(src) = v.get_mut(kind).filter(|s| s.is_object()) {
                     set_default(src, mode, json!(420));
                 }
@@ -120,7 +137,11 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
                 set_default(spec, "replicas", json!(1));
                 set_default(spec, "revisionHistoryLimit", json!(10));
                 set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(spec, "strategy", json!({ "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": "25%", "maxSurge": "25%" } }));
+                set_default(
+                    spec,
+                    "strategy",
+                    json!({ "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": "25%", "maxSurge": "25%" } }),
+                );
                 pod_template(spec.get_mut("template"));
             }
         }
@@ -157,10 +178,10 @@ fn job_spec(spec: &mut Value) {
     set_default(spec, "completionMode", json!("NonIndexed"));
     set_default(spec, "suspend", json!(false));
     set_default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
-    if let Some(t) = spec.get_mut("template") {
-        if let Some(ps) = t.get_mut("spec") {
-            pod_spec(ps);
-        }
+    if let Some(t) = spec.get_mut("template")
+        && let Some(ps) = t.get_mut("spec")
+    {
+        pod_spec(ps);
     }
 }
 
@@ -175,13 +196,27 @@ mod tests {
         assert_eq!(d["spec"]["replicas"], 1);
         assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
         let c = &d["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!((c["imagePullPolicy"].as_str(), c["ports"][0]["protocol"].as_str()), (Some("IfNotPresent"), Some("TCP")));
-        assert_eq!(d["spec"]["template"]["spec"]["serviceAccountName"], "default");
+        assert_eq!(
+            (
+                c["imagePullPolicy"].as_str(),
+                c["ports"][0]["protocol"].as_str()
+            ),
+            (Some("IfNotPresent"), Some("TCP"))
+        );
+        assert_eq!(
+            d["spec"]["template"]["spec"]["serviceAccountName"],
+            "default"
+        );
     }
 
     #[test]
     fn latest_or_untagged_images_are_always_pulled() {
-        for (image, policy) in [("nginx", "Always"), ("nginx:latest", "Always"), ("reg:5000/nginx", "Always"), ("reg:5000/nginx:1", "IfNotPresent")] {
+        for (image, policy) in [
+            ("nginx", "Always"),
+            ("nginx:latest", "Always"),
+            ("reg:5000/nginx", "Always"),
+            ("reg:5000/nginx:1", "IfNotPresent"),
+        ] {
             let mut c = json!({"name": "c", "image": image});
             container(&mut c);
             assert_eq!(c["imagePullPolicy"], policy, "{image}");

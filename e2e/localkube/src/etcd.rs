@@ -11,13 +11,19 @@ use tokio::process::Child;
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
     #[error("starting {binary}: {source} (run `make deps` to install etcd)")]
-    Spawn { binary: PathBuf, source: std::io::Error },
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
     #[error("no free port on {0}")]
     NoPort(IpAddr),
     #[error("etcd did not become ready within {0:?}; see {1}")]
     NotReady(Duration, PathBuf),
     #[error("etcd exited early ({status}); see {log}")]
-    Exited { status: std::process::ExitStatus, log: PathBuf },
+    Exited {
+        status: std::process::ExitStatus,
+        log: PathBuf,
+    },
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
 }
@@ -30,7 +36,10 @@ pub struct EtcdProcess {
 /// A port on `ip` that is free right now.
 pub fn free_port(ip: IpAddr) -> Result<u16, EtcdError> {
     let listener = TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|_| EtcdError::NoPort(ip))?;
-    listener.local_addr().map(|a| a.port()).map_err(|_| EtcdError::NoPort(ip))
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|_| EtcdError::NoPort(ip))
 }
 
 impl EtcdProcess {
@@ -46,9 +55,14 @@ impl EtcdProcess {
             .append(true)
             .open(&log_path)
             .map_err(|e| EtcdError::Io(log_path.clone(), e))?;
-        let log_err = log.try_clone().map_err(|e| EtcdError::Io(log_path.clone(), e))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| EtcdError::Io(log_path.clone(), e))?;
         let child = crate::shim::command(binary)
-            .map_err(|source| EtcdError::Spawn { binary: binary.to_path_buf(), source })?
+            .map_err(|source| EtcdError::Spawn {
+                binary: binary.to_path_buf(),
+                source,
+            })?
             .arg("--name=localkube")
             .arg(format!("--data-dir={}", data_dir.display()))
             .arg(format!("--listen-client-urls={client_url}"))
@@ -65,8 +79,14 @@ impl EtcdProcess {
             .stderr(log_err)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|source| EtcdError::Spawn { binary: binary.to_path_buf(), source })?;
-        let mut process = Self { child, endpoint: client_url };
+            .map_err(|source| EtcdError::Spawn {
+                binary: binary.to_path_buf(),
+                source,
+            })?;
+        let mut process = Self {
+            child,
+            endpoint: client_url,
+        };
         process.wait_ready(&log_path).await?;
         Ok(process)
     }
@@ -76,12 +96,16 @@ impl EtcdProcess {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(EtcdError::Exited { status, log: log.to_path_buf() });
+                return Err(EtcdError::Exited {
+                    status,
+                    log: log.to_path_buf(),
+                });
             }
-            if let Ok(mut client) = etcd_client::Client::connect([self.endpoint.as_str()], None).await {
-                if client.status().await.is_ok() {
-                    return Ok(());
-                }
+            if let Ok(mut client) =
+                etcd_client::Client::connect([self.endpoint.as_str()], None).await
+                && client.status().await.is_ok()
+            {
+                return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(EtcdError::NotReady(limit, log.to_path_buf()));
@@ -93,8 +117,14 @@ impl EtcdProcess {
     /// SIGTERM, then SIGKILL after a grace period.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
-            if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_ok() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+                .await
+                .is_ok()
+            {
                 return;
             }
         }

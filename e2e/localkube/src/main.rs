@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "localkube", about = "A small, faithful Kubernetes control plane on a real etcd")]
+#[command(
+    name = "localkube",
+    about = "A small, faithful Kubernetes control plane on a real etcd"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,18 +47,37 @@ enum Command {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LOCALKUBE_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOCALKUBE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    if let Command::Shim { parent, program, args } = &cli.command {
+    if let Command::Shim {
+        parent,
+        program,
+        args,
+    } = &cli.command
+    {
         let err = localkube::shim::exec(*parent, program, args);
         eprintln!("localkube shim: {program}: {err}");
         return std::process::ExitCode::from(127);
     }
     let result = match cli.command {
-        Command::Up { state_dir, address, port, etcd_binary } => {
-            localkube::up::up(localkube::up::UpOptions { state_dir, address, port, etcd_binary }).await
+        Command::Up {
+            state_dir,
+            address,
+            port,
+            etcd_binary,
+        } => {
+            localkube::up::up(localkube::up::UpOptions {
+                state_dir,
+                address,
+                port,
+                etcd_binary,
+            })
+            .await
         }
         Command::Shim { .. } => Ok(()),
     };

@@ -21,7 +21,10 @@ const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 fn group_kind(rt: &ResourceType) -> localkube_patch::GroupKind<'_> {
-    localkube_patch::GroupKind { group: &rt.group, kind: &rt.kind }
+    localkube_patch::GroupKind {
+        group: &rt.group,
+        kind: &rt.kind,
+    }
 }
 
 fn strategic_supported(rt: &ResourceType) -> bool {
@@ -52,11 +55,19 @@ fn patch_error(e: localkube_patch::PatchError) -> ApiError {
 }
 
 /// Apply one patch document of `media` to `current`.
-fn apply_patch(rt: &ResourceType, media: &str, current: &Value, patch: &Value) -> Result<Value, ApiError> {
+fn apply_patch(
+    rt: &ResourceType,
+    media: &str,
+    current: &Value,
+    patch: &Value,
+) -> Result<Value, ApiError> {
     match media {
         JSON_PATCH => localkube_patch::json_patch(current, patch).map_err(patch_error),
         MERGE_PATCH => localkube_patch::merge_patch(current, patch).map_err(patch_error),
-        STRATEGIC_MERGE_PATCH => localkube_patch::strategic_merge_patch(current, patch, group_kind(rt)).map_err(patch_error),
+        STRATEGIC_MERGE_PATCH => {
+            localkube_patch::strategic_merge_patch(current, patch, group_kind(rt))
+                .map_err(patch_error)
+        }
         _ => Err(unsupported(rt)),
     }
 }
@@ -73,26 +84,52 @@ pub async fn patch(
     raw: &[u8],
 ) -> Result<Response<Body>, ApiError> {
     let media = body::content_type(headers);
-    let dry = matches!(query.get("dryRun").map(String::as_str), Some("All"));
+    handlers::dry_run(query)?;
     match media.as_str() {
         JSON_PATCH | MERGE_PATCH => {}
         STRATEGIC_MERGE_PATCH if strategic_supported(rt) => {}
-        APPLY_PATCH => return crate::fieldmanager::server_side_apply(server, rt, ns, name, subresource, query, raw).await,
+        APPLY_PATCH => {
+            return crate::fieldmanager::server_side_apply(
+                server,
+                rt,
+                ns,
+                name,
+                subresource,
+                query,
+                raw,
+            )
+            .await;
+        }
         _ => return Err(unsupported(rt)),
     }
     let patch_doc = body::parse_json(raw)?;
-    let manager = query.get("fieldManager").cloned().or_else(|| Some(default_manager(headers)));
-    let stored = handlers::guaranteed_update(server, rt, ns, name, dry, |current| {
+    let manager = query
+        .get("fieldManager")
+        .cloned()
+        .or_else(|| Some(default_manager(headers)));
+    let stored = handlers::guaranteed_update(server, rt, ns, name, query, |current| {
         let mut patched = apply_patch(rt, &media, &current.object, &patch_doc)?;
         // A resourceVersion the patch itself set must match (stale → 409); the one carried over
         // from the current object always does.
         let pinned = handlers::pinned_rv(&patched)?.filter(|rv| *rv != current.mod_revision);
         objects::prepare_update(rt, &current.object, &mut patched, subresource);
-        crate::strategy::record_update(rt, &current.object, &mut patched, manager.as_deref(), subresource);
-        Ok(Update::Put { object: patched, pinned_rv: pinned })
+        crate::strategy::record_update(
+            rt,
+            &current.object,
+            &mut patched,
+            manager.as_deref(),
+            subresource,
+        );
+        Ok(Update::Put {
+            object: patched,
+            pinned_rv: pinned,
+        })
     })
     .await?;
-    Ok(json_response(StatusCode::OK, &server.present(rt, stored.object)))
+    Ok(json_response(
+        StatusCode::OK,
+        &server.present(rt, stored.object),
+    ))
 }
 
 /// The manager recorded when a client names none: its user agent's program name, as

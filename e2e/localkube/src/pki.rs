@@ -7,16 +7,22 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error("generating {what}: {source}")]
-    Generate { what: &'static str, source: rcgen::Error },
+    Generate {
+        what: &'static str,
+        source: rcgen::Error,
+    },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// PEM files of one state directory.
@@ -33,11 +39,20 @@ pub struct Pki {
 /// The serving certificate's names (spec §a1): what kube-rs builds from
 /// `KUBERNETES_SERVICE_HOST`, the `kubernetes` Service names, and the loopback address.
 pub fn serving_names(extra_ips: &[IpAddr]) -> Vec<SanType> {
-    let mut sans: Vec<SanType> = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"]
-        .iter()
-        .filter_map(|n| (*n).try_into().ok().map(SanType::DnsName))
-        .collect();
-    let mut ips: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap_or(IpAddr::from([127, 0, 0, 1])), IpAddr::from([10, 96, 0, 1])];
+    let mut sans: Vec<SanType> = [
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        "localhost",
+    ]
+    .iter()
+    .filter_map(|n| (*n).try_into().ok().map(SanType::DnsName))
+    .collect();
+    let mut ips: Vec<IpAddr> = vec![
+        "127.0.0.1".parse().unwrap_or(IpAddr::from([127, 0, 0, 1])),
+        IpAddr::from([10, 96, 0, 1]),
+    ];
     ips.extend_from_slice(extra_ips);
     ips.dedup();
     sans.extend(ips.into_iter().map(SanType::IpAddress));
@@ -65,34 +80,64 @@ fn leaf(
     }
     params.distinguished_name = dn;
     params.subject_alt_names = sans;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
     params.extended_key_usages = vec![usage];
     let cert = params.signed_by(&key, issuer).map_err(generate_err(what))?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
+/// Reads one PEM field of [`Pki`].
+type PemField = fn(&Pki) -> &String;
+
 impl Pki {
     /// Generate a fresh CA and certificates.
     pub fn generate(extra_ips: &[IpAddr]) -> Result<Self, PkiError> {
         let ca_key = KeyPair::generate().map_err(generate_err("CA key"))?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(generate_err("CA"))?;
+        let mut ca_params =
+            CertificateParams::new(Vec::<String>::new()).map_err(generate_err("CA"))?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, "localkube-ca");
         ca_params.distinguished_name = dn;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let ca_cert = ca_params.self_signed(&ca_key).map_err(generate_err("CA"))?;
         let ca_cert_pem = ca_cert.pem();
         let ca_key_pem = ca_key.serialize_pem();
         let issuer = Issuer::new(ca_params, ca_key);
-        let (serving_cert, serving_key) =
-            leaf("kube-apiserver", None, serving_names(extra_ips), ExtendedKeyUsagePurpose::ServerAuth, &issuer, "serving certificate")?;
-        let (admin_cert, admin_key) =
-            leaf("kubernetes-admin", Some("system:masters"), vec![], ExtendedKeyUsagePurpose::ClientAuth, &issuer, "admin certificate")?;
-        Ok(Self { ca_cert: ca_cert_pem, ca_key: ca_key_pem, serving_cert, serving_key, admin_cert, admin_key })
+        let (serving_cert, serving_key) = leaf(
+            "kube-apiserver",
+            None,
+            serving_names(extra_ips),
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &issuer,
+            "serving certificate",
+        )?;
+        let (admin_cert, admin_key) = leaf(
+            "kubernetes-admin",
+            Some("system:masters"),
+            vec![],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &issuer,
+            "admin certificate",
+        )?;
+        Ok(Self {
+            ca_cert: ca_cert_pem,
+            ca_key: ca_key_pem,
+            serving_cert,
+            serving_key,
+            admin_cert,
+            admin_key,
+        })
     }
 
-    fn files(dir: &Path) -> [(PathBuf, fn(&Pki) -> &String); 6] {
+    fn files(dir: &Path) -> [(PathBuf, PemField); 6] {
         [
             (dir.join("ca.crt"), |p| &p.ca_cert),
             (dir.join("ca.key"), |p| &p.ca_key),
@@ -135,8 +180,16 @@ impl Pki {
 pub fn identity_from_der(der: &[u8]) -> Option<(String, Vec<String>)> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let user = subject.iter_common_name().next()?.as_str().ok()?.to_string();
-    let groups = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    let user = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
     Some((user, groups))
 }
 

@@ -22,7 +22,10 @@ pub enum ServeError {
     #[error("TLS configuration: {0}")]
     Tls(String),
     #[error("listening on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 pub fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
@@ -37,7 +40,9 @@ pub fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
         .build()
         .map_err(|e| tls(&e))?;
     let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(pki.serving_cert.as_bytes()).collect::<Result<_, _>>().map_err(|e| tls(&e))?;
+        CertificateDer::pem_slice_iter(pki.serving_cert.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| tls(&e))?;
     let key = PrivateKeyDer::from_pem_slice(pki.serving_key.as_bytes()).map_err(|e| tls(&e))?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -50,7 +55,9 @@ pub fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
 }
 
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr).await.map_err(|source| ServeError::Listen { addr, source })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
 }
 
 /// Accept connections until the task is dropped.
@@ -97,7 +104,11 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, server: Sha
     }
 }
 
-async fn handle(server: Shared, cert_user: Option<User>, req: Request<hyper::body::Incoming>) -> axum::http::Response<Body> {
+async fn handle(
+    server: Shared,
+    cert_user: Option<User>,
+    req: Request<hyper::body::Incoming>,
+) -> axum::http::Response<Body> {
     use http_body_util::BodyExt;
     let (parts, body) = req.into_parts();
     let limited = http_body_util::Limited::new(body, api::body::MAX_BODY_BYTES + 1);

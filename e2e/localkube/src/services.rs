@@ -15,7 +15,11 @@ pub const SERVICE_CIDR_BASE: [u8; 2] = [10, 96];
 pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 
 fn in_range(ip: &str) -> bool {
-    ip.parse::<Ipv4Addr>().is_ok_and(|a| a.octets()[..2] == SERVICE_CIDR_BASE && a.octets()[2..] != [0, 0] && a.octets()[2..] != [255, 255])
+    ip.parse::<Ipv4Addr>().is_ok_and(|a| {
+        a.octets()[..2] == SERVICE_CIDR_BASE
+            && a.octets()[2..] != [0, 0]
+            && a.octets()[2..] != [255, 255]
+    })
 }
 
 fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
@@ -24,18 +28,33 @@ fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
         "",
         "Service",
         name,
-        &[Cause { reason: "FieldValueInvalid".into(), field: field.into(), message: format!("{field}: Invalid value: \"{value}\": {detail}") }],
+        &[Cause {
+            reason: "FieldValueInvalid".into(),
+            field: field.into(),
+            message: format!("{field}: Invalid value: \"{value}\": {detail}"),
+        }],
     )
 }
 
 async fn used_ips(server: &Shared) -> Result<HashSet<String>, ApiError> {
-    let page = server.store.list("/registry/services/specs/", None, 0, 0).await.map_err(ApiError::internal)?;
-    Ok(page.items.iter().filter_map(|s| s.object["spec"]["clusterIP"].as_str().map(str::to_string)).collect())
+    let page = server
+        .store
+        .list("/registry/services/specs/", None, 0, 0)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(page
+        .items
+        .iter()
+        .filter_map(|s| s.object["spec"]["clusterIP"].as_str().map(str::to_string))
+        .collect())
 }
 
 pub async fn allocate_cluster_ip(server: &Shared, svc: &mut Value) -> Result<(), ApiError> {
     let name = svc["metadata"]["name"].as_str().unwrap_or("").to_string();
-    let kind = svc["spec"]["type"].as_str().unwrap_or("ClusterIP").to_string();
+    let kind = svc["spec"]["type"]
+        .as_str()
+        .unwrap_or("ClusterIP")
+        .to_string();
     if kind == "ExternalName" {
         return Ok(());
     }
@@ -47,21 +66,39 @@ pub async fn allocate_cluster_ip(server: &Shared, svc: &mut Value) -> Result<(),
             let mut rng = rand::rng();
             let mut found = None;
             for _ in 0..1000 {
-                let candidate = Ipv4Addr::new(10, 96, rng.random_range(0..=255), rng.random_range(2..=254)).to_string();
+                let candidate =
+                    Ipv4Addr::new(10, 96, rng.random_range(0..=255), rng.random_range(2..=254))
+                        .to_string();
                 if !used.contains(&candidate) {
                     found = Some(candidate);
                     break;
                 }
             }
-            found.ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?
+            found.ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?
         }
         ip if in_range(ip) => {
             if used_ips(server).await?.contains(ip) {
-                return Err(invalid(&name, "spec.clusterIPs", ip, "failed to allocate IP 10.96.x.x: provided IP is already allocated".replace("10.96.x.x", ip).as_str()));
+                return Err(invalid(
+                    &name,
+                    "spec.clusterIPs",
+                    ip,
+                    "failed to allocate IP 10.96.x.x: provided IP is already allocated"
+                        .replace("10.96.x.x", ip)
+                        .as_str(),
+                ));
             }
             ip.to_string()
         }
-        ip => return Err(invalid(&name, "spec.clusterIPs", ip, "failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/16")),
+        ip => {
+            return Err(invalid(
+                &name,
+                "spec.clusterIPs",
+                ip,
+                "failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/16",
+            ));
+        }
     };
     svc["spec"]["clusterIP"] = json!(ip);
     svc["spec"]["clusterIPs"] = json!([ip]);
@@ -84,7 +121,12 @@ pub fn keep_cluster_ip(old: &Value, new: &mut Value, _rt: &ResourceType) -> Resu
         }
         Some(ip) if Some(ip) != old_ip.as_str() => {
             let name = new["metadata"]["name"].as_str().unwrap_or("").to_string();
-            return Err(invalid(&name, "spec.clusterIPs[0]", ip, "may not change once set"));
+            return Err(invalid(
+                &name,
+                "spec.clusterIPs[0]",
+                ip,
+                "may not change once set",
+            ));
         }
         _ => {}
     }

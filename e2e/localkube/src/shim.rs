@@ -7,7 +7,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 pub fn exec(parent: u32, program: &str, args: &[String]) -> std::io::Error {
-    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)) {
+    if let Err(e) =
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+    {
         return std::io::Error::other(format!("PR_SET_PDEATHSIG: {e}"));
     }
     let current_parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
@@ -21,6 +23,10 @@ pub fn exec(parent: u32, program: &str, args: &[String]) -> std::io::Error {
 pub fn command(program: &std::path::Path) -> std::io::Result<tokio::process::Command> {
     let me = std::env::current_exe()?;
     let mut cmd = tokio::process::Command::new(me);
-    cmd.arg("shim").arg("--parent").arg(std::process::id().to_string()).arg("--").arg(program);
+    cmd.arg("shim")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg(program);
     Ok(cmd)
 }

@@ -64,14 +64,24 @@ pub fn prefix_end(prefix: &str) -> Vec<u8> {
 /// Decode a stored value and set `metadata.resourceVersion`.
 pub fn decode(key: &[u8], value: &[u8], mod_revision: i64) -> Result<Value, StoreError> {
     let key_text = String::from_utf8_lossy(key).into_owned();
-    let mut object: Value = serde_json::from_slice(value)
-        .map_err(|e| StoreError::Corrupt { key: key_text.clone(), reason: e.to_string() })?;
+    let mut object: Value = serde_json::from_slice(value).map_err(|e| StoreError::Corrupt {
+        key: key_text.clone(),
+        reason: e.to_string(),
+    })?;
     let Some(map) = object.as_object_mut() else {
-        return Err(StoreError::Corrupt { key: key_text, reason: "not an object".into() });
+        return Err(StoreError::Corrupt {
+            key: key_text,
+            reason: "not an object".into(),
+        });
     };
-    let metadata = map.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
+    let metadata = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
     if let Some(meta) = metadata.as_object_mut() {
-        meta.insert("resourceVersion".into(), Value::String(mod_revision.to_string()));
+        meta.insert(
+            "resourceVersion".into(),
+            Value::String(mod_revision.to_string()),
+        );
     }
     Ok(object)
 }
@@ -89,7 +99,10 @@ pub fn encode(object: &Value) -> Vec<u8> {
 fn classify(err: etcd_client::Error, requested: i64) -> StoreError {
     let text = err.to_string();
     if text.contains("required revision has been compacted") {
-        StoreError::Compacted { requested, compacted: 0 }
+        StoreError::Compacted {
+            requested,
+            compacted: 0,
+        }
     } else if text.contains("required revision is a future revision") {
         StoreError::FutureRevision(requested)
     } else {
@@ -108,7 +121,14 @@ impl Store {
 
     /// The current etcd revision (a linearizable read).
     pub async fn current_revision(&self) -> Result<i64, StoreError> {
-        let resp = self.client.kv_client().get("/registry/", Some(GetOptions::new().with_count_only().with_limit(1))).await?;
+        let resp = self
+            .client
+            .kv_client()
+            .get(
+                "/registry/",
+                Some(GetOptions::new().with_count_only().with_limit(1)),
+            )
+            .await?;
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }
 
@@ -122,7 +142,12 @@ impl Store {
         if revision > 0 {
             options = options.with_revision(revision);
         }
-        let resp = self.client.kv_client().get(key, Some(options)).await.map_err(|e| classify(e, revision))?;
+        let resp = self
+            .client
+            .kv_client()
+            .get(key, Some(options))
+            .await
+            .map_err(|e| classify(e, revision))?;
         match resp.kvs().first() {
             None => Ok(None),
             Some(kv) => Ok(Some(Stored {
@@ -136,7 +161,13 @@ impl Store {
 
     /// Read up to `limit` keys (0 = all) under `prefix`, starting at `start` (inclusive; a key
     /// under the prefix) at `revision` (0 = latest).
-    pub async fn list(&self, prefix: &str, start: Option<&str>, limit: i64, revision: i64) -> Result<Page, StoreError> {
+    pub async fn list(
+        &self,
+        prefix: &str,
+        start: Option<&str>,
+        limit: i64,
+        revision: i64,
+    ) -> Result<Page, StoreError> {
         let from = start.unwrap_or(prefix);
         let mut options = GetOptions::new().with_range(prefix_end(prefix));
         if revision > 0 {
@@ -145,7 +176,12 @@ impl Store {
         if limit > 0 {
             options = options.with_limit(limit);
         }
-        let resp = self.client.kv_client().get(from, Some(options)).await.map_err(|e| classify(e, revision))?;
+        let resp = self
+            .client
+            .kv_client()
+            .get(from, Some(options))
+            .await
+            .map_err(|e| classify(e, revision))?;
         let header_revision = resp.header().map(|h| h.revision()).unwrap_or(0);
         let mut items = Vec::with_capacity(resp.kvs().len());
         for kv in resp.kvs() {
@@ -159,14 +195,23 @@ impl Store {
         let remaining = resp.count() - items.len() as i64;
         Ok(Page {
             items,
-            revision: if revision > 0 { revision } else { header_revision },
+            revision: if revision > 0 {
+                revision
+            } else {
+                header_revision
+            },
             more: resp.more(),
             remaining: remaining.max(0),
         })
     }
 
     /// Create: succeeds only if the key does not exist (mod_revision == 0).
-    pub async fn create(&self, key: &str, object: &Value, lease: Option<i64>) -> Result<Stored, StoreError> {
+    pub async fn create(
+        &self,
+        key: &str,
+        object: &Value,
+        lease: Option<i64>,
+    ) -> Result<Stored, StoreError> {
         let mut put = PutOptions::new();
         if let Some(id) = lease {
             put = put.with_lease(id);
@@ -183,9 +228,19 @@ impl Store {
     }
 
     /// Update: succeeds only if the key is still at `expected_mod_revision`.
-    pub async fn update(&self, key: &str, expected_mod_revision: i64, create_revision: i64, object: &Value) -> Result<Stored, StoreError> {
+    pub async fn update(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+        create_revision: i64,
+        object: &Value,
+    ) -> Result<Stored, StoreError> {
         let txn = Txn::new()
-            .when(vec![Compare::mod_revision(key, CompareOp::Equal, expected_mod_revision)])
+            .when(vec![Compare::mod_revision(
+                key,
+                CompareOp::Equal,
+                expected_mod_revision,
+            )])
             .and_then(vec![TxnOp::put(key, encode(object), None)]);
         let resp = self.client.kv_client().txn(txn).await?;
         if !resp.succeeded() {
@@ -199,13 +254,20 @@ impl Store {
     /// revision of the deletion.
     pub async fn delete(&self, key: &str, expected_mod_revision: i64) -> Result<i64, StoreError> {
         let txn = Txn::new()
-            .when(vec![Compare::mod_revision(key, CompareOp::Equal, expected_mod_revision)])
+            .when(vec![Compare::mod_revision(
+                key,
+                CompareOp::Equal,
+                expected_mod_revision,
+            )])
             .and_then(vec![TxnOp::delete(key, None)]);
         let resp = self.client.kv_client().txn(txn).await?;
         if !resp.succeeded() {
             return Err(StoreError::Conflict);
         }
-        let deleted = resp.op_responses().iter().any(|r| matches!(r, TxnOpResponse::Delete(d) if d.deleted() > 0));
+        let deleted = resp
+            .op_responses()
+            .iter()
+            .any(|r| matches!(r, TxnOpResponse::Delete(d) if d.deleted() > 0));
         if !deleted {
             return Err(StoreError::NotFound);
         }
@@ -215,23 +277,39 @@ impl Store {
     fn written(&self, key: &str, object: &Value, revision: i64, create_revision: i64) -> Stored {
         let mut object = object.clone();
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("resourceVersion".into(), Value::String(revision.to_string()));
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(revision.to_string()),
+            );
         }
-        Stored { key: key.to_string(), object, mod_revision: revision, create_revision }
+        Stored {
+            key: key.to_string(),
+            object,
+            mod_revision: revision,
+            create_revision,
+        }
     }
 
     /// Compact etcd's history up to `revision` (physical, so the 410 paths are real at once).
     pub async fn compact(&self, revision: i64) -> Result<(), StoreError> {
         self.client
             .kv_client()
-            .compact(revision, Some(etcd_client::CompactionOptions::new().with_physical()))
+            .compact(
+                revision,
+                Some(etcd_client::CompactionOptions::new().with_physical()),
+            )
             .await?;
         Ok(())
     }
 
     /// An etcd lease for objects with a TTL (events).
     pub async fn grant_lease(&self, ttl_seconds: i64) -> Result<i64, StoreError> {
-        Ok(self.client.lease_client().grant(ttl_seconds, None).await?.id())
+        Ok(self
+            .client
+            .lease_client()
+            .grant(ttl_seconds, None)
+            .await?
+            .id())
     }
 }
 
@@ -241,12 +319,16 @@ mod tests {
 
     #[test]
     fn prefix_end_covers_the_prefix_only() {
-        assert_eq!(prefix_end("/registry/pods/default/"), b"/registry/pods/default0".to_vec());
+        assert_eq!(
+            prefix_end("/registry/pods/default/"),
+            b"/registry/pods/default0".to_vec()
+        );
     }
 
     #[test]
     fn resource_version_is_never_stored_and_always_read_from_the_revision() {
-        let obj = serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "7"}});
+        let obj =
+            serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "7"}});
         let bytes = encode(&obj);
         assert!(!String::from_utf8_lossy(&bytes).contains("resourceVersion"));
         let back = decode(b"/registry/pods/default/p", &bytes, 42).unwrap();

@@ -13,11 +13,24 @@ use crate::api::{Query, Shared};
 const EVENT_TTL_SECONDS: i64 = 3600;
 
 pub fn causes(errors: &[localkube_schema::FieldError]) -> Vec<Cause> {
-    localkube_schema::status::dedup(errors).into_iter().map(|e| Cause { reason: e.reason().into(), field: e.field.clone(), message: e.to_string() }).collect()
+    localkube_schema::status::dedup(errors)
+        .into_iter()
+        .map(|e| Cause {
+            reason: e.reason().into(),
+            field: e.field.clone(),
+            message: e.to_string(),
+        })
+        .collect()
 }
 
 fn invalid(rt: &ResourceType, name: &str, errors: &[localkube_schema::FieldError]) -> ApiError {
-    ApiError::invalid(&rt.qualified_kind(), &rt.group, &rt.kind, name, &causes(errors))
+    ApiError::invalid(
+        &rt.qualified_kind(),
+        &rt.group,
+        &rt.kind,
+        name,
+        &causes(errors),
+    )
 }
 
 /// Names: a DNS-1123 subdomain for most kinds, a DNS-1123 label for namespaces and services.
@@ -27,15 +40,26 @@ fn validate_name(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
     let rule = match rt.kind.as_str() {
         "Namespace" | "Service" => NameRule::DnsLabel,
         // RBAC objects and Events allow any path segment (`system:...` names).
-        "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" | "Event" => NameRule::PathSegment,
+        "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" | "Event" => {
+            NameRule::PathSegment
+        }
         _ => NameRule::DnsSubdomain,
     };
     let errors = validate_object_name(name, "", rule);
-    if errors.is_empty() { Ok(()) } else { Err(invalid(rt, name, &errors)) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(rt, name, &errors))
+    }
 }
 
 /// Schema handling of a custom resource (apiextensions order: prune, default, validate).
-fn admit_custom(rt: &ResourceType, obj: &mut Value, old: Option<&Value>, query: &Query) -> Result<(), ApiError> {
+fn admit_custom(
+    rt: &ResourceType,
+    obj: &mut Value,
+    old: Option<&Value>,
+    query: &Query,
+) -> Result<(), ApiError> {
     let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) else {
         return Ok(());
     };
@@ -43,7 +67,10 @@ fn admit_custom(rt: &ResourceType, obj: &mut Value, old: Option<&Value>, query: 
     let unknown = schema.prune(obj);
     let strict = query.get("fieldValidation").map(String::as_str) == Some("Strict");
     if strict && !unknown.is_empty() {
-        let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+        let fields: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
         return Err(ApiError::bad_request(format!(
             "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
             rt.kind,
@@ -54,10 +81,19 @@ fn admit_custom(rt: &ResourceType, obj: &mut Value, old: Option<&Value>, query: 
     }
     schema.apply_defaults(obj);
     let errors = schema.validate(obj, old);
-    if errors.is_empty() { Ok(()) } else { Err(invalid(rt, &name, &errors)) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(rt, &name, &errors))
+    }
 }
 
-pub async fn admit_create(server: &Shared, rt: &ResourceType, obj: &mut Value, query: &Query) -> Result<(), ApiError> {
+pub async fn admit_create(
+    server: &Shared,
+    rt: &ResourceType,
+    obj: &mut Value,
+    query: &Query,
+) -> Result<(), ApiError> {
     validate_name(rt, obj)?;
     crate::defaults::apply(&rt.group, &rt.kind, obj);
     match (rt.group.as_str(), rt.kind.as_str()) {
@@ -70,7 +106,9 @@ pub async fn admit_create(server: &Shared, rt: &ResourceType, obj: &mut Value, q
         }
         ("", "Service") => crate::services::allocate_cluster_ip(server, obj).await?,
         ("batch", "Job") => job_selector(obj),
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => crate::crd::admit(server, obj, None)?,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::crd::admit(server, obj, None)?
+        }
         _ => {}
     }
     if rt.custom.is_some() {
@@ -83,7 +121,9 @@ pub async fn admit_create(server: &Shared, rt: &ResourceType, obj: &mut Value, q
 fn job_selector(obj: &mut Value) {
     let uid = meta_str(obj, "uid").unwrap_or("").to_string();
     let name = objects::name(obj).unwrap_or("").to_string();
-    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else { return };
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
     if spec.get("manualSelector") == Some(&json!(true)) {
         return;
     }
@@ -112,12 +152,21 @@ fn job_selector(obj: &mut Value) {
     }
 }
 
-pub async fn admit_update(server: &Shared, rt: &ResourceType, old: &Value, new: &mut Value) -> Result<(), ApiError> {
+pub async fn admit_update(
+    server: &Shared,
+    rt: &ResourceType,
+    old: &Value,
+    new: &mut Value,
+    query: &Query,
+) -> Result<(), ApiError> {
     let name = objects::name(new).unwrap_or("").to_string();
     // While an object is being deleted, finalizers may only be removed (apiserver ValidateObjectMetaUpdate).
     if objects::is_deleting(old) {
         let before = objects::finalizers(old);
-        let added: Vec<String> = objects::finalizers(new).into_iter().filter(|f| !before.contains(f)).collect();
+        let added: Vec<String> = objects::finalizers(new)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
         if !added.is_empty() {
             return Err(ApiError::invalid(
                 &rt.qualified_kind(),
@@ -127,7 +176,14 @@ pub async fn admit_update(server: &Shared, rt: &ResourceType, old: &Value, new: 
                 &[Cause {
                     reason: "FieldValueForbidden".into(),
                     field: "metadata.finalizers".into(),
-                    message: format!("metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}", added.iter().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(", ")),
+                    message: format!(
+                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        added
+                            .iter()
+                            .map(|f| format!("\"{f}\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 }],
             ));
         }
@@ -135,11 +191,13 @@ pub async fn admit_update(server: &Shared, rt: &ResourceType, old: &Value, new: 
     crate::defaults::apply(&rt.group, &rt.kind, new);
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Service") => crate::services::keep_cluster_ip(old, new, rt)?,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => crate::crd::admit(server, new, Some(old))?,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::crd::admit(server, new, Some(old))?
+        }
         _ => {}
     }
     if rt.custom.is_some() {
-        admit_custom(rt, new, Some(old), &Query::new())?;
+        admit_custom(rt, new, Some(old), query)?;
     }
     Ok(())
 }
@@ -149,13 +207,24 @@ pub fn record_create(rt: &ResourceType, obj: &mut Value, manager: Option<&str>) 
     crate::fieldmanager::record(rt, None, obj, manager, None);
 }
 
-pub fn record_update(rt: &ResourceType, old: &Value, new: &mut Value, manager: Option<&str>, subresource: Option<&str>) {
+pub fn record_update(
+    rt: &ResourceType,
+    old: &Value,
+    new: &mut Value,
+    manager: Option<&str>,
+    subresource: Option<&str>,
+) {
     crate::fieldmanager::record(rt, Some(old), new, manager, subresource);
 }
 
 pub async fn lease_for(server: &Shared, rt: &ResourceType) -> Result<Option<i64>, ApiError> {
     if rt.kind == "Event" {
-        return server.store.grant_lease(EVENT_TTL_SECONDS).await.map(Some).map_err(ApiError::internal);
+        return server
+            .store
+            .grant_lease(EVENT_TTL_SECONDS)
+            .await
+            .map(Some)
+            .map_err(ApiError::internal);
     }
     Ok(None)
 }
@@ -178,10 +247,12 @@ pub async fn after_delete(server: &Shared, rt: &ResourceType, obj: &Value) {
 /// Pods bound to a node are deleted gracefully: the node agent stops the containers, then
 /// deletes the pod for good. Unbound pods go at once.
 pub fn graceful_delete_seconds(rt: &ResourceType, obj: &Value, opts: &Value) -> Option<i64> {
-    if rt.kind != "Pod" || rt.group != "" {
+    if rt.kind != "Pod" || !rt.group.is_empty() {
         return None;
     }
-    let bound = obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+    let bound = obj["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
     let phase = obj["status"]["phase"].as_str().unwrap_or("");
     if !bound || matches!(phase, "Succeeded" | "Failed") {
         return None;

@@ -13,7 +13,11 @@ fn column(name: &str, kind: &str, format: &str, description: &str, priority: i64
 
 /// A tiny JSONPath subset for printer columns: `.a.b`, `.a[0].b`, `.a[*].b` (joined by commas).
 pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let path = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
     let mut current = vec![obj.clone()];
     for raw in path.split('.').filter(|s| !s.is_empty()) {
         let (field, index) = match raw.split_once('[') {
@@ -22,7 +26,11 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
         };
         let mut next = Vec::new();
         for v in current {
-            let v = if field.is_empty() { v } else { v.get(field).cloned().unwrap_or(Value::Null) };
+            let v = if field.is_empty() {
+                v
+            } else {
+                v.get(field).cloned().unwrap_or(Value::Null)
+            };
             match index {
                 None => next.push(v),
                 Some("*") => next.extend(v.as_array().cloned().unwrap_or_default()),
@@ -46,7 +54,15 @@ fn cell(values: Vec<Value>, kind: &str) -> Value {
             ("string", other) => json!(other.to_string()),
             _ => one.clone(),
         },
-        many => json!(many.iter().map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).collect::<Vec<_>>().join(",")),
+        many => json!(
+            many.iter()
+                .map(|v| v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
     }
 }
 
@@ -58,44 +74,218 @@ fn partial(obj: &Value) -> Value {
     json!({ "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"] })
 }
 
-fn builtin_columns(rt: &ResourceType) -> Option<(Vec<Value>, fn(&Value) -> Vec<Value>)> {
-    let name = column("Name", "string", "name", "Name must be unique within a namespace.", 0);
-    let age_col = column("Age", "date", "", "CreationTimestamp is a timestamp representing the server time when this object was created.", 0);
+/// The cells of one row of a built-in kind.
+type RowCells = fn(&Value) -> Vec<Value>;
+
+fn builtin_columns(rt: &ResourceType) -> Option<(Vec<Value>, RowCells)> {
+    let name = column(
+        "Name",
+        "string",
+        "name",
+        "Name must be unique within a namespace.",
+        0,
+    );
+    let age_col = column(
+        "Age",
+        "date",
+        "",
+        "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        0,
+    );
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Pod") => Some((
-            vec![name, column("Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0), column("Status", "string", "", "The aggregate status of the containers in this pod.", 0), column("Restarts", "string", "", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0), age_col, column("IP", "string", "", "The IP address assigned to the pod", 1), column("Node", "string", "", "The name of the node assigned to the pod", 1)],
+            vec![
+                name,
+                column(
+                    "Ready",
+                    "string",
+                    "",
+                    "The aggregate readiness state of this pod for accepting traffic.",
+                    0,
+                ),
+                column(
+                    "Status",
+                    "string",
+                    "",
+                    "The aggregate status of the containers in this pod.",
+                    0,
+                ),
+                column(
+                    "Restarts",
+                    "string",
+                    "",
+                    "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                    0,
+                ),
+                age_col,
+                column("IP", "string", "", "The IP address assigned to the pod", 1),
+                column(
+                    "Node",
+                    "string",
+                    "",
+                    "The name of the node assigned to the pod",
+                    1,
+                ),
+            ],
             |o| {
-                let statuses = o["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
-                let total = o["spec"]["containers"].as_array().map(Vec::len).unwrap_or(0);
-                let ready = statuses.iter().filter(|s| s["ready"] == json!(true)).count();
-                let restarts: i64 = statuses.iter().filter_map(|s| s["restartCount"].as_i64()).sum();
-                let waiting = statuses.iter().find_map(|s| s["state"]["waiting"]["reason"].as_str().map(str::to_string));
-                let status = if o["metadata"]["deletionTimestamp"].is_string() { "Terminating".to_string() } else { waiting.unwrap_or_else(|| o["status"]["phase"].as_str().unwrap_or("Pending").to_string()) };
-                vec![o["metadata"]["name"].clone(), json!(format!("{ready}/{total}")), json!(status), json!(restarts.to_string()), age(o), o["status"]["podIP"].as_str().map(|s| json!(s)).unwrap_or(json!("<none>")), o["spec"]["nodeName"].as_str().map(|s| json!(s)).unwrap_or(json!("<none>"))]
+                let statuses = o["status"]["containerStatuses"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let total = o["spec"]["containers"]
+                    .as_array()
+                    .map(Vec::len)
+                    .unwrap_or(0);
+                let ready = statuses
+                    .iter()
+                    .filter(|s| s["ready"] == json!(true))
+                    .count();
+                let restarts: i64 = statuses
+                    .iter()
+                    .filter_map(|s| s["restartCount"].as_i64())
+                    .sum();
+                let waiting = statuses
+                    .iter()
+                    .find_map(|s| s["state"]["waiting"]["reason"].as_str().map(str::to_string));
+                let status = if o["metadata"]["deletionTimestamp"].is_string() {
+                    "Terminating".to_string()
+                } else {
+                    waiting.unwrap_or_else(|| {
+                        o["status"]["phase"]
+                            .as_str()
+                            .unwrap_or("Pending")
+                            .to_string()
+                    })
+                };
+                vec![
+                    o["metadata"]["name"].clone(),
+                    json!(format!("{ready}/{total}")),
+                    json!(status),
+                    json!(restarts.to_string()),
+                    age(o),
+                    o["status"]["podIP"]
+                        .as_str()
+                        .map(|s| json!(s))
+                        .unwrap_or(json!("<none>")),
+                    o["spec"]["nodeName"]
+                        .as_str()
+                        .map(|s| json!(s))
+                        .unwrap_or(json!("<none>")),
+                ]
             },
         )),
         ("apps", "Deployment") => Some((
-            vec![name, column("Ready", "string", "", "Number of the pod with ready state", 0), column("Up-to-date", "integer", "", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0), column("Available", "integer", "", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0), age_col],
+            vec![
+                name,
+                column(
+                    "Ready",
+                    "string",
+                    "",
+                    "Number of the pod with ready state",
+                    0,
+                ),
+                column(
+                    "Up-to-date",
+                    "integer",
+                    "",
+                    "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                    0,
+                ),
+                column(
+                    "Available",
+                    "integer",
+                    "",
+                    "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                    0,
+                ),
+                age_col,
+            ],
             |o| {
                 let ready = o["status"]["readyReplicas"].as_i64().unwrap_or(0);
                 let want = o["spec"]["replicas"].as_i64().unwrap_or(0);
-                vec![o["metadata"]["name"].clone(), json!(format!("{ready}/{want}")), json!(o["status"]["updatedReplicas"].as_i64().unwrap_or(0)), json!(o["status"]["availableReplicas"].as_i64().unwrap_or(0)), age(o)]
+                vec![
+                    o["metadata"]["name"].clone(),
+                    json!(format!("{ready}/{want}")),
+                    json!(o["status"]["updatedReplicas"].as_i64().unwrap_or(0)),
+                    json!(o["status"]["availableReplicas"].as_i64().unwrap_or(0)),
+                    age(o),
+                ]
             },
         )),
         ("", "Service") => Some((
-            vec![name, column("Type", "string", "", "The type of service.", 0), column("Cluster-IP", "string", "", "The cluster IP of the service.", 0), column("External-IP", "string", "", "The external IP of the service.", 0), column("Port(s)", "string", "", "The ports of the service.", 0), age_col],
+            vec![
+                name,
+                column("Type", "string", "", "The type of service.", 0),
+                column(
+                    "Cluster-IP",
+                    "string",
+                    "",
+                    "The cluster IP of the service.",
+                    0,
+                ),
+                column(
+                    "External-IP",
+                    "string",
+                    "",
+                    "The external IP of the service.",
+                    0,
+                ),
+                column("Port(s)", "string", "", "The ports of the service.", 0),
+                age_col,
+            ],
             |o| {
-                let ports: Vec<String> = o["spec"]["ports"].as_array().cloned().unwrap_or_default().iter().map(|p| format!("{}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP"))).collect();
-                vec![o["metadata"]["name"].clone(), o["spec"]["type"].clone(), o["spec"]["clusterIP"].clone(), json!("<none>"), json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }), age(o)]
+                let ports: Vec<String> = o["spec"]["ports"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|p| format!("{}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP")))
+                    .collect();
+                vec![
+                    o["metadata"]["name"].clone(),
+                    o["spec"]["type"].clone(),
+                    o["spec"]["clusterIP"].clone(),
+                    json!("<none>"),
+                    json!(if ports.is_empty() {
+                        "<none>".to_string()
+                    } else {
+                        ports.join(",")
+                    }),
+                    age(o),
+                ]
             },
         )),
         ("", "PersistentVolumeClaim") => Some((
-            vec![name, column("Status", "string", "", "", 0), column("Volume", "string", "", "", 0), column("Capacity", "string", "", "", 0), age_col],
-            |o| vec![o["metadata"]["name"].clone(), o["status"]["phase"].clone(), o["spec"]["volumeName"].clone(), o["status"]["capacity"]["storage"].clone(), age(o)],
+            vec![
+                name,
+                column("Status", "string", "", "", 0),
+                column("Volume", "string", "", "", 0),
+                column("Capacity", "string", "", "", 0),
+                age_col,
+            ],
+            |o| {
+                vec![
+                    o["metadata"]["name"].clone(),
+                    o["status"]["phase"].clone(),
+                    o["spec"]["volumeName"].clone(),
+                    o["status"]["capacity"]["storage"].clone(),
+                    age(o),
+                ]
+            },
         )),
         ("", "Namespace") => Some((
-            vec![name, column("Status", "string", "", "The status of the namespace", 0), age_col],
-            |o| vec![o["metadata"]["name"].clone(), o["status"]["phase"].clone(), age(o)],
+            vec![
+                name,
+                column("Status", "string", "", "The status of the namespace", 0),
+                age_col,
+            ],
+            |o| {
+                vec![
+                    o["metadata"]["name"].clone(),
+                    o["status"]["phase"].clone(),
+                    age(o),
+                ]
+            },
         )),
         _ => None,
     }
@@ -103,11 +293,25 @@ fn builtin_columns(rt: &ResourceType) -> Option<(Vec<Value>, fn(&Value) -> Vec<V
 
 pub fn table(rt: &ResourceType, items: Vec<Value>, metadata: Value, query: &Query) -> Value {
     let include_object = query.get("includeObject").map(String::as_str) == Some("Object");
-    let wrap = |o: &Value| if include_object { o.clone() } else { partial(o) };
+    let wrap = |o: &Value| {
+        if include_object {
+            o.clone()
+        } else {
+            partial(o)
+        }
+    };
     let (columns, rows): (Vec<Value>, Vec<Value>) = if let Some(custom) = &rt.custom {
-        let mut columns = vec![column("Name", "string", "name", "Name must be unique within a namespace.", 0)];
+        let mut columns = vec![column(
+            "Name",
+            "string",
+            "name",
+            "Name must be unique within a namespace.",
+            0,
+        )];
         let defs = custom.printer_columns.clone();
-        let has_age = defs.iter().any(|d| d["jsonPath"] == ".metadata.creationTimestamp");
+        let has_age = defs
+            .iter()
+            .any(|d| d["jsonPath"] == ".metadata.creationTimestamp");
         for d in &defs {
             columns.push(column(
                 d["name"].as_str().unwrap_or(""),
@@ -125,7 +329,10 @@ pub fn table(rt: &ResourceType, items: Vec<Value>, metadata: Value, query: &Quer
             .map(|o| {
                 let mut cells = vec![o["metadata"]["name"].clone()];
                 for d in &defs {
-                    cells.push(cell(json_path(o, d["jsonPath"].as_str().unwrap_or("")), d["type"].as_str().unwrap_or("string")));
+                    cells.push(cell(
+                        json_path(o, d["jsonPath"].as_str().unwrap_or("")),
+                        d["type"].as_str().unwrap_or("string"),
+                    ));
                 }
                 if !has_age {
                     cells.push(age(o));
@@ -135,14 +342,32 @@ pub fn table(rt: &ResourceType, items: Vec<Value>, metadata: Value, query: &Quer
             .collect();
         (columns, rows)
     } else if let Some((columns, cells)) = builtin_columns(rt) {
-        let rows = items.iter().map(|o| json!({ "cells": cells(o), "object": wrap(o) })).collect();
+        let rows = items
+            .iter()
+            .map(|o| json!({ "cells": cells(o), "object": wrap(o) }))
+            .collect();
         (columns, rows)
     } else {
         let columns = vec![
-            column("Name", "string", "name", "Name must be unique within a namespace.", 0),
-            column("Created At", "date", "", "CreationTimestamp is a timestamp representing the server time when this object was created.", 0),
+            column(
+                "Name",
+                "string",
+                "name",
+                "Name must be unique within a namespace.",
+                0,
+            ),
+            column(
+                "Created At",
+                "date",
+                "",
+                "CreationTimestamp is a timestamp representing the server time when this object was created.",
+                0,
+            ),
         ];
-        let rows = items.iter().map(|o| json!({ "cells": [o["metadata"]["name"], age(o)], "object": wrap(o) })).collect();
+        let rows = items
+            .iter()
+            .map(|o| json!({ "cells": [o["metadata"]["name"], age(o)], "object": wrap(o) }))
+            .collect();
         (columns, rows)
     };
     json!({ "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": columns, "rows": rows })
@@ -156,7 +381,10 @@ mod tests {
     fn json_path_reads_printer_column_paths() {
         let o = json!({"status": {"phase": "Running", "members": [{"name": "a"}, {"name": "b"}]}});
         assert_eq!(json_path(&o, ".status.phase"), vec![json!("Running")]);
-        assert_eq!(cell(json_path(&o, ".status.members[*].name"), "string"), json!("a,b"));
+        assert_eq!(
+            cell(json_path(&o, ".status.members[*].name"), "string"),
+            json!("a,b")
+        );
         assert_eq!(json_path(&o, ".status.members[1].name"), vec![json!("b")]);
         assert!(json_path(&o, ".spec.size").is_empty());
     }

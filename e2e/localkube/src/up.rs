@@ -60,7 +60,10 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     let url = format!("https://{}:{}", opts.address, local.port());
     write_atomically(&kubeconfig_path, &kubeconfig(&pki, &url))?;
     tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "localkube is serving");
-    println!("localkube is serving at {url}\nexport KUBECONFIG={}", kubeconfig_path.display());
+    println!(
+        "localkube is serving at {url}\nexport KUBECONFIG={}",
+        kubeconfig_path.display()
+    );
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

@@ -13,7 +13,13 @@ pub fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default()
 }
 
@@ -31,22 +37,27 @@ pub fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError
         }
     };
     if !value.is_object() {
-        return Err(ApiError::bad_request("Object 'Kind' is missing in the request body"));
+        return Err(ApiError::bad_request(
+            "Object 'Kind' is missing in the request body",
+        ));
     }
     Ok(value)
 }
 
 pub fn proto_error(e: localkube_proto::DecodeError) -> ApiError {
     match e {
-        localkube_proto::DecodeError::UnsupportedKind { api_version, kind } => ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is not served for {kind} in {api_version})"
-        )),
+        localkube_proto::DecodeError::UnsupportedKind { api_version, kind } => {
+            ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is not served for {kind} in {api_version})"
+            ))
+        }
         other => ApiError::bad_request(other.to_string()),
     }
 }
 
 pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
 }
 
 /// YAML is a superset of JSON; kube-rs sends JSON under `application/apply-patch+yaml`.
@@ -54,19 +65,27 @@ pub fn parse_yaml(body: &[u8]) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
     }
-    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    serde_saphyr::from_str::<Value>(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
 /// Whether the client accepts a JSON answer (every client we know lists it, often after
 /// protobuf). `as=Table` requests are handled separately.
 pub fn accepts_json(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+    let Some(accept) = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
         return true;
     };
     accept.split(',').any(|part| {
         let media = part.split(';').next().unwrap_or("").trim();
-        matches!(media, "application/json" | "application/*" | "*/*" | "" | "application/yaml")
+        matches!(
+            media,
+            "application/json" | "application/*" | "*/*" | "" | "application/yaml"
+        )
     })
 }
 
@@ -76,7 +95,10 @@ pub fn wants_table(headers: &HeaderMap) -> bool {
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(|accept| {
-            accept.split(',').next().is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
+            accept
+                .split(',')
+                .next()
+                .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
         })
         .unwrap_or(false)
 }

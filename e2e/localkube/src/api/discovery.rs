@@ -51,16 +51,26 @@ pub fn root(server: &Shared, legacy: bool) -> Response<Body> {
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, versions)| api_group(&g, &versions))
         .collect();
-    json_response(StatusCode::OK, &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups }))
+    json_response(
+        StatusCode::OK,
+        &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups }),
+    )
 }
 
 fn api_group(group: &str, versions: &[String]) -> Value {
-    let list: Vec<Value> = versions.iter().map(|v| json!({ "groupVersion": format!("{group}/{v}"), "version": v })).collect();
+    let list: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({ "groupVersion": format!("{group}/{v}"), "version": v }))
+        .collect();
     json!({ "name": group, "versions": list, "preferredVersion": list.first().cloned().unwrap_or(Value::Null) })
 }
 
 pub fn group(server: &Shared, group: &str) -> Result<Response<Body>, ApiError> {
-    let versions = server.registry.group_versions().remove(group).ok_or_else(ApiError::no_such_resource)?;
+    let versions = server
+        .registry
+        .group_versions()
+        .remove(group)
+        .ok_or_else(ApiError::no_such_resource)?;
     let mut doc = api_group(group, &versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
@@ -93,7 +103,11 @@ fn subresource_entry(rt: &ResourceType, sub: &str) -> Value {
     e
 }
 
-pub fn group_version(server: &Shared, group: &str, version: &str) -> Result<Response<Body>, ApiError> {
+pub fn group_version(
+    server: &Shared,
+    group: &str,
+    version: &str,
+) -> Result<Response<Body>, ApiError> {
     let types = server.registry.in_group_version(group, version);
     if types.is_empty() {
         return Err(ApiError::no_such_resource());
@@ -119,7 +133,11 @@ pub fn group_version(server: &Shared, group: &str, version: &str) -> Result<Resp
             resources.push(subresource_entry(rt, sub));
         }
     }
-    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     Ok(json_response(
         StatusCode::OK,
         &json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources }),
@@ -133,7 +151,11 @@ fn storage_version_hash(rt: &ResourceType) -> String {
 }
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// `/openapi/v3`: one entry per served group-version, CRD group-versions included (spec §a3).
@@ -143,7 +165,11 @@ pub fn openapi_index(server: &Shared) -> Value {
         for version in versions {
             let key = gv_path(&group, &version);
             let hash = openapi_group_version(server, &key)
-                .map(|doc| hex(&Sha256::digest(serde_json::to_vec(&doc).unwrap_or_default())))
+                .map(|doc| {
+                    hex(&Sha256::digest(
+                        serde_json::to_vec(&doc).unwrap_or_default(),
+                    ))
+                })
                 .unwrap_or_default();
             paths.insert(key.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={}", &hash[..hash.len().min(128)]) }));
         }
@@ -167,7 +193,11 @@ fn operations(rt: &ResourceType, item: bool, schema_ref: &Value) -> Value {
     let body = json!({ "content": { "application/json": { "schema": schema_ref }, "application/yaml": { "schema": schema_ref } } });
     let ok = json!({ "200": { "description": "OK", "content": { "application/json": { "schema": schema_ref } } } });
     let query = |name: &str| json!({ "name": name, "in": "query", "schema": { "type": "string", "uniqueItems": true } });
-    let common = vec![query("dryRun"), query("fieldManager"), query("fieldValidation")];
+    let common = vec![
+        query("dryRun"),
+        query("fieldManager"),
+        query("fieldValidation"),
+    ];
     let mut ops = serde_json::Map::new();
     if item {
         ops.insert("get".into(), json!({ "x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk, "responses": ok }));
@@ -210,7 +240,11 @@ fn operations(rt: &ResourceType, item: bool, schema_ref: &Value) -> Value {
 }
 
 fn schema_name(rt: &ResourceType) -> String {
-    let group = if rt.group.is_empty() { "core".to_string() } else { rt.group.split('.').rev().collect::<Vec<_>>().join(".") };
+    let group = if rt.group.is_empty() {
+        "core".to_string()
+    } else {
+        rt.group.split('.').rev().collect::<Vec<_>>().join(".")
+    };
     format!("{group}.{}.{}", rt.version, rt.kind)
 }
 
@@ -236,12 +270,17 @@ pub fn openapi_group_version(server: &Shared, gv: &str) -> Option<Value> {
             .custom
             .as_ref()
             .and_then(|c| c.openapi_schema.clone())
-            .unwrap_or_else(|| json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true }));
+            .unwrap_or_else(
+                || json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true }),
+            );
         schema["x-kubernetes-group-version-kind"] = json!([gvk(rt)]);
         schemas.insert(name, schema);
         let base = format!("/{}", gv_path(&group, &version));
         let collections = if rt.namespaced {
-            vec![format!("{base}/namespaces/{{namespace}}/{}", rt.plural), format!("{base}/{}", rt.plural)]
+            vec![
+                format!("{base}/namespaces/{{namespace}}/{}", rt.plural),
+                format!("{base}/{}", rt.plural),
+            ]
         } else {
             vec![format!("{base}/{}", rt.plural)]
         };

@@ -26,18 +26,32 @@ pub struct Filter {
 impl Filter {
     pub fn from_query(rt: &ResourceType, query: &Query) -> Result<Self, ApiError> {
         let labels = match query.get("labelSelector").filter(|s| !s.is_empty()) {
-            Some(s) => Some(localkube_query::parse_label_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+            Some(s) => Some(
+                localkube_query::parse_label_selector(s)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            ),
             None => None,
         };
         let fields = match query.get("fieldSelector").filter(|s| !s.is_empty()) {
             Some(s) => {
-                let parsed = localkube_query::parse_field_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let parsed = localkube_query::parse_field_selector(s)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
                 let no_fields: Vec<String> = Vec::new();
                 let schema = match &rt.custom {
-                    Some(_) => localkube_query::FieldSchema::Custom { namespaced: rt.namespaced, selectable_fields: &no_fields },
-                    None => localkube_query::FieldSchema::BuiltIn { group: &rt.group, kind: &rt.kind },
+                    Some(_) => localkube_query::FieldSchema::Custom {
+                        namespaced: rt.namespaced,
+                        selectable_fields: &no_fields,
+                    },
+                    None => localkube_query::FieldSchema::BuiltIn {
+                        group: &rt.group,
+                        kind: &rt.kind,
+                    },
                 };
-                Some(parsed.resolve(&schema).map_err(|e| ApiError::bad_request(e.to_string()))?)
+                Some(
+                    parsed
+                        .resolve(&schema)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?,
+                )
             }
             None => None,
         };
@@ -49,15 +63,15 @@ impl Filter {
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
-        if let Some(l) = &self.labels {
-            if !l.matches_object(obj) {
-                return false;
-            }
+        if let Some(l) = &self.labels
+            && !l.matches_object(obj)
+        {
+            return false;
         }
-        if let Some(f) = &self.fields {
-            if !f.matches(obj) {
-                return false;
-            }
+        if let Some(f) = &self.fields
+            && !f.matches(obj)
+        {
+            return false;
         }
         true
     }
@@ -69,7 +83,9 @@ pub fn store_error(rt: &ResourceType, name: &str, err: StoreError) -> ApiError {
         StoreError::AlreadyExists => ApiError::already_exists(&gr, name),
         StoreError::Conflict => ApiError::modified_conflict(&gr, name),
         StoreError::NotFound => ApiError::not_found(&gr, name),
-        StoreError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided list is too old."),
+        StoreError::Compacted { .. } => {
+            ApiError::expired("The resourceVersion for the provided list is too old.")
+        }
         StoreError::FutureRevision(_) => ApiError::too_large_resource_version(),
         other => ApiError::internal(other),
     }
@@ -84,7 +100,10 @@ pub async fn handle(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let rt = server.registry.get(&req.group, &req.version, &req.resource).ok_or_else(ApiError::no_such_resource)?;
+    let rt = server
+        .registry
+        .get(&req.group, &req.version, &req.resource)
+        .ok_or_else(ApiError::no_such_resource)?;
     crate::authz::authorize(server, user, &req).await?;
     // A namespaced kind addressed without a namespace is a cross-namespace list or watch only.
     if !rt.namespaced && req.namespace.is_some() {
@@ -93,13 +112,16 @@ pub async fn handle(
     if rt.namespaced && req.namespace.is_none() && !matches!(req.verb, "list" | "watch") {
         return Err(ApiError::no_such_resource());
     }
-    if let Some(sub) = &req.subresource {
-        if !rt.has_subresource(sub) {
-            return Err(ApiError::no_such_resource());
-        }
+    if let Some(sub) = &req.subresource
+        && !rt.has_subresource(sub)
+    {
+        return Err(ApiError::no_such_resource());
     }
     if body.len() > body::MAX_BODY_BYTES {
-        return Err(ApiError::request_entity_too_large(format!("limit is {}", body::MAX_BODY_BYTES)));
+        return Err(ApiError::request_entity_too_large(format!(
+            "limit is {}",
+            body::MAX_BODY_BYTES
+        )));
     }
     let ns = req.namespace.as_deref();
     let name = req.name.as_deref().unwrap_or("");
@@ -108,13 +130,36 @@ pub async fn handle(
         ("list", _) => list(server, &rt, ns, query, headers).await,
         ("watch", _) => watch::watch(server, rt.clone(), ns, req.name.as_deref(), query).await,
         ("create", None) => create(server, &rt, ns, query, headers, &body).await,
-        ("update", None | Some("status")) => update(server, &rt, ns, name, req.subresource.as_deref(), query, headers, &body).await,
+        ("update", None | Some("status")) => {
+            update(
+                server,
+                &rt,
+                ns,
+                name,
+                req.subresource.as_deref(),
+                query,
+                headers,
+                &body,
+            )
+            .await
+        }
         ("patch", None | Some("status")) => {
-            crate::patching::patch(server, &rt, ns, name, req.subresource.as_deref(), query, headers, &body).await
+            crate::patching::patch(
+                server,
+                &rt,
+                ns,
+                name,
+                req.subresource.as_deref(),
+                query,
+                headers,
+                &body,
+            )
+            .await
         }
         ("create", Some("token")) if rt.plural == "serviceaccounts" => {
             let request = body::decode_object(headers, &body)?;
-            let response = crate::authn::token_request(server, ns.unwrap_or(""), name, &request).await?;
+            let response =
+                crate::authn::token_request(server, ns.unwrap_or(""), name, &request).await?;
             Ok(json_response(StatusCode::CREATED, &response))
         }
         ("delete", None) => delete(server, &rt, ns, name, query, headers, &body).await,
@@ -123,16 +168,31 @@ pub async fn handle(
     }
 }
 
-pub async fn get(server: &Shared, rt: &ResourceType, ns: Option<&str>, name: &str, query: &Query, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
+pub async fn get(
+    server: &Shared,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, ApiError> {
     let key = rt.key(ns, name);
     let revision = match query.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => 0,
         Some(rv) => parse_rv(rv)?,
     };
-    let stored = server.store.get_at(&key, 0).await.map_err(|e| store_error(rt, name, e))?;
+    let stored = server
+        .store
+        .get_at(&key, 0)
+        .await
+        .map_err(|e| store_error(rt, name, e))?;
     // A get "not older than" rv: wait for the server to reach rv (it has: we read latest).
     if revision > 0 {
-        let current = server.store.current_revision().await.map_err(|e| store_error(rt, name, e))?;
+        let current = server
+            .store
+            .current_revision()
+            .await
+            .map_err(|e| store_error(rt, name, e))?;
         if revision > current {
             return Err(ApiError::too_large_resource_version());
         }
@@ -141,7 +201,10 @@ pub async fn get(server: &Shared, rt: &ResourceType, ns: Option<&str>, name: &st
     let obj = server.present(rt, stored.object);
     if body::wants_table(headers) {
         let metadata = json!({ "resourceVersion": stored.mod_revision.to_string() });
-        return Ok(json_response(StatusCode::OK, &crate::table::table(rt, vec![obj], metadata, query)));
+        return Ok(json_response(
+            StatusCode::OK,
+            &crate::table::table(rt, vec![obj], metadata, query),
+        ));
     }
     Ok(json_response(StatusCode::OK, &obj))
 }
@@ -161,12 +224,21 @@ struct ContinueToken {
 }
 
 fn encode_continue(rv: i64, start: &str) -> String {
-    let token = ContinueToken { v: "meta.k8s.io/v1".into(), rv, start: start.into() };
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: start.into(),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&token).unwrap_or_default())
 }
 
 fn decode_continue(token: &str) -> Result<ContinueToken, ApiError> {
-    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|_| bad())?;
@@ -188,10 +260,18 @@ pub struct Listed {
 /// Read a list with kube-apiserver's semantics (spec §a6): `limit` + `continue` pages at a fixed
 /// revision, selectors applied after reading (pages may be shorter than `limit`), and the
 /// resourceVersion / resourceVersionMatch rules.
-pub async fn read_list(server: &Shared, rt: &ResourceType, ns: Option<&str>, query: &Query, filter: &Filter) -> Result<Listed, ApiError> {
+pub async fn read_list(
+    server: &Shared,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    query: &Query,
+    filter: &Filter,
+) -> Result<Listed, ApiError> {
     let prefix = rt.list_prefix(ns);
     let limit: i64 = match query.get("limit").filter(|s| !s.is_empty()) {
-        Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
         None => 0,
     };
     let limit = limit.max(0);
@@ -201,7 +281,10 @@ pub async fn read_list(server: &Shared, rt: &ResourceType, ns: Option<&str>, que
         revision = t.rv;
         start = Some(format!("{prefix}{}", t.start));
     } else {
-        let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+        let rv = query
+            .get("resourceVersion")
+            .map(String::as_str)
+            .unwrap_or("");
         let exact = query.get("resourceVersionMatch").map(String::as_str) == Some("Exact");
         match rv {
             "" | "0" => {}
@@ -239,7 +322,9 @@ pub async fn read_list(server: &Shared, rt: &ResourceType, ns: Option<&str>, que
             }
         }
         match last_key {
-            Some(k) if more && (limit == 0 || (items.len() as i64) < limit) => next_start = Some(format!("{k}\0")),
+            Some(k) if more && (limit == 0 || (items.len() as i64) < limit) => {
+                next_start = Some(format!("{k}\0"))
+            }
             Some(k) => {
                 next_start = Some(format!("{k}\0"));
                 break;
@@ -248,18 +333,30 @@ pub async fn read_list(server: &Shared, rt: &ResourceType, ns: Option<&str>, que
         }
     }
     let continue_token = match (&next_start, more) {
-        (Some(k), true) => Some(encode_continue(revision, k.strip_prefix(&prefix).unwrap_or(k))),
+        (Some(k), true) => Some(encode_continue(
+            revision,
+            k.strip_prefix(&prefix).unwrap_or(k),
+        )),
         _ => None,
     };
     let remaining = (continue_token.is_some() && filter.is_empty()).then_some(remaining);
-    Ok(Listed { items, revision, continue_token, remaining })
+    Ok(Listed {
+        items,
+        revision,
+        continue_token,
+        remaining,
+    })
 }
 
 /// `resourceVersion=N` (NotOlderThan): wait up to 3 s for etcd to reach N, then 504.
 async fn wait_for_revision(server: &Shared, n: i64) -> Result<(), ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     loop {
-        let current = server.store.current_revision().await.map_err(ApiError::internal)?;
+        let current = server
+            .store
+            .current_revision()
+            .await
+            .map_err(ApiError::internal)?;
         if current >= n {
             return Ok(());
         }
@@ -270,7 +367,13 @@ async fn wait_for_revision(server: &Shared, n: i64) -> Result<(), ApiError> {
     }
 }
 
-async fn list(server: &Shared, rt: &ResourceType, ns: Option<&str>, query: &Query, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
+async fn list(
+    server: &Shared,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, ApiError> {
     let filter = Filter::from_query(rt, query)?;
     let listed = read_list(server, rt, ns, query, &filter).await?;
     let mut metadata = json!({ "resourceVersion": listed.revision.to_string() });
@@ -281,17 +384,22 @@ async fn list(server: &Shared, rt: &ResourceType, ns: Option<&str>, query: &Quer
         metadata["remainingItemCount"] = json!(r);
     }
     if body::wants_table(headers) {
-        return Ok(json_response(StatusCode::OK, &crate::table::table(rt, listed.items, metadata, query)));
+        return Ok(json_response(
+            StatusCode::OK,
+            &crate::table::table(rt, listed.items, metadata, query),
+        ));
     }
     let list = json!({ "kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": metadata, "items": listed.items });
     Ok(json_response(StatusCode::OK, &list))
 }
 
-fn dry_run(query: &Query) -> Result<bool, ApiError> {
+pub fn dry_run(query: &Query) -> Result<bool, ApiError> {
     match query.get("dryRun").map(String::as_str) {
         None | Some("") => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!("Invalid dryRun value: {other}; supported values: \"All\""))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Invalid dryRun value: {other}; supported values: \"All\""
+        ))),
     }
 }
 
@@ -306,40 +414,72 @@ pub fn check_type(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         )));
     }
     if !kind.is_empty() && kind != rt.kind {
-        return Err(ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: kind mismatch: got {kind}", rt.kind, rt.version, rt.kind)));
+        return Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: kind mismatch: got {kind}",
+            rt.kind, rt.version, rt.kind
+        )));
     }
     Ok(())
 }
 
 /// Namespace lifecycle admission: the namespace must exist and not be terminating.
-pub async fn check_namespace(server: &Shared, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
+pub async fn check_namespace(
+    server: &Shared,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
     let Some(ns) = ns.filter(|_| rt.namespaced) else {
         return Ok(());
     };
-    let ns_type = server.registry.get("", "v1", "namespaces").ok_or_else(ApiError::no_such_resource)?;
-    let stored = server.store.get(&ns_type.key(None, ns)).await.map_err(ApiError::internal)?;
+    let ns_type = server
+        .registry
+        .get("", "v1", "namespaces")
+        .ok_or_else(ApiError::no_such_resource)?;
+    let stored = server
+        .store
+        .get(&ns_type.key(None, ns))
+        .await
+        .map_err(ApiError::internal)?;
     match stored {
         None => Err(ApiError::namespace_not_found(ns)),
-        Some(s) if objects::is_deleting(&s.object) || s.object["status"]["phase"] == "Terminating" => Err(ApiError::forbidden(
-            &rt.group_resource(),
-            name,
-            &format!("unable to create new content in namespace {ns} because it is being terminated"),
-        )),
+        Some(s)
+            if objects::is_deleting(&s.object) || s.object["status"]["phase"] == "Terminating" =>
+        {
+            Err(ApiError::forbidden(
+                &rt.group_resource(),
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            ))
+        }
         Some(_) => Ok(()),
     }
 }
 
-async fn create(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, query: &Query, headers: &HeaderMap, raw: &[u8]) -> Result<Response<Body>, ApiError> {
+async fn create(
+    server: &Shared,
+    rt: &Arc<ResourceType>,
+    ns: Option<&str>,
+    query: &Query,
+    headers: &HeaderMap,
+    raw: &[u8],
+) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(query)?;
     let obj = body::decode_object(headers, raw)?;
     check_type(rt, &obj)?;
-    if let (Some(body_ns), Some(url_ns)) = (meta_str(&obj, "namespace"), ns) {
-        if body_ns != url_ns {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-        }
+    if let (Some(body_ns), Some(url_ns)) = (meta_str(&obj, "namespace"), ns)
+        && body_ns != url_ns
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
     }
     if meta_str(&obj, "resourceVersion").is_some() {
-        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
     let generate_name = meta_str(&obj, "generateName").map(str::to_string);
     if objects::name(&obj).is_none() && generate_name.is_none() {
@@ -361,7 +501,11 @@ async fn create(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, query
         attempts += 1;
         let mut candidate = obj.clone();
         if objects::name(&candidate).is_none() {
-            let generated = format!("{}{}", generate_name.as_deref().unwrap_or(""), objects::random_suffix());
+            let generated = format!(
+                "{}{}",
+                generate_name.as_deref().unwrap_or(""),
+                objects::random_suffix()
+            );
             meta_mut(&mut candidate).insert("name".into(), json!(generated));
         }
         let name = objects::name(&candidate).unwrap_or("").to_string();
@@ -370,15 +514,29 @@ async fn create(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, query
         check_namespace(server, rt, ns, &name).await?;
         crate::strategy::record_create(rt, &mut candidate, field_manager.as_deref());
         if dry {
-            return Ok(json_response(StatusCode::CREATED, &server.present(rt, candidate)));
+            return Ok(json_response(
+                StatusCode::CREATED,
+                &server.present(rt, candidate),
+            ));
         }
         let lease = crate::strategy::lease_for(server, rt).await?;
-        match server.store.create(&rt.key(ns, &name), &candidate, lease).await {
+        match server
+            .store
+            .create(&rt.key(ns, &name), &candidate, lease)
+            .await
+        {
             Ok(stored) => {
                 crate::strategy::after_write(server, rt, &stored.object).await;
-                return Ok(json_response(StatusCode::CREATED, &server.present(rt, stored.object)));
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    &server.present(rt, stored.object),
+                ));
             }
-            Err(StoreError::AlreadyExists) if generate_name.is_some() && objects::name(&obj).is_none() && attempts < 8 => continue,
+            Err(StoreError::AlreadyExists)
+                if generate_name.is_some() && objects::name(&obj).is_none() && attempts < 8 =>
+            {
+                continue;
+            }
             Err(e) => return Err(store_error(rt, &name, e)),
         }
     }
@@ -386,35 +544,54 @@ async fn create(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, query
 
 /// Read-modify-write with kube-apiserver's `GuaranteedUpdate`: `mutate` computes the new object
 /// from the current one; a lost race is retried unless the client pinned a resourceVersion.
-pub async fn guaranteed_update<F>(server: &Shared, rt: &ResourceType, ns: Option<&str>, name: &str, dry: bool, mut mutate: F) -> Result<Stored, ApiError>
+pub async fn guaranteed_update<F>(
+    server: &Shared,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    query: &Query,
+    mut mutate: F,
+) -> Result<Stored, ApiError>
 where
     F: FnMut(&Stored) -> Result<Update, ApiError>,
 {
     let key = rt.key(ns, name);
+    let dry = dry_run(query)?;
     for _ in 0..16 {
-        let current = server.store.get(&key).await.map_err(|e| store_error(rt, name, e))?;
+        let current = server
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| store_error(rt, name, e))?;
         let current = current.ok_or_else(|| ApiError::not_found(&rt.group_resource(), name))?;
         let update = mutate(&current)?;
         let (mut new, pinned) = match update {
             Update::Put { object, pinned_rv } => (object, pinned_rv),
             Update::Unchanged => return Ok(current),
         };
-        if let Some(rv) = pinned {
-            if rv != current.mod_revision {
-                return Err(ApiError::modified_conflict(&rt.group_resource(), name));
-            }
+        if let Some(rv) = pinned
+            && rv != current.mod_revision
+        {
+            return Err(ApiError::modified_conflict(&rt.group_resource(), name));
         }
-        crate::strategy::admit_update(server, rt, &current.object, &mut new).await?;
+        crate::strategy::admit_update(server, rt, &current.object, &mut new, query).await?;
         // The last finalizer gone from an object being deleted: it goes now.
         if objects::is_deleting(&new) && objects::finalizers(&new).is_empty() {
             if dry {
-                return Ok(Stored { object: new, ..current });
+                return Ok(Stored {
+                    object: new,
+                    ..current
+                });
             }
             return match server.store.delete(&key, current.mod_revision).await {
                 Ok(rev) => {
                     meta_mut(&mut new).insert("resourceVersion".into(), json!(rev.to_string()));
                     crate::strategy::after_delete(server, rt, &new).await;
-                    Ok(Stored { object: new, mod_revision: rev, ..current })
+                    Ok(Stored {
+                        object: new,
+                        mod_revision: rev,
+                        ..current
+                    })
                 }
                 Err(StoreError::Conflict) if pinned.is_none() => continue,
                 Err(e) => Err(store_error(rt, name, e)),
@@ -424,9 +601,16 @@ where
             return Ok(current);
         }
         if dry {
-            return Ok(Stored { object: new, ..current });
+            return Ok(Stored {
+                object: new,
+                ..current
+            });
         }
-        match server.store.update(&key, current.mod_revision, current.create_revision, &new).await {
+        match server
+            .store
+            .update(&key, current.mod_revision, current.create_revision, &new)
+            .await
+        {
             Ok(stored) => {
                 crate::strategy::after_write(server, rt, &stored.object).await;
                 return Ok(stored);
@@ -439,7 +623,10 @@ where
 }
 
 pub enum Update {
-    Put { object: Value, pinned_rv: Option<i64> },
+    Put {
+        object: Value,
+        pinned_rv: Option<i64>,
+    },
     Unchanged,
 }
 
@@ -459,38 +646,66 @@ async fn update(
     headers: &HeaderMap,
     raw: &[u8],
 ) -> Result<Response<Body>, ApiError> {
-    let dry = dry_run(query)?;
+    let _dry = dry_run(query)?;
     let obj = body::decode_object(headers, raw)?;
     check_type(rt, &obj)?;
     match objects::name(&obj) {
         Some(n) if n != name => {
-            return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
         }
         _ => {}
     }
-    if let (Some(body_ns), Some(url_ns)) = (meta_str(&obj, "namespace"), ns) {
-        if body_ns != url_ns {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-        }
+    if let (Some(body_ns), Some(url_ns)) = (meta_str(&obj, "namespace"), ns)
+        && body_ns != url_ns
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
     }
     let pinned = pinned_rv(&obj)?;
     let manager = query.get("fieldManager").cloned();
-    let stored = guaranteed_update(server, rt, ns, name, dry, |current| {
+    let stored = guaranteed_update(server, rt, ns, name, query, |current| {
         let mut new = obj.clone();
         objects::prepare_update(rt, &current.object, &mut new, subresource);
-        crate::strategy::record_update(rt, &current.object, &mut new, manager.as_deref(), subresource);
-        Ok(Update::Put { object: new, pinned_rv: pinned })
+        crate::strategy::record_update(
+            rt,
+            &current.object,
+            &mut new,
+            manager.as_deref(),
+            subresource,
+        );
+        Ok(Update::Put {
+            object: new,
+            pinned_rv: pinned,
+        })
     })
     .await?;
-    Ok(json_response(StatusCode::OK, &server.present(rt, stored.object)))
+    Ok(json_response(
+        StatusCode::OK,
+        &server.present(rt, stored.object),
+    ))
 }
 
 fn delete_options(headers: &HeaderMap, raw: &[u8], query: &Query) -> Result<Value, ApiError> {
-    let mut opts = if raw.is_empty() { json!({}) } else { body::decode_object(headers, raw)? };
-    for (param, field) in [("propagationPolicy", "propagationPolicy"), ("gracePeriodSeconds", "gracePeriodSeconds"), ("orphanDependents", "orphanDependents")] {
+    let mut opts = if raw.is_empty() {
+        json!({})
+    } else {
+        body::decode_object(headers, raw)?
+    };
+    for (param, field) in [
+        ("propagationPolicy", "propagationPolicy"),
+        ("gracePeriodSeconds", "gracePeriodSeconds"),
+        ("orphanDependents", "orphanDependents"),
+    ] {
         if let Some(v) = query.get(param) {
             opts[field] = match field {
-                "gracePeriodSeconds" => json!(v.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds \"{v}\"")))?),
+                "gracePeriodSeconds" => {
+                    json!(v.parse::<i64>().map_err(|_| ApiError::bad_request(format!(
+                        "invalid gracePeriodSeconds \"{v}\""
+                    )))?)
+                }
                 "orphanDependents" => json!(v == "true"),
                 _ => json!(v),
             };
@@ -499,7 +714,15 @@ fn delete_options(headers: &HeaderMap, raw: &[u8], query: &Query) -> Result<Valu
     Ok(opts)
 }
 
-async fn delete(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, name: &str, query: &Query, headers: &HeaderMap, raw: &[u8]) -> Result<Response<Body>, ApiError> {
+async fn delete(
+    server: &Shared,
+    rt: &Arc<ResourceType>,
+    ns: Option<&str>,
+    name: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    raw: &[u8],
+) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(query)?;
     let opts = delete_options(headers, raw, query)?;
     let (code, obj) = delete_one(server, rt, ns, name, &opts, dry).await?;
@@ -508,7 +731,14 @@ async fn delete(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, name:
 
 /// Delete with finalizers, preconditions and propagation (spec §a8). Returns 200 with the
 /// object, whether it is gone or only marked for deletion.
-pub async fn delete_one(server: &Shared, rt: &ResourceType, ns: Option<&str>, name: &str, opts: &Value, dry: bool) -> Result<(StatusCode, Value), ApiError> {
+pub async fn delete_one(
+    server: &Shared,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    opts: &Value,
+    dry: bool,
+) -> Result<(StatusCode, Value), ApiError> {
     let key = rt.key(ns, name);
     let gr = rt.group_resource();
     let policy = match opts.get("propagationPolicy").and_then(Value::as_str) {
@@ -522,7 +752,9 @@ pub async fn delete_one(server: &Shared, rt: &ResourceType, ns: Option<&str>, na
                 &[super::status::Cause {
                     reason: "FieldValueNotSupported".into(),
                     field: "propagationPolicy".into(),
-                    message: format!("propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+                    message: format!(
+                        "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                    ),
                 }],
             ));
         }
@@ -530,14 +762,22 @@ pub async fn delete_one(server: &Shared, rt: &ResourceType, ns: Option<&str>, na
         None => None,
     };
     for _ in 0..16 {
-        let current = server.store.get(&key).await.map_err(|e| store_error(rt, name, e))?;
+        let current = server
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| store_error(rt, name, e))?;
         let current = current.ok_or_else(|| ApiError::not_found(&gr, name))?;
         check_preconditions(&gr, name, &current, opts)?;
         let mut obj = current.object.clone();
         let mut finalizers = objects::finalizers(&obj);
         match policy {
-            Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => finalizers.push("foregroundDeletion".into()),
-            Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => finalizers.push("orphan".into()),
+            Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                finalizers.push("foregroundDeletion".into())
+            }
+            Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
+                finalizers.push("orphan".into())
+            }
             _ => {}
         }
         let graceful = crate::strategy::graceful_delete_seconds(rt, &obj, opts);
@@ -579,10 +819,18 @@ pub async fn delete_one(server: &Shared, rt: &ResourceType, ns: Option<&str>, na
         if dry {
             return Ok((StatusCode::OK, obj));
         }
-        match server.store.update(&key, current.mod_revision, current.create_revision, &obj).await {
+        match server
+            .store
+            .update(&key, current.mod_revision, current.create_revision, &obj)
+            .await
+        {
             Ok(stored) => {
                 crate::strategy::after_write(server, rt, &stored.object).await;
-                let code = if policy == Some("Foreground") || rt.kind == "Namespace" { StatusCode::ACCEPTED } else { StatusCode::OK };
+                let code = if policy == Some("Foreground") || rt.kind == "Namespace" {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
                 return Ok((code, stored.object));
             }
             Err(StoreError::Conflict) => continue,
@@ -592,7 +840,12 @@ pub async fn delete_one(server: &Shared, rt: &ResourceType, ns: Option<&str>, na
     Err(ApiError::modified_conflict(&gr, name))
 }
 
-fn check_preconditions(gr: &GroupResource, name: &str, current: &Stored, opts: &Value) -> Result<(), ApiError> {
+fn check_preconditions(
+    gr: &GroupResource,
+    name: &str,
+    current: &Stored,
+    opts: &Value,
+) -> Result<(), ApiError> {
     let Some(pre) = opts.get("preconditions") else {
         return Ok(());
     };
@@ -602,7 +855,9 @@ fn check_preconditions(gr: &GroupResource, name: &str, current: &Stored, opts: &
             return Err(ApiError::conflict(
                 gr,
                 name,
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
             ));
         }
     }
@@ -612,14 +867,21 @@ fn check_preconditions(gr: &GroupResource, name: &str, current: &Stored, opts: &
             return Err(ApiError::conflict(
                 gr,
                 name,
-                &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                ),
             ));
         }
     }
     Ok(())
 }
 
-async fn delete_collection(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&str>, query: &Query) -> Result<Response<Body>, ApiError> {
+async fn delete_collection(
+    server: &Shared,
+    rt: &Arc<ResourceType>,
+    ns: Option<&str>,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
     let dry = dry_run(query)?;
     let filter = Filter::from_query(rt, query)?;
     let listed = read_list(server, rt, ns, &Query::new(), &filter).await?;
@@ -627,7 +889,9 @@ async fn delete_collection(server: &Shared, rt: &Arc<ResourceType>, ns: Option<&
     let mut items = Vec::new();
     for obj in listed.items {
         let item_ns = meta_str(&obj, "namespace").map(str::to_string);
-        let Some(name) = objects::name(&obj).map(str::to_string) else { continue };
+        let Some(name) = objects::name(&obj).map(str::to_string) else {
+            continue;
+        };
         match delete_one(server, rt, item_ns.as_deref(), &name, &opts, dry).await {
             Ok((_, o)) => items.push(o),
             Err(e) if e.code == 404 => {}

@@ -9,7 +9,9 @@ use super::resources::ResourceType;
 
 /// RFC 3339 at second precision, as metav1.Time serializes.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 pub fn new_uid() -> String {
@@ -21,7 +23,9 @@ pub fn new_uid() -> String {
 pub fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 pub fn meta(obj: &Value) -> &Value {
@@ -29,7 +33,10 @@ pub fn meta(obj: &Value) -> &Value {
 }
 
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    meta(obj).get(field).and_then(Value::as_str).filter(|s| !s.is_empty())
+    meta(obj)
+        .get(field)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
@@ -55,7 +62,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     meta(obj)
         .get("finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -64,7 +75,14 @@ pub fn is_deleting(obj: &Value) -> bool {
 }
 
 /// Fields a client may never change through create or update: the server owns them.
-const SERVER_OWNED_ON_UPDATE: &[&str] = &["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "selfLink"];
+const SERVER_OWNED_ON_UPDATE: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+];
 
 /// Kinds whose strategy maintains `metadata.generation` (the rest never set it): workloads,
 /// PodDisruptionBudgets, Pods (since 1.33), CRDs and every custom resource.
@@ -72,7 +90,12 @@ pub fn has_generation(rt: &ResourceType) -> bool {
     rt.custom.is_some()
         || matches!(
             (rt.group.as_str(), rt.kind.as_str()),
-            ("apps", _) | ("batch", _) | ("policy", _) | ("", "Pod") | ("apiextensions.k8s.io", _) | ("storage.k8s.io", _)
+            ("apps", _)
+                | ("batch", _)
+                | ("policy", _)
+                | ("", "Pod")
+                | ("apiextensions.k8s.io", _)
+                | ("storage.k8s.io", _)
         )
 }
 
@@ -100,7 +123,11 @@ pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str
             m.remove("namespace");
         }
     }
-    if rt.has_subresource("status") && rt.kind != "Namespace" && rt.kind != "Pod" && rt.kind != "CustomResourceDefinition" {
+    if rt.has_subresource("status")
+        && rt.kind != "Namespace"
+        && rt.kind != "Pod"
+        && rt.kind != "CustomResourceDefinition"
+    {
         // Status is written only through /status (PrepareForCreate drops it).
         if let Some(o) = obj.as_object_mut() {
             o.remove("status");
@@ -188,7 +215,11 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresour
     // Custom resources without a status subresource count status as spec.
     let status_counts = rt.custom.is_some() && !has_status;
     if has_generation(rt) && spec_part(old, status_counts) != spec_part(new, status_counts) {
-        let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
         meta_mut(new).insert("generation".into(), json!(generation));
     }
 }
@@ -206,14 +237,25 @@ mod tests {
         let mut same = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}, "status": {"replicas": 9}});
         prepare_update(&deploy, &old, &mut same, None);
         assert_eq!(same["metadata"]["generation"], 3);
-        assert_eq!(same["status"]["replicas"], 1, "status is not writable through the main endpoint");
+        assert_eq!(
+            same["status"]["replicas"], 1,
+            "status is not writable through the main endpoint"
+        );
         assert_eq!(same["metadata"]["uid"], "u");
         let mut changed = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}});
         prepare_update(&deploy, &old, &mut changed, None);
         assert_eq!(changed["metadata"]["generation"], 4);
-        let mut status = json!({"metadata": {"name": "d"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
+        let mut status =
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
         prepare_update(&deploy, &old, &mut status, Some("status"));
-        assert_eq!((status["spec"]["replicas"].clone(), status["status"]["replicas"].clone(), status["metadata"]["generation"].clone()), (json!(1), json!(2), json!(3)));
+        assert_eq!(
+            (
+                status["spec"]["replicas"].clone(),
+                status["status"]["replicas"].clone(),
+                status["metadata"]["generation"].clone()
+            ),
+            (json!(1), json!(2), json!(3))
+        );
     }
 
     #[test]

@@ -6,9 +6,16 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// `/api`, `/apis`, `/apis/<g>`, `/api/v1`, `/apis/<g>/<v>`: discovery documents.
-    DiscoveryRoot { legacy: bool },
-    DiscoveryGroup { group: String },
-    DiscoveryGroupVersion { group: String, version: String },
+    DiscoveryRoot {
+        legacy: bool,
+    },
+    DiscoveryGroup {
+        group: String,
+    },
+    DiscoveryGroupVersion {
+        group: String,
+        version: String,
+    },
     /// A resource request.
     Resource(ResourceRequest),
     /// Anything else (`/version`, `/healthz`, `/openapi/v3`...): a non-resource URL.
@@ -48,7 +55,9 @@ pub fn percent_decode(s: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);
@@ -70,13 +79,31 @@ fn is_watch(query: &HashMap<String, String>) -> bool {
 
 pub fn parse(method: &str, path: &str, query: &HashMap<String, String>) -> Target {
     let trimmed = path.trim_matches('/');
-    let parts: Vec<&str> = if trimmed.is_empty() { vec![] } else { trimmed.split('/').collect() };
+    let parts: Vec<&str> = if trimmed.is_empty() {
+        vec![]
+    } else {
+        trimmed.split('/').collect()
+    };
     let (group, version, rest) = match parts.as_slice() {
         ["api"] => return Target::DiscoveryRoot { legacy: true },
         ["apis"] => return Target::DiscoveryRoot { legacy: false },
-        ["api", v] => return Target::DiscoveryGroupVersion { group: String::new(), version: v.to_string() },
-        ["apis", g] => return Target::DiscoveryGroup { group: g.to_string() },
-        ["apis", g, v] => return Target::DiscoveryGroupVersion { group: g.to_string(), version: v.to_string() },
+        ["api", v] => {
+            return Target::DiscoveryGroupVersion {
+                group: String::new(),
+                version: v.to_string(),
+            };
+        }
+        ["apis", g] => {
+            return Target::DiscoveryGroup {
+                group: g.to_string(),
+            };
+        }
+        ["apis", g, v] => {
+            return Target::DiscoveryGroupVersion {
+                group: g.to_string(),
+                version: v.to_string(),
+            };
+        }
         ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
         ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
         _ => return Target::NonResource(path.to_string()),
@@ -143,17 +170,51 @@ mod tests {
     #[test]
     fn paths_parse_like_request_info() {
         let r = res("GET", "/api/v1/namespaces/default/pods/p1/log", "");
-        assert_eq!((r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref(), r.verb), (Some("default"), "pods", Some("p1"), Some("log"), "get"));
+        assert_eq!(
+            (
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref(),
+                r.verb
+            ),
+            (Some("default"), "pods", Some("p1"), Some("log"), "get")
+        );
         let r = res("GET", "/api/v1/namespaces/foo", "");
-        assert_eq!((r.namespace, r.resource.as_str(), r.name.as_deref()), (None, "namespaces", Some("foo")));
+        assert_eq!(
+            (r.namespace, r.resource.as_str(), r.name.as_deref()),
+            (None, "namespaces", Some("foo"))
+        );
         let r = res("PUT", "/api/v1/namespaces/foo/finalize", "");
-        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()), ("namespaces", Some("foo"), Some("finalize")));
+        assert_eq!(
+            (
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            ("namespaces", Some("foo"), Some("finalize"))
+        );
         let r = res("GET", "/apis/apps/v1/deployments", "watch=1");
-        assert_eq!((r.group.as_str(), r.verb, r.namespace), ("apps", "watch", None));
-        let r = res("DELETE", "/apis/etcd.operator.rs/v1alpha1/namespaces/a/etcdclusters", "");
+        assert_eq!(
+            (r.group.as_str(), r.verb, r.namespace),
+            ("apps", "watch", None)
+        );
+        let r = res(
+            "DELETE",
+            "/apis/etcd.operator.rs/v1alpha1/namespaces/a/etcdclusters",
+            "",
+        );
         assert_eq!(r.verb, "deletecollection");
-        assert_eq!(parse("GET", "/apis/apps", &HashMap::new()), Target::DiscoveryGroup { group: "apps".into() });
-        assert_eq!(parse("GET", "/version", &HashMap::new()), Target::NonResource("/version".into()));
+        assert_eq!(
+            parse("GET", "/apis/apps", &HashMap::new()),
+            Target::DiscoveryGroup {
+                group: "apps".into()
+            }
+        );
+        assert_eq!(
+            parse("GET", "/version", &HashMap::new()),
+            Target::NonResource("/version".into())
+        );
     }
 
     #[test]

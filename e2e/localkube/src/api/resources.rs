@@ -41,7 +41,11 @@ pub struct ResourceType {
 
 impl ResourceType {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     pub fn group_resource(&self) -> GroupResource {
@@ -50,7 +54,11 @@ impl ResourceType {
 
     /// `Pod` or `EtcdCluster.etcd.operator.rs`, as in 422 messages.
     pub fn qualified_kind(&self) -> String {
-        if self.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
 
     pub fn has_subresource(&self, sub: &str) -> bool {
@@ -75,7 +83,16 @@ impl ResourceType {
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
-        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
     }
 }
 
@@ -100,44 +117,210 @@ const fn b(
     short_names: &'static [&'static str],
     subresources: &'static [&'static str],
 ) -> Builtin {
-    Builtin { group, version, kind, plural, namespaced, short_names, subresources, storage: None }
+    Builtin {
+        group,
+        version,
+        kind,
+        plural,
+        namespaced,
+        short_names,
+        subresources,
+        storage: None,
+    }
 }
 
 /// Spec §a10. Storage prefixes follow `pkg/kubeapiserver/default_storage_factory_builder.go`.
 const BUILTINS: &[Builtin] = &[
-    b("", "v1", "Namespace", "namespaces", false, &["ns"], &["status", "finalize"]),
-    b("", "v1", "Pod", "pods", true, &["po"], &["status", "log", "eviction", "binding"]),
-    Builtin { storage: Some("services/specs"), ..b("", "v1", "Service", "services", true, &["svc"], &["status"]) },
-    Builtin { storage: Some("services/endpoints"), ..b("", "v1", "Endpoints", "endpoints", true, &["ep"], &[]) },
+    b(
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        false,
+        &["ns"],
+        &["status", "finalize"],
+    ),
+    b(
+        "",
+        "v1",
+        "Pod",
+        "pods",
+        true,
+        &["po"],
+        &["status", "log", "eviction", "binding"],
+    ),
+    Builtin {
+        storage: Some("services/specs"),
+        ..b("", "v1", "Service", "services", true, &["svc"], &["status"])
+    },
+    Builtin {
+        storage: Some("services/endpoints"),
+        ..b("", "v1", "Endpoints", "endpoints", true, &["ep"], &[])
+    },
     b("", "v1", "Secret", "secrets", true, &[], &[]),
     b("", "v1", "ConfigMap", "configmaps", true, &["cm"], &[]),
-    b("", "v1", "ServiceAccount", "serviceaccounts", true, &["sa"], &["token"]),
-    b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["pvc"], &["status"]),
-    b("", "v1", "PersistentVolume", "persistentvolumes", false, &["pv"], &["status"]),
+    b(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        true,
+        &["sa"],
+        &["token"],
+    ),
+    b(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+        &["pvc"],
+        &["status"],
+    ),
+    b(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        false,
+        &["pv"],
+        &["status"],
+    ),
     b("", "v1", "Event", "events", true, &["ev"], &[]),
-    Builtin { storage: Some("minions"), ..b("", "v1", "Node", "nodes", false, &["no"], &["status"]) },
-    b("apps", "v1", "Deployment", "deployments", true, &["deploy"], &["status", "scale"]),
-    b("apps", "v1", "ReplicaSet", "replicasets", true, &["rs"], &["status", "scale"]),
+    Builtin {
+        storage: Some("minions"),
+        ..b("", "v1", "Node", "nodes", false, &["no"], &["status"])
+    },
+    b(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        true,
+        &["deploy"],
+        &["status", "scale"],
+    ),
+    b(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        true,
+        &["rs"],
+        &["status", "scale"],
+    ),
     b("batch", "v1", "Job", "jobs", true, &[], &["status"]),
-    b("batch", "v1", "CronJob", "cronjobs", true, &["cj"], &["status"]),
-    b("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true, &[], &[]),
-    b("coordination.k8s.io", "v1", "Lease", "leases", true, &[], &[]),
-    Builtin { storage: Some("events"), ..b("events.k8s.io", "v1", "Event", "events", true, &["ev"], &[]) },
-    b("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, &["pdb"], &["status"]),
-    b("rbac.authorization.k8s.io", "v1", "Role", "roles", true, &[], &[]),
-    b("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false, &[], &[]),
-    b("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, &[], &[]),
-    b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false, &[], &[]),
-    b("storage.k8s.io", "v1", "StorageClass", "storageclasses", false, &["sc"], &[]),
+    b(
+        "batch",
+        "v1",
+        "CronJob",
+        "cronjobs",
+        true,
+        &["cj"],
+        &["status"],
+    ),
+    b(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        true,
+        &[],
+        &[],
+    ),
+    b(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        true,
+        &[],
+        &[],
+    ),
+    Builtin {
+        storage: Some("events"),
+        ..b("events.k8s.io", "v1", "Event", "events", true, &["ev"], &[])
+    },
+    b(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+        &["pdb"],
+        &["status"],
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        "roles",
+        true,
+        &[],
+        &[],
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        &[],
+        &[],
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        &[],
+        &[],
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        &[],
+        &[],
+    ),
+    b(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false,
+        &["sc"],
+        &[],
+    ),
     Builtin {
         storage: Some("apiextensions.k8s.io/customresourcedefinitions"),
-        ..b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false, &["crd", "crds"], &["status"])
+        ..b(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &["crd", "crds"],
+            &["status"],
+        )
     },
 ];
 
 /// Built-in kinds that `kubectl get all` includes.
-const IN_CATEGORY_ALL: &[&str] =
-    &["pods", "services", "deployments", "replicasets", "jobs", "cronjobs", "replicationcontrollers", "statefulsets", "daemonsets"];
+const IN_CATEGORY_ALL: &[&str] = &[
+    "pods",
+    "services",
+    "deployments",
+    "replicasets",
+    "jobs",
+    "cronjobs",
+    "replicationcontrollers",
+    "statefulsets",
+    "daemonsets",
+];
 
 fn builtin(def: &Builtin) -> ResourceType {
     let categories = if IN_CATEGORY_ALL.contains(&def.plural) && def.group != "events.k8s.io" {
@@ -161,10 +344,13 @@ fn builtin(def: &Builtin) -> ResourceType {
     }
 }
 
+/// (group, version, plural) → the served type.
+type ResourceMap = BTreeMap<(String, String, String), Arc<ResourceType>>;
+
 /// The served resources, keyed by (group, version, plural). Cheap to clone.
 #[derive(Clone)]
 pub struct Registry {
-    inner: Arc<RwLock<BTreeMap<(String, String, String), Arc<ResourceType>>>>,
+    inner: Arc<RwLock<ResourceMap>>,
 }
 
 impl Default for Registry {
@@ -179,22 +365,36 @@ impl Registry {
             .iter()
             .map(|d| {
                 let rt = builtin(d);
-                ((rt.group.clone(), rt.version.clone(), rt.plural.clone()), Arc::new(rt))
+                (
+                    (rt.group.clone(), rt.version.clone(), rt.plural.clone()),
+                    Arc::new(rt),
+                )
             })
             .collect();
-        Self { inner: Arc::new(RwLock::new(map)) }
+        Self {
+            inner: Arc::new(RwLock::new(map)),
+        }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<(String, String, String), Arc<ResourceType>>> {
-        self.inner.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn read(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, ResourceMap> {
+        self.inner
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.read().get(&(group.to_string(), version.to_string(), plural.to_string())).cloned()
+        self.read()
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
     }
 
     pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
-        self.read().values().find(|r| r.api_version() == api_version && r.kind == kind).cloned()
+        self.read()
+            .values()
+            .find(|r| r.api_version() == api_version && r.kind == kind)
+            .cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<ResourceType>> {
@@ -214,15 +414,25 @@ impl Registry {
     }
 
     pub fn in_group_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
-        self.read().values().filter(|r| r.group == group && r.version == version).cloned().collect()
+        self.read()
+            .values()
+            .filter(|r| r.group == group && r.version == version)
+            .cloned()
+            .collect()
     }
 
     /// Replace every served version of one CRD (by group and plural) with `types`.
     pub fn set_custom(&self, group: &str, plural: &str, types: Vec<ResourceType>) {
-        let mut map = self.inner.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut map = self
+            .inner
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         map.retain(|(g, _, p), r| !(g == group && p == plural && r.custom.is_some()));
         for t in types {
-            map.insert((t.group.clone(), t.version.clone(), t.plural.clone()), Arc::new(t));
+            map.insert(
+                (t.group.clone(), t.version.clone(), t.plural.clone()),
+                Arc::new(t),
+            );
         }
     }
 
@@ -239,13 +449,24 @@ mod tests {
     fn storage_keys_follow_kube_apiserver() {
         let reg = Registry::new();
         let svc = reg.get("", "v1", "services").unwrap();
-        assert_eq!(svc.key(Some("default"), "kubernetes"), "/registry/services/specs/default/kubernetes");
-        assert_eq!(svc.list_prefix(Some("default")), "/registry/services/specs/default/");
+        assert_eq!(
+            svc.key(Some("default"), "kubernetes"),
+            "/registry/services/specs/default/kubernetes"
+        );
+        assert_eq!(
+            svc.list_prefix(Some("default")),
+            "/registry/services/specs/default/"
+        );
         let node = reg.get("", "v1", "nodes").unwrap();
         assert_eq!(node.key(None, "n1"), "/registry/minions/n1");
         let ev = reg.get("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(ev.list_prefix(Some("a")), "/registry/events/a/");
-        let crd = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").unwrap();
-        assert_eq!(crd.key(None, "x.y"), "/registry/apiextensions.k8s.io/customresourcedefinitions/x.y");
+        let crd = reg
+            .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .unwrap();
+        assert_eq!(
+            crd.key(None, "x.y"),
+            "/registry/apiextensions.k8s.io/customresourcedefinitions/x.y"
+        );
     }
 }

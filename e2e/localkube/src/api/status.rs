@@ -15,7 +15,10 @@ pub struct GroupResource {
 
 impl GroupResource {
     pub fn new(group: &str, resource: &str) -> Self {
-        Self { group: group.to_string(), resource: resource.to_string() }
+        Self {
+            group: group.to_string(),
+            resource: resource.to_string(),
+        }
     }
 }
 
@@ -69,7 +72,13 @@ fn details(name: &str, gr: &GroupResource) -> Value {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None, retry_after_seconds: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after_seconds: None,
+        }
     }
 
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
@@ -83,12 +92,18 @@ impl ApiError {
     }
 
     pub fn not_found(gr: &GroupResource, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found")).with_details(details(name, gr))
+        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found"))
+            .with_details(details(name, gr))
     }
 
     /// The answer for a path that names no served resource.
     pub fn no_such_resource() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource").with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     pub fn namespace_not_found(name: &str) -> Self {
@@ -96,13 +111,22 @@ impl ApiError {
     }
 
     pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{gr} \"{name}\" already exists")).with_details(details(name, gr))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{gr} \"{name}\" already exists"),
+        )
+        .with_details(details(name, gr))
     }
 
     /// A stale resourceVersion or a failed precondition.
     pub fn conflict(gr: &GroupResource, name: &str, why: &str) -> Self {
-        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} \"{name}\": {why}"))
-            .with_details(details(name, gr))
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {gr} \"{name}\": {why}"),
+        )
+        .with_details(details(name, gr))
     }
 
     pub fn modified_conflict(gr: &GroupResource, name: &str) -> Self {
@@ -114,8 +138,16 @@ impl ApiError {
     }
 
     /// 422 Invalid. `qualified_kind` is `Pod` or `EtcdCluster.etcd.operator.rs`; `errors` are
-    /// the field errors as (reason, field, full text `field: Invalid value: ...`).
-    pub fn invalid(qualified_kind: &str, group: &str, kind: &str, name: &str, errors: &[Cause]) -> Self {
+    /// the field errors with their full text (`field: Invalid value: ...`), as the aggregated
+    /// message shows them; each cause carries the text without the field prefix, since
+    /// clients print `<field>: <message>` per cause (kubectl does).
+    pub fn invalid(
+        qualified_kind: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+        errors: &[Cause],
+    ) -> Self {
         let texts: Vec<&str> = errors.iter().map(|c| c.message.as_str()).collect();
         let joined = match texts.as_slice() {
             [] => String::new(),
@@ -124,13 +156,22 @@ impl ApiError {
         };
         let causes: Vec<Value> = errors
             .iter()
-            .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
+            .map(|c| {
+                let prefix = format!("{}: ", c.field);
+                let body = c.message.strip_prefix(&prefix).unwrap_or(&c.message);
+                json!({ "reason": c.reason, "message": body, "field": c.field })
+            })
             .collect();
         let mut d = json!({ "name": name, "kind": kind, "causes": causes });
         if !group.is_empty() {
             d["group"] = json!(group);
         }
-        Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {joined}")).with_details(d)
+        Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {joined}"),
+        )
+        .with_details(d)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -142,8 +183,13 @@ impl ApiError {
     }
 
     pub fn forbidden(gr: &GroupResource, name: &str, why: &str) -> Self {
-        let subject = if name.is_empty() { format!("{gr}") } else { format!("{gr} \"{name}\"") };
-        Self::new(403, "Forbidden", format!("{subject} is forbidden: {why}")).with_details(details(name, gr))
+        let subject = if name.is_empty() {
+            format!("{gr}")
+        } else {
+            format!("{gr} \"{name}\"")
+        };
+        Self::new(403, "Forbidden", format!("{subject} is forbidden: {why}"))
+            .with_details(details(name, gr))
     }
 
     pub fn unauthorized() -> Self {
@@ -151,8 +197,12 @@ impl ApiError {
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {
@@ -185,8 +235,12 @@ impl ApiError {
     }
 
     pub fn internal(message: impl std::fmt::Display) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
-            .with_details(json!({ "causes": [{ "message": message.to_string() }] }))
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+        )
+        .with_details(json!({ "causes": [{ "message": message.to_string() }] }))
     }
 
     pub fn service_unavailable(message: impl Into<String>) -> Self {
@@ -224,7 +278,10 @@ mod tests {
     #[test]
     fn messages_read_like_kube_apiserver() {
         let gr = GroupResource::new("etcd.operator.rs", "etcdclusters");
-        assert_eq!(ApiError::not_found(&gr, "x").message, "etcdclusters.etcd.operator.rs \"x\" not found");
+        assert_eq!(
+            ApiError::not_found(&gr, "x").message,
+            "etcdclusters.etcd.operator.rs \"x\" not found"
+        );
         assert_eq!(
             ApiError::modified_conflict(&GroupResource::new("", "pods"), "p").message,
             "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
@@ -234,11 +291,22 @@ mod tests {
             "etcd.operator.rs",
             "EtcdCluster",
             "x",
-            &[Cause { reason: "FieldValueInvalid".into(), field: "spec.size".into(), message: "spec.size: Invalid value: 0: bad".into() }],
+            &[Cause {
+                reason: "FieldValueInvalid".into(),
+                field: "spec.size".into(),
+                message: "spec.size: Invalid value: 0: bad".into(),
+            }],
         );
-        assert_eq!(one.message, "EtcdCluster.etcd.operator.rs \"x\" is invalid: spec.size: Invalid value: 0: bad");
+        assert_eq!(
+            one.message,
+            "EtcdCluster.etcd.operator.rs \"x\" is invalid: spec.size: Invalid value: 0: bad"
+        );
         let status = one.to_status();
         assert_eq!(status["code"], 422);
         assert_eq!(status["details"]["causes"][0]["field"], "spec.size");
+        assert_eq!(
+            status["details"]["causes"][0]["message"],
+            "Invalid value: 0: bad"
+        );
     }
 }

@@ -25,7 +25,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 
 fn line(event_type: &str, object: &Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(&json!({ "type": event_type, "object": object })).unwrap_or_default();
+    let mut bytes =
+        serde_json::to_vec(&json!({ "type": event_type, "object": object })).unwrap_or_default();
     bytes.push(b'\n');
     Bytes::from(bytes)
 }
@@ -34,7 +35,13 @@ fn bookmark(rt: &ResourceType, revision: i64) -> Value {
     json!({ "kind": rt.kind, "apiVersion": rt.api_version(), "metadata": { "resourceVersion": revision.to_string() } })
 }
 
-pub async fn watch(server: &Shared, rt: Arc<ResourceType>, ns: Option<&str>, name: Option<&str>, query: &Query) -> Result<Response<Body>, ApiError> {
+pub async fn watch(
+    server: &Shared,
+    rt: Arc<ResourceType>,
+    ns: Option<&str>,
+    name: Option<&str>,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
     if query.get("sendInitialEvents").is_some_and(|v| v == "true") {
         // Streaming lists are not served; clients fall back to list+watch on this refusal.
         return Err(ApiError::invalid(
@@ -65,11 +72,16 @@ pub async fn watch(server: &Shared, rt: Arc<ResourceType>, ns: Option<&str>, nam
         .and_then(|t| t.parse::<u64>().ok())
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_TIMEOUT);
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true");
     let prefix = rt.list_prefix(ns);
 
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::convert::Infallible>>(64);
-    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let rv = query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
     let start_revision;
     if rv.is_empty() || rv == "0" {
         // The current state as synthetic ADDED events, then changes after it.
@@ -98,7 +110,9 @@ pub async fn watch(server: &Shared, rt: Arc<ResourceType>, ns: Option<&str>, nam
         let mut stream = match client.watch(prefix.as_str(), Some(options)).await {
             Ok(s) => s,
             Err(e) => {
-                let _ = tx.send(Ok(line("ERROR", &ApiError::internal(e).to_status()))).await;
+                let _ = tx
+                    .send(Ok(line("ERROR", &ApiError::internal(e).to_status())))
+                    .await;
                 return;
             }
         };
@@ -119,11 +133,15 @@ pub async fn watch(server: &Shared, rt: Arc<ResourceType>, ns: Option<&str>, nam
                 Ok(Some(r)) => r,
                 Ok(None) => return,
                 Err(e) => {
-                    let _ = tx.send(Ok(line("ERROR", &ApiError::internal(e).to_status()))).await;
+                    let _ = tx
+                        .send(Ok(line("ERROR", &ApiError::internal(e).to_status())))
+                        .await;
                     return;
                 }
             };
-            if resp.compact_revision() > 0 || (resp.canceled() && resp.cancel_reason().contains("compacted")) {
+            if resp.compact_revision() > 0
+                || (resp.canceled() && resp.cancel_reason().contains("compacted"))
+            {
                 let err = ApiError::expired(format!(
                     "too old resource version: {} ({})",
                     start_revision - 1,
@@ -133,7 +151,12 @@ pub async fn watch(server: &Shared, rt: Arc<ResourceType>, ns: Option<&str>, nam
                 return;
             }
             if resp.canceled() {
-                let _ = tx.send(Ok(line("ERROR", &ApiError::internal(resp.cancel_reason()).to_status()))).await;
+                let _ = tx
+                    .send(Ok(line(
+                        "ERROR",
+                        &ApiError::internal(resp.cancel_reason()).to_status(),
+                    )))
+                    .await;
                 return;
             }
             let header_revision = resp.header().map(|h| h.revision()).unwrap_or(0);
@@ -144,41 +167,71 @@ pub async fn watch(server: &Shared, rt: Arc<ResourceType>, ns: Option<&str>, nam
                 }
                 if bookmarks && last_bookmark.elapsed() >= BOOKMARK_EVERY {
                     last_bookmark = tokio::time::Instant::now();
-                    if tx.send(Ok(line("BOOKMARK", &bookmark(&rt, last_revision)))).await.is_err() {
+                    if tx
+                        .send(Ok(line("BOOKMARK", &bookmark(&rt, last_revision))))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
                 continue;
             }
             for event in resp.events() {
-                let Some(out) = translate(&server, &rt, &filter, event) else { continue };
+                let Some(out) = translate(&server, &rt, &filter, event) else {
+                    continue;
+                };
                 if tx.send(Ok(out)).await.is_err() {
                     return;
                 }
             }
-            last_revision = last_revision.max(resp.events().iter().filter_map(|e| e.kv().map(|kv| kv.mod_revision())).max().unwrap_or(0));
+            last_revision = last_revision.max(
+                resp.events()
+                    .iter()
+                    .filter_map(|e| e.kv().map(|kv| kv.mod_revision()))
+                    .max()
+                    .unwrap_or(0),
+            );
         }
     });
 
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::OK;
-    resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp.headers_mut().insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     Ok(resp)
 }
 
 /// One etcd event as a watch event, honouring selector transitions.
-fn translate(server: &Shared, rt: &ResourceType, filter: &Filter, event: &etcd_client::Event) -> Option<Bytes> {
+fn translate(
+    server: &Shared,
+    rt: &ResourceType,
+    filter: &Filter,
+    event: &etcd_client::Event,
+) -> Option<Bytes> {
     let kv = event.kv()?;
     let revision = kv.mod_revision();
-    let old = event.prev_kv().and_then(|p| decode(p.key(), p.value(), revision).ok()).map(|o| server.present(rt, o));
+    let old = event
+        .prev_kv()
+        .and_then(|p| decode(p.key(), p.value(), revision).ok())
+        .map(|o| server.present(rt, o));
     match event.event_type() {
         EventType::Put => {
             let new = server.present(rt, decode(kv.key(), kv.value(), revision).ok()?);
             let new_matches = filter.matches(&new);
             let old_matches = old.as_ref().is_some_and(|o| filter.matches(o));
-            match (old.is_some() && kv.create_revision() != kv.mod_revision(), new_matches, old_matches) {
+            match (
+                old.is_some() && kv.create_revision() != kv.mod_revision(),
+                new_matches,
+                old_matches,
+            ) {
                 (false, true, _) => Some(line("ADDED", &new)),
                 (true, true, true) => Some(line("MODIFIED", &new)),
                 (true, true, false) => Some(line("ADDED", &new)),

@@ -7,7 +7,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 pub use test_support::{KubeClients, KubePair, LocalKube};
 
 pub async fn start() -> LocalKube {
-    LocalKube::start_with(Path::new(env!("CARGO_BIN_EXE_localkube"))).await.expect("localkube starts")
+    LocalKube::start_with(Path::new(env!("CARGO_BIN_EXE_localkube")))
+        .await
+        .expect("localkube starts")
 }
 
 /// kube-rs over rustls needs one process-wide crypto provider (the graph has two).
@@ -18,7 +20,9 @@ fn crypto() {
 pub async fn client(lk: &LocalKube) -> kube::Client {
     crypto();
     let kubeconfig = Kubeconfig::read_from(lk.kubeconfig()).expect("kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kube-rs config");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kube-rs config");
     kube::Client::try_from(config).expect("kube-rs client")
 }
 
@@ -26,8 +30,14 @@ pub async fn client(lk: &LocalKube) -> kube::Client {
 pub async fn token_client(lk: &LocalKube, token: &str) -> kube::Client {
     crypto();
     let kubeconfig = Kubeconfig::read_from(lk.kubeconfig()).expect("kubeconfig parses");
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kube-rs config");
-    config.auth_info = kube::config::AuthInfo { token: Some(token.to_string().into()), ..Default::default() };
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("kube-rs config");
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.to_string().into()),
+        ..Default::default()
+    };
     kube::Client::try_from(config).expect("kube-rs client")
 }
 
@@ -43,11 +53,17 @@ pub fn workspace() -> PathBuf {
 pub fn project_crds() -> String {
     let dir = workspace().join("charts/etcd-operator/templates/crds");
     let mut out = String::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let body: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("{{")).collect();
+        let body: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("{{"))
+            .collect();
         out.push_str("---\n");
         out.push_str(&body.join("\n"));
         out.push('\n');
