@@ -242,7 +242,11 @@ pub async fn server_side_apply(
             return Ok(json_response(StatusCode::CREATED, &server.present(rt, obj)));
         }
         let lease = crate::strategy::lease_for(server, rt).await?;
-        match server.store.create(&key, &obj, lease).await {
+        match server
+            .store
+            .create(&key, &crate::strategy::storage_form(rt, &obj), lease)
+            .await
+        {
             Ok(stored) => {
                 crate::strategy::after_write(server, rt, &stored.object).await;
                 return Ok(json_response(

@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod crd;
 pub mod defaults;
 pub mod etcd;
+pub mod events;
 pub mod fieldmanager;
 pub mod patching;
 pub mod pki;

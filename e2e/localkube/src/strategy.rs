@@ -265,8 +265,21 @@ pub fn graceful_delete_seconds(rt: &ResourceType, obj: &Value, opts: &Value) -> 
     if grace <= 0 { None } else { Some(grace) }
 }
 
-/// Fix up a read object for the client (defaults of custom resources apply on read too).
+/// The form an object is stored in: events.k8s.io Events are kept as core/v1 Events.
+pub fn storage_form(rt: &ResourceType, obj: &Value) -> Value {
+    if crate::events::is_events_v1(&rt.group, &rt.kind) {
+        crate::events::to_core(obj)
+    } else {
+        obj.clone()
+    }
+}
+
+/// Fix up a read object for the client (defaults of custom resources apply on read too;
+/// events.k8s.io shows its view of the stored core Event).
 pub fn present(rt: &ResourceType, mut obj: Value) -> Value {
+    if crate::events::is_events_v1(&rt.group, &rt.kind) {
+        obj = crate::events::to_events_v1(&obj);
+    }
     if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
         schema.apply_defaults(&mut obj);
     }

@@ -317,8 +317,10 @@ pub async fn read_list(
         remaining = page.remaining;
         let last_key = page.items.last().map(|s| s.key.clone());
         for stored in page.items {
-            if filter.matches(&stored.object) {
-                items.push(server.present(rt, stored.object));
+            // Selectors see the object as this endpoint shows it (events.k8s.io field names).
+            let obj = server.present(rt, stored.object);
+            if filter.matches(&obj) {
+                items.push(obj);
             }
         }
         match last_key {
@@ -522,7 +524,11 @@ async fn create(
         let lease = crate::strategy::lease_for(server, rt).await?;
         match server
             .store
-            .create(&rt.key(ns, &name), &candidate, lease)
+            .create(
+                &rt.key(ns, &name),
+                &crate::strategy::storage_form(rt, &candidate),
+                lease,
+            )
             .await
         {
             Ok(stored) => {
@@ -564,6 +570,11 @@ where
             .await
             .map_err(|e| store_error(rt, name, e))?;
         let current = current.ok_or_else(|| ApiError::not_found(&rt.group_resource(), name))?;
+        // Mutations work on the object as this endpoint shows it.
+        let current = Stored {
+            object: server.present(rt, current.object),
+            ..current
+        };
         let update = mutate(&current)?;
         let (mut new, pinned) = match update {
             Update::Put { object, pinned_rv } => (object, pinned_rv),
@@ -608,7 +619,12 @@ where
         }
         match server
             .store
-            .update(&key, current.mod_revision, current.create_revision, &new)
+            .update(
+                &key,
+                current.mod_revision,
+                current.create_revision,
+                &crate::strategy::storage_form(rt, &new),
+            )
             .await
         {
             Ok(stored) => {
@@ -646,7 +662,7 @@ async fn update(
     headers: &HeaderMap,
     raw: &[u8],
 ) -> Result<Response<Body>, ApiError> {
-    let _dry = dry_run(query)?;
+    dry_run(query)?;
     let obj = body::decode_object(headers, raw)?;
     check_type(rt, &obj)?;
     match objects::name(&obj) {

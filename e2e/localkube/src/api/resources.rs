@@ -376,9 +376,7 @@ impl Registry {
         }
     }
 
-    fn read(
-        &self,
-    ) -> std::sync::RwLockReadGuard<'_, ResourceMap> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, ResourceMap> {
         self.inner
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
