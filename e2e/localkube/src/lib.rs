@@ -8,6 +8,7 @@ pub mod api;
 pub mod authn;
 pub mod authz;
 pub mod bootstrap;
+pub mod builtin_types;
 pub mod crd;
 pub mod defaults;
 pub mod etcd;

@@ -88,12 +88,61 @@ fn admit_custom(
     }
 }
 
+/// Duplicate keys in a JSON body are an error under `fieldValidation=Strict` (a parsed value
+/// has already lost them, so this looks at the bytes).
+pub fn check_duplicate_fields(
+    rt: &ResourceType,
+    media: &str,
+    raw: &[u8],
+    query: &Query,
+) -> Result<(), ApiError> {
+    if query.get("fieldValidation").map(String::as_str) != Some("Strict")
+        || !matches!(media, "" | "application/json")
+    {
+        return Ok(());
+    }
+    let duplicates = localkube_schema::strict::duplicate_fields(raw).unwrap_or_default();
+    if duplicates.is_empty() {
+        return Ok(());
+    }
+    Err(cannot_handle(
+        rt,
+        localkube_schema::status::strict_decoding_message(&duplicates, &[]),
+    ))
+}
+
+/// kube-apiserver's 400 for a body its decoder refuses.
+fn cannot_handle(rt: &ResourceType, why: String) -> ApiError {
+    ApiError::bad_request(format!(
+        "{} in version \"{}\" cannot be handled as a {}: {why}",
+        rt.kind, rt.version, rt.kind
+    ))
+}
+
+/// Decode checks of a built-in object: unknown fields dropped, or refused under
+/// `fieldValidation=Strict`; a value of the wrong type refused (400, as the Go decoder does).
+fn admit_builtin_fields(rt: &ResourceType, obj: &mut Value, query: &Query) -> Result<(), ApiError> {
+    if rt.custom.is_some() {
+        return Ok(());
+    }
+    let unknown = crate::builtin_types::drop_unknown_fields(&rt.group, &rt.kind, obj)
+        .map_err(|why| cannot_handle(rt, why))?;
+    if !unknown.is_empty() && query.get("fieldValidation").map(String::as_str) == Some("Strict") {
+        return Err(cannot_handle(
+            rt,
+            localkube_schema::status::strict_decoding_message(&[], &unknown),
+        ));
+    }
+    Ok(())
+}
+
 pub async fn admit_create(
     server: &Shared,
     rt: &ResourceType,
     obj: &mut Value,
     query: &Query,
 ) -> Result<(), ApiError> {
+    admit_builtin_fields(rt, obj, query)?;
     validate_name(rt, obj)?;
     crate::defaults::apply(&rt.group, &rt.kind, obj);
     match (rt.group.as_str(), rt.kind.as_str()) {
@@ -188,6 +237,7 @@ pub async fn admit_update(
             ));
         }
     }
+    admit_builtin_fields(rt, new, query)?;
     crate::defaults::apply(&rt.group, &rt.kind, new);
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Service") => crate::services::keep_cluster_ip(old, new, rt)?,

@@ -471,6 +471,7 @@ async fn create(
     let dry = dry_run(query)?;
     let obj = body::decode_object(headers, raw)?;
     check_type(rt, &obj)?;
+    crate::strategy::check_duplicate_fields(rt, &body::content_type(headers), raw, query)?;
     if let (Some(body_ns), Some(url_ns)) = (meta_str(&obj, "namespace"), ns)
         && body_ns != url_ns
     {
@@ -665,6 +666,7 @@ async fn update(
     dry_run(query)?;
     let obj = body::decode_object(headers, raw)?;
     check_type(rt, &obj)?;
+    crate::strategy::check_duplicate_fields(rt, &body::content_type(headers), raw, query)?;
     match objects::name(&obj) {
         Some(n) if n != name => {
             return Err(ApiError::bad_request(format!(
