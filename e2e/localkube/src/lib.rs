@@ -16,6 +16,7 @@ pub mod events;
 pub mod fieldmanager;
 pub mod patching;
 pub mod pki;
+pub mod scale;
 pub mod server;
 pub mod services;
 pub mod shim;

@@ -191,6 +191,35 @@ async fn discovery_and_crud(pair: KubePair) {
         "a status write does not bump generation"
     );
 
+    // kubectl scale goes through the scale subresource.
+    lk.kubectl(&k, &["scale", "deployment", "web", "--replicas=3"])
+        .unwrap();
+    let scaled = json(
+        &lk.kubectl(&k, &["get", "deployment", "web", "-o", "json"])
+            .unwrap(),
+    );
+    assert_eq!(scaled["spec"]["replicas"], 3);
+    assert_eq!(scaled["metadata"]["generation"], 3);
+    let scale = json(
+        &lk.kubectl(
+            &k,
+            &[
+                "get",
+                "--raw",
+                "/apis/apps/v1/namespaces/default/deployments/web/scale",
+            ],
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        (
+            scale["kind"].as_str(),
+            scale["spec"]["replicas"].as_i64(),
+            scale["status"]["selector"].as_str()
+        ),
+        (Some("Scale"), Some(3), Some("app=web"))
+    );
+
     // Delete and wait for it to be gone.
     lk.kubectl(
         &k,

@@ -162,6 +162,10 @@ pub async fn handle(
                 crate::authn::token_request(server, ns.unwrap_or(""), name, &request).await?;
             Ok(json_response(StatusCode::CREATED, &response))
         }
+        ("get", Some("scale")) => crate::scale::get(server, &rt, ns, name).await,
+        ("update" | "patch", Some("scale")) => {
+            crate::scale::write(server, &rt, ns, name, req.verb, query, headers, &body).await
+        }
         ("delete", None) => delete(server, &rt, ns, name, query, headers, &body).await,
         ("deletecollection", None) => delete_collection(server, &rt, ns, query).await,
         _ => Err(ApiError::method_not_allowed()),
