@@ -55,6 +55,15 @@ test: deps lint ## Install what tests need, lint, and run every test
 	$(call timed,tests,cargo nextest run --workspace --no-fail-fast)
 	$(call timed,doctests,cargo test --workspace --doc)
 
+.PHONY: bench
+bench: deps ## Benchmarks: figures and ratios against baselines measured in the same run
+	$(call timed,bench-localkube,cargo bench -p localkube --bench api)
+
+.PHONY: localkube
+localkube: deps ## Run the local control plane in the foreground (state in .localkube/, Ctrl-C stops it)
+	cargo build -q -p localkube
+	target/debug/localkube up --state-dir .localkube --etcd-binary $(TOOLS)/bin/etcd-3.5
+
 .PHONY: demo
 demo: ## The end-to-end demo (needs the local control plane and the operators: not built yet)
 	@echo "make demo: the demo needs the local control plane (e2e/) and the three operators, which are" >&2
