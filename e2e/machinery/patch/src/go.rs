@@ -210,38 +210,8 @@ fn float(f: f64) -> String {
     format!("{sign}{body}")
 }
 
-/// `strconv.Quote`, enough for the error texts that quote user input.
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x80 && c.is_control() => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                let n = c as u32;
-                if n > 0xffff {
-                    out.push_str(&format!("\\U{n:08x}"));
-                } else {
-                    out.push_str(&format!("\\u{n:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// `strconv.Quote`, for the error texts that quote user input.
+pub(crate) use localkube_gofmt::quote;
 
 /// `strconv.Atoi`: optional sign, decimal digits only, 64-bit range; Go's error texts.
 pub(crate) fn atoi(s: &str) -> Result<i64, String> {

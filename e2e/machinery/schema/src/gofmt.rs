@@ -11,46 +11,7 @@ use serde_json::Value;
 const MAX_RENDER_DEPTH: usize = 512;
 
 /// `strconv.Quote(s)`: a double-quoted Go string literal.
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if !is_go_printable(c) => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint` for characters above ASCII: control and
-/// invisible formatting characters are escaped, everything else is printed as is.
-fn is_go_printable(c: char) -> bool {
-    !(c.is_control()
-        || matches!(
-            c,
-            '\u{ad}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{200b}'..='\u{200f}'
-        ))
-}
+pub(crate) use localkube_gofmt::quote;
 
 /// `fmt.Sprintf("%v", f)` for a float64: the shortest digits, in `%e` form when the decimal
 /// exponent is below -4 or at least 6 (strconv uses `eprec = 6` for the shortest format).
