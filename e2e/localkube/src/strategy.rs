@@ -330,6 +330,11 @@ pub fn present(rt: &ResourceType, mut obj: Value) -> Value {
     if crate::events::is_events_v1(&rt.group, &rt.kind) {
         obj = crate::events::to_events_v1(&obj);
     }
+    // Custom resources are served in every version of their CRD (conversion `None`): the
+    // version asked for is the one shown.
+    if rt.custom.is_some() && obj.is_object() {
+        obj["apiVersion"] = serde_json::json!(rt.api_version());
+    }
     if let Some(schema) = rt.custom.as_ref().and_then(|c| c.schema.as_ref()) {
         schema.apply_defaults(&mut obj);
     }
