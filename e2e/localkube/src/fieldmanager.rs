@@ -3,8 +3,6 @@
 //! engine is `localkube_apply`; this module supplies the type information (CRD schemas, the
 //! merge-key table of built-in kinds), the fields each endpoint resets, and the HTTP side.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{Response, StatusCode};
 use localkube_apply::{
@@ -12,11 +10,11 @@ use localkube_apply::{
 };
 use serde_json::{Value, json};
 
-use crate::api::handlers::{self, Update};
+use crate::api::handlers::{self, ObjectRequest, Update};
 use crate::api::objects;
 use crate::api::resources::ResourceType;
 use crate::api::status::{ApiError, Cause};
-use crate::api::{Query, Shared, body, json_response};
+use crate::api::{body, json_response};
 
 /// Built-in kinds: list merge keys from the strategic-merge-patch table (the same `patchMergeKey`
 /// tags the published OpenAPI turns into `x-kubernetes-list-map-keys`).
@@ -166,15 +164,17 @@ fn apply_error(
 }
 
 /// PATCH with `application/apply-patch+yaml`.
-pub async fn server_side_apply(
-    server: &Shared,
-    rt: &Arc<ResourceType>,
-    ns: Option<&str>,
-    name: &str,
-    subresource: Option<&str>,
-    query: &Query,
-    raw: &[u8],
-) -> Result<Response<Body>, ApiError> {
+pub async fn server_side_apply(r: &ObjectRequest<'_>) -> Result<Response<Body>, ApiError> {
+    let ObjectRequest {
+        server,
+        rt,
+        ns,
+        name,
+        subresource,
+        query,
+        body: raw,
+        ..
+    } = *r;
     let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()).cloned() else {
         return Err(ApiError::invalid(
             "PatchOptions.meta.k8s.io",

@@ -3,17 +3,15 @@
 //! apply with field ownership. A patch is re-applied to the freshly read object on every retry
 //! of the guarded update, as kube-apiserver's patcher does.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode};
 use serde_json::Value;
 
-use crate::api::handlers::{self, Update};
+use crate::api::handlers::{self, ObjectRequest, Update};
 use crate::api::objects;
 use crate::api::resources::ResourceType;
 use crate::api::status::ApiError;
-use crate::api::{Query, Shared, body, json_response};
+use crate::api::{body, json_response};
 
 const JSON_PATCH: &str = "application/json-patch+json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
@@ -72,33 +70,25 @@ fn apply_patch(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub async fn patch(
-    server: &Shared,
-    rt: &Arc<ResourceType>,
-    ns: Option<&str>,
-    name: &str,
-    subresource: Option<&str>,
-    query: &Query,
-    headers: &HeaderMap,
-    raw: &[u8],
-) -> Result<Response<Body>, ApiError> {
+pub async fn patch(r: &ObjectRequest<'_>) -> Result<Response<Body>, ApiError> {
+    let ObjectRequest {
+        server,
+        rt,
+        ns,
+        name,
+        subresource,
+        query,
+        headers,
+        body: raw,
+        ..
+    } = *r;
     let media = body::content_type(headers);
     handlers::dry_run(query)?;
     match media.as_str() {
         JSON_PATCH | MERGE_PATCH => {}
         STRATEGIC_MERGE_PATCH if strategic_supported(rt) => {}
         APPLY_PATCH => {
-            return crate::fieldmanager::server_side_apply(
-                server,
-                rt,
-                ns,
-                name,
-                subresource,
-                query,
-                raw,
-            )
-            .await;
+            return crate::fieldmanager::server_side_apply(r).await;
         }
         _ => return Err(unsupported(rt)),
     }

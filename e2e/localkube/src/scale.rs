@@ -2,16 +2,14 @@
 //! resources that declare it (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`):
 //! what `kubectl scale` reads and patches.
 
-use std::sync::Arc;
-
 use axum::body::Body;
-use axum::http::{HeaderMap, Response, StatusCode};
+use axum::http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::api::handlers::{self, Update};
+use crate::api::handlers::{self, ObjectRequest, Update};
 use crate::api::resources::ResourceType;
 use crate::api::status::ApiError;
-use crate::api::{Query, Shared, body, json_response};
+use crate::api::{Shared, body, json_response};
 
 /// Where replicas live in the object: (spec path, status path, selector path), as JSON paths
 /// without the leading dot split into segments.
@@ -113,17 +111,18 @@ pub async fn get(
 }
 
 /// PUT or PATCH of the Scale: the new `spec.replicas` goes into the object.
-#[allow(clippy::too_many_arguments)]
-pub async fn write(
-    server: &Shared,
-    rt: &Arc<ResourceType>,
-    ns: Option<&str>,
-    name: &str,
-    verb: &str,
-    query: &Query,
-    headers: &HeaderMap,
-    raw: &[u8],
-) -> Result<Response<Body>, ApiError> {
+pub async fn write(r: &ObjectRequest<'_>) -> Result<Response<Body>, ApiError> {
+    let ObjectRequest {
+        server,
+        rt,
+        ns,
+        name,
+        verb,
+        query,
+        headers,
+        body: raw,
+        ..
+    } = *r;
     let media = body::content_type(headers);
     let doc = if verb == "update" {
         body::decode_object(headers, raw)?

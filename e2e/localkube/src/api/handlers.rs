@@ -125,37 +125,24 @@ pub async fn handle(
     }
     let ns = req.namespace.as_deref();
     let name = req.name.as_deref().unwrap_or("");
+    let object = ObjectRequest {
+        server,
+        rt: &rt,
+        ns,
+        name,
+        subresource: req.subresource.as_deref(),
+        verb: req.verb,
+        query,
+        headers,
+        body: &body,
+    };
     match (req.verb, req.subresource.as_deref()) {
         ("get", None | Some("status")) => get(server, &rt, ns, name, query, headers).await,
         ("list", _) => list(server, &rt, ns, query, headers).await,
         ("watch", _) => watch::watch(server, rt.clone(), ns, req.name.as_deref(), query).await,
         ("create", None) => create(server, &rt, ns, query, headers, &body).await,
-        ("update", None | Some("status")) => {
-            update(
-                server,
-                &rt,
-                ns,
-                name,
-                req.subresource.as_deref(),
-                query,
-                headers,
-                &body,
-            )
-            .await
-        }
-        ("patch", None | Some("status")) => {
-            crate::patching::patch(
-                server,
-                &rt,
-                ns,
-                name,
-                req.subresource.as_deref(),
-                query,
-                headers,
-                &body,
-            )
-            .await
-        }
+        ("update", None | Some("status")) => update(&object).await,
+        ("patch", None | Some("status")) => crate::patching::patch(&object).await,
         ("create", Some("token")) if rt.plural == "serviceaccounts" => {
             let request = body::decode_object(headers, &body)?;
             let response =
@@ -163,9 +150,7 @@ pub async fn handle(
             Ok(json_response(StatusCode::CREATED, &response))
         }
         ("get", Some("scale")) => crate::scale::get(server, &rt, ns, name).await,
-        ("update" | "patch", Some("scale")) => {
-            crate::scale::write(server, &rt, ns, name, req.verb, query, headers, &body).await
-        }
+        ("update" | "patch", Some("scale")) => crate::scale::write(&object).await,
         ("delete", None) => delete(server, &rt, ns, name, query, headers, &body).await,
         ("deletecollection", None) => delete_collection(server, &rt, ns, query).await,
         _ => Err(ApiError::method_not_allowed()),
@@ -652,21 +637,38 @@ pub enum Update {
 }
 
 /// The resourceVersion a client pinned in the object it sent, if any.
+/// One request on one named object, as the write handlers (update, patch, apply, scale) take it.
+#[derive(Clone, Copy)]
+pub struct ObjectRequest<'a> {
+    pub server: &'a Shared,
+    pub rt: &'a Arc<ResourceType>,
+    pub ns: Option<&'a str>,
+    pub name: &'a str,
+    /// `None`, `status` or `scale`.
+    pub subresource: Option<&'a str>,
+    /// `update` or `patch`.
+    pub verb: &'a str,
+    pub query: &'a Query,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+}
+
 pub fn pinned_rv(obj: &Value) -> Result<Option<i64>, ApiError> {
     meta_str(obj, "resourceVersion").map(parse_rv).transpose()
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn update(
-    server: &Shared,
-    rt: &Arc<ResourceType>,
-    ns: Option<&str>,
-    name: &str,
-    subresource: Option<&str>,
-    query: &Query,
-    headers: &HeaderMap,
-    raw: &[u8],
-) -> Result<Response<Body>, ApiError> {
+async fn update(r: &ObjectRequest<'_>) -> Result<Response<Body>, ApiError> {
+    let ObjectRequest {
+        server,
+        rt,
+        ns,
+        name,
+        subresource,
+        query,
+        headers,
+        body: raw,
+        ..
+    } = *r;
     dry_run(query)?;
     let obj = body::decode_object(headers, raw)?;
     check_type(rt, &obj)?;
