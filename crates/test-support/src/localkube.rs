@@ -26,6 +26,7 @@ pub struct LocalKube {
     binary: PathBuf,
     etcd_binary: PathBuf,
     address: std::net::Ipv4Addr,
+    api_only: bool,
 }
 
 /// The localkube binary: `$LOCALKUBE_BIN`, else the workspace's `target/debug/localkube`.
@@ -58,12 +59,22 @@ impl LocalKube {
     }
 
     pub async fn start_with(binary: &Path) -> Result<LocalKube, HarnessError> {
+        Self::start_mode(binary, false).await
+    }
+
+    /// Start the API server alone (`localkube up --api-only`): no controllers, node agent, DNS or
+    /// proxy. For tests of one component that run it in-process against the API.
+    pub async fn start_api_only(binary: &Path) -> Result<LocalKube, HarnessError> {
+        Self::start_mode(binary, true).await
+    }
+
+    async fn start_mode(binary: &Path, api_only: bool) -> Result<LocalKube, HarnessError> {
         let tools = Tools::from_env();
         let etcd_binary = tools.etcd(crate::tools::EtcdVersion::V3_5)?;
         let block = AddressBlock::claim_checking(&[API_PORT], 1)?;
         let dir = TestDir::new("localkube")?;
         let address = block.ip(1);
-        let process = Self::spawn(binary, &etcd_binary, dir.path(), address)?;
+        let process = Self::spawn(binary, &etcd_binary, dir.path(), address, api_only)?;
         let kubeconfig = dir.path().join("state/kubeconfig");
         let mut lk = LocalKube {
             process,
@@ -73,6 +84,7 @@ impl LocalKube {
             binary: binary.to_path_buf(),
             etcd_binary,
             address,
+            api_only,
         };
         lk.wait_ready().await?;
         Ok(lk)
@@ -83,10 +95,15 @@ impl LocalKube {
         etcd: &Path,
         dir: &Path,
         address: std::net::Ipv4Addr,
+        api_only: bool,
     ) -> Result<ProcessGuard, HarnessError> {
         let mut command = Command::new(binary);
+        if api_only {
+            command.arg("up").arg("--api-only");
+        } else {
+            command.arg("up");
+        }
         command
-            .arg("up")
             .arg("--state-dir")
             .arg(dir.join("state"))
             .arg("--address")
@@ -207,6 +224,7 @@ impl LocalKube {
             &self.etcd_binary,
             self.dir.path(),
             self.address,
+            self.api_only,
         )?;
         self.wait_ready().await
     }

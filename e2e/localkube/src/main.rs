@@ -32,6 +32,10 @@ enum Command {
         /// The etcd binary to run.
         #[arg(long, env = "LOCALKUBE_ETCD", default_value = "etcd")]
         etcd_binary: PathBuf,
+        /// Serve the API alone: no controllers, node agent, DNS or Service proxy (for tests
+        /// that run one of those components themselves against the API).
+        #[arg(long)]
+        api_only: bool,
     },
     /// Internal: run PROGRAM so that it dies with the process whose pid is given.
     #[command(hide = true)]
@@ -70,12 +74,14 @@ async fn main() -> std::process::ExitCode {
             address,
             port,
             etcd_binary,
+            api_only,
         } => {
             localkube::up::up(localkube::up::UpOptions {
                 state_dir,
                 address,
                 port,
                 etcd_binary,
+                api_only,
             })
             .await
         }

@@ -18,6 +18,8 @@ pub struct UpOptions {
     pub address: IpAddr,
     pub port: u16,
     pub etcd_binary: PathBuf,
+    /// Serve the API alone (no controllers, node agent, DNS or proxy).
+    pub api_only: bool,
 }
 
 pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {

@@ -1,0 +1,1 @@
+//! The localkube workload controllers: scheduler, ReplicaSet, Deployment, Job and CronJob

@@ -1,0 +1,1 @@
+//! Cluster DNS for cluster.local and the userspace ClusterIP proxy of localkube
