@@ -4,6 +4,7 @@
 //! selectors and RBAC, protobuf bodies) live in `e2e/machinery/*`. Deviations from Kubernetes
 //! are listed in e2e/README.md.
 
+pub mod admission;
 pub mod api;
 pub mod authn;
 pub mod authz;
@@ -16,6 +17,7 @@ pub mod events;
 pub mod fieldmanager;
 pub mod patching;
 pub mod pki;
+pub mod pods;
 pub mod scale;
 pub mod server;
 pub mod services;

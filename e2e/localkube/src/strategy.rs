@@ -145,6 +145,7 @@ pub async fn admit_create(
     admit_builtin_fields(rt, obj, query)?;
     validate_name(rt, obj)?;
     crate::defaults::apply(&rt.group, &rt.kind, obj);
+    crate::admission::admit_create(server, rt, obj).await?;
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => {
             obj["spec"] = json!({ "finalizers": ["kubernetes"] });

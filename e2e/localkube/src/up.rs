@@ -51,6 +51,7 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         store: Store::new(client),
         registry: Default::default(),
         version: discovery::KUBERNETES_VERSION.to_string(),
+        service_account_admission: !opts.api_only,
     });
     let listener = crate::server::bind(SocketAddr::new(opts.address, opts.port)).await?;
     let local = listener.local_addr()?;

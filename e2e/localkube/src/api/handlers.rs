@@ -149,6 +149,17 @@ pub async fn handle(
                 crate::authn::token_request(server, ns.unwrap_or(""), name, &request).await?;
             Ok(json_response(StatusCode::CREATED, &response))
         }
+        ("create", Some("binding")) if rt.kind == "Pod" => {
+            let binding = body::decode_object(headers, &body)?;
+            let status = crate::pods::bind(server, &rt, ns.unwrap_or(""), name, &binding).await?;
+            Ok(json_response(StatusCode::CREATED, &status))
+        }
+        ("create", Some("eviction")) if rt.kind == "Pod" => {
+            let eviction = body::decode_object(headers, &body)?;
+            let status = crate::pods::evict(server, &rt, ns.unwrap_or(""), name, &eviction).await?;
+            Ok(json_response(StatusCode::CREATED, &status))
+        }
+        ("update", Some("finalize")) if rt.kind == "Namespace" => update(&object).await,
         ("get", Some("scale")) => crate::scale::get(server, &rt, ns, name).await,
         ("update" | "patch", Some("scale")) => crate::scale::write(&object).await,
         ("delete", None) => delete(server, &rt, ns, name, query, headers, &body).await,
@@ -577,7 +588,7 @@ where
         }
         crate::strategy::admit_update(server, rt, &current.object, &mut new, query).await?;
         // The last finalizer gone from an object being deleted: it goes now.
-        if objects::is_deleting(&new) && objects::finalizers(&new).is_empty() {
+        if objects::should_delete_during_update(rt, &new) {
             if dry {
                 return Ok(Stored {
                     object: new,
@@ -805,7 +816,12 @@ pub async fn delete_one(
             _ => {}
         }
         let graceful = crate::strategy::graceful_delete_seconds(rt, &obj, opts);
-        if finalizers.is_empty() && graceful.is_none() {
+        // A namespace waits for its content to go (spec.finalizers, emptied via /finalize).
+        let namespace_finalizers = rt.kind == "Namespace"
+            && obj["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+        if finalizers.is_empty() && graceful.is_none() && !namespace_finalizers {
             if dry {
                 return Ok((StatusCode::OK, obj));
             }

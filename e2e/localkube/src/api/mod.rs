@@ -42,6 +42,10 @@ pub struct ApiServer {
     pub registry: Registry,
     /// `gitVersion` reported by /version.
     pub version: String,
+    /// Whether pods must name an existing ServiceAccount and get its token volume (the
+    /// `ServiceAccount` admission plugin). Off with `--api-only`, where no controller creates
+    /// ServiceAccounts, as envtest does.
+    pub service_account_admission: bool,
 }
 
 pub type Shared = Arc<ApiServer>;

@@ -86,6 +86,21 @@ const SERVER_OWNED_ON_UPDATE: &[&str] = &[
 
 /// Kinds whose strategy maintains `metadata.generation` (the rest never set it): workloads,
 /// PodDisruptionBudgets, Pods (since 1.33), CRDs and every custom resource.
+/// kube-apiserver's `ShouldDeleteDuringUpdate`: an update that leaves an object marked for
+/// deletion (with no grace period left) without finalizers deletes it. Pods in graceful deletion
+/// stay until the node agent deletes them; namespaces also wait for `spec.finalizers`.
+pub fn should_delete_during_update(rt: &ResourceType, obj: &Value) -> bool {
+    let no_grace_left = meta(obj)
+        .get("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_none_or(|g| g == 0);
+    let namespace_done = rt.kind != "Namespace"
+        || obj["spec"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty());
+    is_deleting(obj) && finalizers(obj).is_empty() && no_grace_left && namespace_done
+}
+
 pub fn has_generation(rt: &ResourceType) -> bool {
     rt.custom.is_some()
         || matches!(
@@ -194,6 +209,21 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresour
             }
         },
         _ => {}
+    }
+    // A namespace's spec.finalizers change only through /finalize (the namespace controller).
+    if rt.kind == "Namespace"
+        && rt.group.is_empty()
+        && subresource != Some("finalize")
+        && (new["spec"].is_object() || new["spec"].is_null())
+    {
+        match old["spec"].get("finalizers") {
+            Some(f) => new["spec"]["finalizers"] = f.clone(),
+            None => {
+                if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("finalizers");
+                }
+            }
+        }
     }
     let old_meta = meta(old).clone();
     let m = meta_mut(new);
