@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 
 use crate::api::status::ApiError;
 use crate::api::{Shared, objects};
-use crate::services::KUBERNETES_SERVICE_IP;
 
 pub const NODE_NAME: &str = "localkube";
 
@@ -41,6 +40,7 @@ async fn ensure(
 }
 
 pub async fn run(server: &Shared, api_ip: &str, api_port: u16) -> Result<(), ApiError> {
+    let kubernetes_ip = server.service_cidr.kubernetes_ip().to_string();
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         ensure(
             server,
@@ -57,7 +57,7 @@ pub async fn run(server: &Shared, api_ip: &str, api_port: u16) -> Result<(), Api
         json!({
             "metadata": { "name": "kubernetes", "namespace": "default", "labels": { "component": "apiserver", "provider": "kubernetes" } },
             "spec": {
-                "type": "ClusterIP", "clusterIP": KUBERNETES_SERVICE_IP, "clusterIPs": [KUBERNETES_SERVICE_IP],
+                "type": "ClusterIP", "clusterIP": kubernetes_ip, "clusterIPs": [kubernetes_ip],
                 "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None",
                 "ports": [{ "name": "https", "port": 443, "protocol": "TCP", "targetPort": api_port }],
             },

@@ -15,6 +15,7 @@ pub mod defaults;
 pub mod etcd;
 pub mod events;
 pub mod fieldmanager;
+pub mod logs;
 pub mod patching;
 pub mod pki;
 pub mod pods;

@@ -49,10 +49,7 @@ pub fn serving_names(extra_ips: &[IpAddr]) -> Vec<SanType> {
     .iter()
     .filter_map(|n| (*n).try_into().ok().map(SanType::DnsName))
     .collect();
-    let mut ips: Vec<IpAddr> = vec![
-        "127.0.0.1".parse().unwrap_or(IpAddr::from([127, 0, 0, 1])),
-        IpAddr::from([10, 96, 0, 1]),
-    ];
+    let mut ips: Vec<IpAddr> = vec![IpAddr::from([127, 0, 0, 1])];
     ips.extend_from_slice(extra_ips);
     ips.dedup();
     sans.extend(ips.into_iter().map(SanType::IpAddress));

@@ -1,5 +1,7 @@
-//! ClusterIP allocation in the request path, as kube-apiserver's service registry does it:
-//! from 10.96.0.0/16, `.1` reserved for the `kubernetes` Service; headless Services keep `None`.
+//! ClusterIP allocation in the request path, as kube-apiserver's service registry does it: from
+//! the instance's Service CIDR (`10.96.<N>.0/24`, N the instance's network index, so parallel
+//! instances never share a ClusterIP on the host), the first address reserved for the
+//! `kubernetes` Service; headless Services keep `None`.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -11,15 +13,36 @@ use crate::api::Shared;
 use crate::api::resources::ResourceType;
 use crate::api::status::{ApiError, Cause};
 
-pub const SERVICE_CIDR_BASE: [u8; 2] = [10, 96];
-pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+/// The Service CIDR of one instance: `10.96.<index>.0/24`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceCidr {
+    pub index: u8,
+}
 
-fn in_range(ip: &str) -> bool {
-    ip.parse::<Ipv4Addr>().is_ok_and(|a| {
-        a.octets()[..2] == SERVICE_CIDR_BASE
-            && a.octets()[2..] != [0, 0]
-            && a.octets()[2..] != [255, 255]
-    })
+impl ServiceCidr {
+    pub fn new(index: u8) -> Self {
+        ServiceCidr { index }
+    }
+
+    /// The `kubernetes` Service's ClusterIP (the first host address).
+    pub fn kubernetes_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 96, self.index, 1)
+    }
+
+    fn contains(&self, ip: Ipv4Addr) -> bool {
+        let o = ip.octets();
+        o[..3] == [10, 96, self.index] && o[3] != 0 && o[3] != 255
+    }
+
+    fn random_host(&self, rng: &mut impl Rng) -> Ipv4Addr {
+        Ipv4Addr::new(10, 96, self.index, rng.random_range(2..=254))
+    }
+}
+
+impl std::fmt::Display for ServiceCidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "10.96.{}.0/24", self.index)
+    }
 }
 
 fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
@@ -66,9 +89,7 @@ pub async fn allocate_cluster_ip(server: &Shared, svc: &mut Value) -> Result<(),
             let mut rng = rand::rng();
             let mut found = None;
             for _ in 0..1000 {
-                let candidate =
-                    Ipv4Addr::new(10, 96, rng.random_range(0..=255), rng.random_range(2..=254))
-                        .to_string();
+                let candidate = server.service_cidr.random_host(&mut rng).to_string();
                 if !used.contains(&candidate) {
                     found = Some(candidate);
                     break;
@@ -78,7 +99,10 @@ pub async fn allocate_cluster_ip(server: &Shared, svc: &mut Value) -> Result<(),
                 ApiError::internal("failed to allocate a serviceIP: range is full")
             })?
         }
-        ip if in_range(ip) => {
+        ip if ip
+            .parse::<Ipv4Addr>()
+            .is_ok_and(|a| server.service_cidr.contains(a)) =>
+        {
             if used_ips(server).await?.contains(ip) {
                 return Err(invalid(
                     &name,
@@ -96,7 +120,10 @@ pub async fn allocate_cluster_ip(server: &Shared, svc: &mut Value) -> Result<(),
                 &name,
                 "spec.clusterIPs",
                 ip,
-                "failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/16",
+                &format!(
+                    "failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is {}",
+                    server.service_cidr
+                ),
             ));
         }
     };

@@ -43,7 +43,11 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     let kubeconfig_path = opts.state_dir.join("kubeconfig");
     // A stale kubeconfig would tell a waiting client we are ready before we are.
     let _ = std::fs::remove_file(&kubeconfig_path);
-    let pki = Pki::load_or_generate(&opts.state_dir.join("pki"), &[opts.address])?;
+    let service_cidr = crate::services::ServiceCidr::new(0);
+    let pki = Pki::load_or_generate(
+        &opts.state_dir.join("pki"),
+        &[opts.address, service_cidr.kubernetes_ip().into()],
+    )?;
     let etcd = EtcdProcess::start(&opts.etcd_binary, &opts.state_dir, opts.address).await?;
     std::fs::write(opts.state_dir.join("etcd-endpoint"), &etcd.endpoint)?;
     let client = etcd_client::Client::connect([etcd.endpoint.as_str()], None).await?;
@@ -52,6 +56,8 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         registry: Default::default(),
         version: discovery::KUBERNETES_VERSION.to_string(),
         service_account_admission: !opts.api_only,
+        service_cidr,
+        logs_dir: None,
     });
     let listener = crate::server::bind(SocketAddr::new(opts.address, opts.port)).await?;
     let local = listener.local_addr()?;

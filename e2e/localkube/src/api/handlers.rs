@@ -160,6 +160,9 @@ pub async fn handle(
             Ok(json_response(StatusCode::CREATED, &status))
         }
         ("update", Some("finalize")) if rt.kind == "Namespace" => update(&object).await,
+        ("get", Some("log")) if rt.kind == "Pod" => {
+            crate::logs::get(server, &rt, ns.unwrap_or(""), name, query).await
+        }
         ("get", Some("scale")) => crate::scale::get(server, &rt, ns, name).await,
         ("update" | "patch", Some("scale")) => crate::scale::write(&object).await,
         ("delete", None) => delete(server, &rt, ns, name, query, headers, &body).await,

@@ -46,6 +46,10 @@ pub struct ApiServer {
     /// `ServiceAccount` admission plugin). Off with `--api-only`, where no controller creates
     /// ServiceAccounts, as envtest does.
     pub service_account_admission: bool,
+    /// Where ClusterIPs come from.
+    pub service_cidr: crate::services::ServiceCidr,
+    /// Where the node agent writes container logs (`None` without a node agent).
+    pub logs_dir: Option<std::path::PathBuf>,
 }
 
 pub type Shared = Arc<ApiServer>;
