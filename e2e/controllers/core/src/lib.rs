@@ -1,1 +1,37 @@
-//! The localkube core controllers: EndpointSlices and Endpoints, PV provisioner, garbage collector, namespace deletion, ServiceAccounts and root CA, PodDisruptionBudget status
+//! The localkube core controllers: EndpointSlices and Endpoints, PV provisioner, garbage
+//! collector, namespace deletion, ServiceAccounts and root CA, PodDisruptionBudget status.
+//!
+//! Each controller talks to the API server only through kube-rs (kube-runtime `Controller`,
+//! `watcher`, reflector stores), as the project's operators do, so they exercise the same
+//! list/watch paths. Decisions are pure functions over observed objects (unit-tested without a
+//! server); the I/O around them is thin. Names, reasons and messages follow
+//! kube-controller-manager, because real clients and tests compare them.
+
+pub mod endpoints;
+mod error;
+mod pods;
+mod retry;
+mod runner;
+
+use std::path::PathBuf;
+
+pub use endpoints::run_endpoints;
+pub use error::Error;
+
+/// What `localkube up` tells the core controllers.
+#[derive(Clone, Debug)]
+pub struct CoreOptions {
+    /// The single node's name (`localkube`): provisioned PVs are pinned to it.
+    pub node_name: String,
+    /// Where the provisioner makes one directory per PersistentVolume.
+    pub volumes_dir: PathBuf,
+    /// The cluster CA, published as ConfigMap `kube-root-ca.crt` key `ca.crt` in every namespace.
+    pub root_ca_pem: String,
+}
+
+/// Run every core controller until a fatal error. Errors of single objects are logged and
+/// retried with backoff; they never end this future.
+pub async fn run(client: kube::Client, options: CoreOptions) -> Result<(), Error> {
+    let _ = options;
+    run_endpoints(client).await
+}
