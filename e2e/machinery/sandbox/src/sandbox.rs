@@ -1,0 +1,177 @@
+//! A pod sandbox: a pause process holding the pod's network and UTS namespaces, with `lo` up and
+//! a veth to the bridge (`eth0`, the pod IP /24, default route via the gateway). Containers join
+//! these namespaces; the veth goes away with the namespace.
+
+use std::net::Ipv4Addr;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::Child;
+
+use crate::error::Error;
+use crate::host::{HostNetwork, Shared};
+use crate::ip::{ip, ip_batch_in_netns, ip_tolerant};
+use crate::launch::Output;
+use crate::wire::{PauseRequest, Report, Role};
+
+/// What the node agent asks for.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// Names the pod in `ps` output (the shim's label); e.g. `<namespace>_<name>_<uid>`.
+    pub id: String,
+    /// The pod's hostname (`spec.hostname` or the pod name, at most 63 bytes).
+    pub hostname: String,
+}
+
+/// A running pod sandbox. Destroy it with [`PodSandbox::destroy`]; dropping it kills the pause
+/// process as a best effort.
+#[derive(Debug)]
+pub struct PodSandbox {
+    pub(crate) id: String,
+    pub(crate) net: Arc<Shared>,
+    ip: Ipv4Addr,
+    veth: String,
+    pause: Child,
+    pause_pid: u32,
+    /// (device, inode) of the pod's network namespace: how processes are recognised as the pod's.
+    netns: (u64, u64),
+    destroyed: bool,
+}
+
+impl HostNetwork {
+    /// Starts a pod sandbox: pause process, namespaces, IP, veth and routes.
+    pub async fn create_sandbox(&self, spec: SandboxSpec) -> Result<PodSandbox, Error> {
+        let net = Arc::clone(&self.shared);
+        let ip = net.allocate_ip()?;
+        let request = PauseRequest {
+            parent: std::process::id(),
+            hostname: spec.hostname.clone(),
+        };
+        let started = match net
+            .shim
+            .start(Role::Pause, &spec.id, &request, Output::Null)
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                net.release_ip(ip);
+                return Err(Error::Shim(e));
+            }
+        };
+        let pause = match (started.report, started.child) {
+            (Some(Report::Ready), child) => child,
+            (other, _) => {
+                net.release_ip(ip);
+                return Err(Error::Shim(match other {
+                    Some(Report::Failed(f)) => crate::error::SpawnError::from(f).to_string(),
+                    _ => "the pause process exited without reporting ready".into(),
+                }));
+            }
+        };
+        let mut sandbox = PodSandbox {
+            id: spec.id,
+            veth: net.next_veth(),
+            net,
+            ip,
+            pause_pid: pause.id().unwrap_or(0),
+            pause,
+            netns: (0, 0),
+            destroyed: false,
+        };
+        // On error `sandbox` drops here: pause killed, IP released, veth gone with the netns.
+        sandbox.netns = netns_id(sandbox.pause_pid)
+            .map_err(|e| Error::io("reading the pause process's network namespace", e))?;
+        sandbox.wire_network(self.gateway()).await?;
+        Ok(sandbox)
+    }
+}
+
+impl PodSandbox {
+    async fn wire_network(&self, gateway: Ipv4Addr) -> Result<(), Error> {
+        let pid = self.pause_pid.to_string();
+        let bridge = crate::host::bridge_name(self.net.index);
+        ip(&[
+            "link", "add", &self.veth, "type", "veth", "peer", "name", "eth0", "netns", &pid,
+        ])
+        .await?;
+        ip(&["link", "set", &self.veth, "master", &bridge, "up"]).await?;
+        ip_batch_in_netns(
+            self.pause_pid,
+            &[
+                "link set lo up".to_string(),
+                "link set eth0 up".to_string(),
+                format!("addr add {}/24 dev eth0", self.ip),
+                format!("route add default via {gateway} dev eth0"),
+            ],
+        )
+        .await
+    }
+
+    /// The pod IP.
+    pub fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+
+    /// The pause process, whose namespaces are the pod's.
+    pub fn pid(&self) -> u32 {
+        self.pause_pid
+    }
+
+    /// True when `pid` runs in this pod's network namespace.
+    pub(crate) fn owns(&self, pid: u32) -> bool {
+        netns_id(pid).is_ok_and(|id| id == self.netns)
+    }
+
+    /// Kills every process in the pod (containers still running, exec'd commands, the pause
+    /// process), deletes the veth and frees the IP. Containers should be stopped gracefully first.
+    pub async fn destroy(mut self) -> Result<(), Error> {
+        self.destroyed = true;
+        self.kill_all();
+        let _ = self.pause.wait().await;
+        let deleted = ip_tolerant(&["link", "del", &self.veth], &["Cannot find device"]).await;
+        self.net.release_ip(self.ip);
+        deleted
+    }
+
+    /// SIGKILLs every process whose network namespace is the pod's. Repeated because a process
+    /// may fork while we scan; zombies have no namespaces left, so the loop ends.
+    fn kill_all(&self) {
+        for _ in 0..20 {
+            let pids = pids_in_netns(self.netns);
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for PodSandbox {
+    fn drop(&mut self) {
+        if !self.destroyed {
+            self.kill_all();
+            let _ = self.pause.start_kill();
+            self.net.release_ip(self.ip);
+        }
+    }
+}
+
+pub(crate) fn netns_id(pid: u32) -> std::io::Result<(u64, u64)> {
+    let m = std::fs::metadata(format!("/proc/{pid}/ns/net"))?;
+    Ok((m.dev(), m.ino()))
+}
+
+fn pids_in_netns(netns: (u64, u64)) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| netns_id(*pid).is_ok_and(|id| id == netns))
+        .filter_map(|pid| i32::try_from(pid).ok())
+        .collect()
+}

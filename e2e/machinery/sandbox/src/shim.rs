@@ -1,0 +1,231 @@
+//! The child side: `localkube sandbox-shim <role> <label>`, a re-exec of localkube that sets up
+//! namespaces and mounts and then becomes the pause process or `execve`s the container's program.
+//! Doing it in a fresh, single-threaded process (instead of `pre_exec` closures in the
+//! multi-threaded agent) is what makes `unshare(CLONE_NEWNS)` and `setns` into a mount namespace
+//! legal, and needs no `unsafe`.
+//!
+//! Every role first ties itself to localkube's life (PR_SET_PDEATHSIG=SIGKILL, then checks the
+//! parent did not die before that), and starts its own session, so a terminal's Ctrl-C reaches
+//! localkube (which stops pods gracefully) and not the pods directly.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, setns, unshare};
+use nix::sys::signal::Signal;
+
+use crate::container::BindMount;
+use crate::lookpath::look_path;
+use crate::wire::{ContainerRequest, ExecRequest, Failure, PauseRequest, Report, Role};
+
+/// The shim's exit code when it fails before the program runs (the shell's "cannot execute").
+const SETUP_FAILED: u8 = 127;
+
+/// Entry point of the hidden `sandbox-shim` subcommand. `args` are the arguments after it:
+/// `<role> <label>` (the label only names the pod/container in `ps`). localkube must call this
+/// first thing in `main`, before starting the tokio runtime or any thread: `unshare` of a mount
+/// namespace and `setns` into one are refused to multi-threaded processes.
+pub fn shim_main(args: Vec<OsString>) -> ExitCode {
+    let Some(role) = args.first().and_then(|a| a.to_str()).and_then(Role::parse) else {
+        eprintln!("usage: sandbox-shim pause|container|exec <label> (request on stdin)");
+        return ExitCode::from(2);
+    };
+    let (request, mut control) = match take_control() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("sandbox-shim: reading the request: {e}");
+            return ExitCode::from(SETUP_FAILED);
+        }
+    };
+    let Err(failure) = match role {
+        Role::Pause => decode(&request).and_then(|r| pause(r, &mut control)),
+        Role::Container => decode(&request).and_then(container),
+        Role::Exec => decode(&request).and_then(exec),
+    };
+    // Only failures get here: success is `execve` (or the pause loop, which never returns).
+    let report = serde_json::to_vec(&Report::Failed(failure)).unwrap_or_default();
+    let _ = control.write_all(&report);
+    ExitCode::from(SETUP_FAILED)
+}
+
+/// Reads the request (stdin is the control socket, shut for writing by localkube once the request
+/// is sent), keeps a close-on-exec copy of the socket for the answer, and puts /dev/null on stdin
+/// so the program inherits neither the socket nor a terminal.
+fn take_control() -> std::io::Result<(Vec<u8>, UnixStream)> {
+    let mut request = Vec::new();
+    std::io::stdin().lock().read_to_end(&mut request)?;
+    let control = std::io::stdin().as_fd().try_clone_to_owned()?;
+    nix::unistd::dup2_stdin(File::open("/dev/null")?)?;
+    Ok((request, UnixStream::from(control)))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(request: &[u8]) -> Result<T, Failure> {
+    serde_json::from_slice(request).map_err(|e| Failure::setup("request", e))
+}
+
+/// PR_SET_PDEATHSIG survives execve, so the program dies with localkube even after a SIGKILL.
+/// If localkube died before the prctl, our parent is already someone else: give up.
+fn tie_to_parent(parent: u32) -> Result<(), Failure> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| Failure::setup("pdeathsig", e))?;
+    let now = nix::unistd::getppid().as_raw();
+    if u32::try_from(now).ok() != Some(parent) {
+        return Err(Failure::setup(
+            "pdeathsig",
+            format!("localkube (pid {parent}) exited before the shim started"),
+        ));
+    }
+    Ok(())
+}
+
+fn new_session() -> Result<(), Failure> {
+    nix::unistd::setsid()
+        .map(drop)
+        .map_err(|e| Failure::setup("setsid", e))
+}
+
+fn pause(req: PauseRequest, control: &mut UnixStream) -> Result<std::convert::Infallible, Failure> {
+    tie_to_parent(req.parent)?;
+    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS)
+        .map_err(|e| Failure::setup("unshare net/uts", e))?;
+    nix::unistd::sethostname(&req.hostname).map_err(|e| Failure::setup("sethostname", e))?;
+    new_session()?;
+    let ready = serde_json::to_vec(&Report::Ready).unwrap_or_default();
+    control
+        .write_all(&ready)
+        .and_then(|()| control.shutdown(std::net::Shutdown::Write))
+        .map_err(|e| Failure::setup("report", e))?;
+    // Holds the namespaces until SIGKILLed (by PodSandbox::destroy or by the death signal).
+    loop {
+        nix::unistd::pause();
+    }
+}
+
+fn open_ns(pid: u32, kind: &str) -> Result<File, Failure> {
+    File::open(format!("/proc/{pid}/ns/{kind}")).map_err(|e| Failure::setup("open namespace", e))
+}
+
+fn container(req: ContainerRequest) -> Result<std::convert::Infallible, Failure> {
+    tie_to_parent(req.parent)?;
+    let net = open_ns(req.pause_pid, "net")?;
+    let uts = open_ns(req.pause_pid, "uts")?;
+    setns(net, CloneFlags::CLONE_NEWNET).map_err(|e| Failure::setup("setns net", e))?;
+    setns(uts, CloneFlags::CLONE_NEWUTS).map_err(|e| Failure::setup("setns uts", e))?;
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| Failure::setup("unshare mnt", e))?;
+    // Private propagation: our bind mounts stay out of the host, and later host mounts stay out
+    // of the pod.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| Failure::setup("make / private", e))?;
+    for m in &req.mounts {
+        bind_mount(m)?;
+    }
+    if let Some(dir) = &req.working_dir {
+        std::env::set_current_dir(dir)
+            .map_err(|e| Failure::setup("working directory", format!("{}: {e}", dir.display())))?;
+    }
+    new_session()?;
+    run(&req.argv, &req.env)
+}
+
+/// Bind-mounts `source` on `target`, creating a missing target of the same kind (directory or
+/// empty file). Created targets stay on the host file system as empty mount points (there is no
+/// container root file system to create them in); the mounts themselves live only in the
+/// container's mount namespace.
+fn bind_mount(m: &BindMount) -> Result<(), Failure> {
+    let step = |what: &str| {
+        format!(
+            "mount {} on {}: {what}",
+            m.source.display(),
+            m.target.display()
+        )
+    };
+    let source_is_dir = std::fs::metadata(&m.source)
+        .map_err(|e| Failure::setup("mount", step(&e.to_string())))?
+        .is_dir();
+    if !m.target.exists() {
+        let created = if source_is_dir {
+            std::fs::create_dir_all(&m.target)
+        } else {
+            m.target
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| {
+                    OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&m.target)
+                        .map(drop)
+                })
+        };
+        created.map_err(|e| Failure::setup("mount", step(&e.to_string())))?;
+    }
+    let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
+    mount(Some(&m.source), &m.target, None::<&str>, bind, None::<&str>)
+        .map_err(|e| Failure::setup("mount", step(&e.to_string())))?;
+    if m.read_only {
+        let remount = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        mount(None::<&str>, &m.target, None::<&str>, remount, None::<&str>)
+            .map_err(|e| Failure::setup("mount", step(&format!("read-only remount: {e}"))))?;
+    }
+    Ok(())
+}
+
+fn exec(req: ExecRequest) -> Result<std::convert::Infallible, Failure> {
+    tie_to_parent(req.parent)?;
+    // Open everything before the first setns: after joining the mount namespace, paths mean the
+    // container's view.
+    let net = open_ns(req.target_pid, "net")?;
+    let uts = open_ns(req.target_pid, "uts")?;
+    let mnt = open_ns(req.target_pid, "mnt")?;
+    let cwd = File::open(format!("/proc/{}/cwd", req.target_pid))
+        .map_err(|e| Failure::setup("open working directory", e))?;
+    setns(net, CloneFlags::CLONE_NEWNET).map_err(|e| Failure::setup("setns net", e))?;
+    setns(uts, CloneFlags::CLONE_NEWUTS).map_err(|e| Failure::setup("setns uts", e))?;
+    setns(mnt, CloneFlags::CLONE_NEWNS).map_err(|e| Failure::setup("setns mnt", e))?;
+    // Like `runc exec`: the container's working directory.
+    nix::unistd::fchdir(&cwd).map_err(|e| Failure::setup("working directory", e))?;
+    new_session()?;
+    run(&req.argv, &req.env)
+}
+
+/// Resolves argv[0] with the container's PATH and becomes it, with exactly `env`.
+fn run(argv: &[String], env: &[(String, String)]) -> Result<std::convert::Infallible, Failure> {
+    let Some(program) = argv.first() else {
+        return Err(Failure::NoCommand);
+    };
+    let path = look_path(program, env)?;
+    let err = Command::new(&path)
+        .arg0(program)
+        .args(&argv[1..])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    Err(exec_failure(program, &path, &err))
+}
+
+fn exec_failure(program: &str, path: &Path, err: &std::io::Error) -> Failure {
+    let reason = match err.raw_os_error().map(nix::errno::Errno::from_raw) {
+        Some(errno) => errno.desc().to_ascii_lowercase(),
+        None => err.to_string(),
+    };
+    Failure::NotExecutable {
+        program: program.to_string(),
+        reason: if path.as_os_str() == program {
+            reason
+        } else {
+            format!("{}: {reason}", path.display())
+        },
+    }
+}
