@@ -9,14 +9,17 @@
 
 pub mod endpoints;
 mod error;
+mod finalizers;
 mod pods;
 mod retry;
 mod runner;
+pub mod volumes;
 
 use std::path::PathBuf;
 
 pub use endpoints::run_endpoints;
 pub use error::Error;
+pub use volumes::run_volumes;
 
 /// What `localkube up` tells the core controllers.
 #[derive(Clone, Debug)]

@@ -375,7 +375,8 @@ mod tests {
     fn endpoint_conditions_follow_readiness_termination_and_publish_not_ready() {
         let app = [("app", "web")];
         // (pod, publishNotReady) -> Some((ready, serving, terminating)) or None (not listed)
-        let cases: Vec<(Pod, bool, Option<(bool, bool, bool)>)> = vec![
+        type Conditions = Option<(bool, bool, bool)>;
+        let cases: Vec<(Pod, bool, Conditions)> = vec![
             (
                 pod("a", &app, Some("10.0.0.1"), true),
                 false,
