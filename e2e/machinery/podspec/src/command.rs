@@ -13,7 +13,7 @@ use crate::image_map::ImageEntry;
 /// other `$` (shell syntax, an unterminated `$(`) is copied as is. The Go code works on bytes;
 /// this works on chars, which only differs for a `$` followed by a multi-byte character, which
 /// Go would mangle and this keeps intact.
-pub fn expand(input: &str, mapping: impl Fn(&str) -> Option<String>) -> String {
+pub fn expand(input: &str, mut mapping: impl FnMut(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(at) = rest.find('$') {
