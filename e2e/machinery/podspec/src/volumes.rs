@@ -208,10 +208,10 @@ pub fn volume_files(
             } else {
                 Ok(())
             };
-            if let Err(e) = result {
-                if !errors.contains(&e) {
-                    errors.push(e);
-                }
+            if let Err(e) = result
+                && !errors.contains(&e)
+            {
+                errors.push(e);
             }
         }
         match errors.len() {
