@@ -10,6 +10,10 @@
 //!   forwarding other names to the host's nameserver (or refusing them).
 //! - [`run_proxy`]: a TCP listener on every `clusterIP:port`, forwarding each connection to a
 //!   ready endpoint in round robin, like kube-proxy's old userspace mode.
+//!
+//! Not implemented (the cluster does not need them yet): reverse (PTR) zones, which go to the
+//! upstream like any other outside name; IPv6 (AAAA is always NODATA); UDP Services and
+//! `sessionAffinity: ClientIP` in the proxy; NodePorts and external IPs.
 
 mod cluster;
 mod dns;

@@ -422,6 +422,32 @@ async fn glibc_resolves_through_the_search_list_and_forwards_outside_names() {
     .unwrap();
     assert!(ok && out.contains("192.0.2.7"), "{out}");
 
+    // An ExternalName Service is a CNAME whose target the server looks up upstream.
+    create_service(
+        &client,
+        json!({
+            "metadata": {"name": "alias", "namespace": "default"},
+            "spec": {"type": "ExternalName", "externalName": "outside.example"},
+        }),
+    )
+    .await;
+    let (ok, out) = eventually("glibc to resolve the alias", Duration::from_secs(5), || {
+        let resolv_conf = resolv_conf.clone();
+        async move {
+            let (ok, out) = tokio::task::spawn_blocking(move || getent(&resolv_conf, "alias"))
+                .await
+                .unwrap();
+            ok.then_some((ok, out))
+        }
+    })
+    .await;
+    assert!(ok && out.contains("192.0.2.7"), "{out}");
+    let cname = ask_udp(server, "alias.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(
+        answers(&cname),
+        vec!["A 192.0.2.7", "CNAME outside.example."]
+    );
+
     dns.abort();
     fake.abort();
 }
