@@ -4,8 +4,9 @@
 
 use std::fmt::Debug;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -16,26 +17,28 @@ pub async fn remove<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Err
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let remaining: Vec<&String> = obj
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .collect();
-    if remaining.len() == obj.finalizers().len() {
+    remove_from(api, obj.meta(), finalizer).await
+}
+
+/// [`remove`] for an object of which only the metadata is at hand.
+pub async fn remove_from<K>(api: &Api<K>, meta: &ObjectMeta, finalizer: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let all = meta.finalizers.as_deref().unwrap_or(&[]);
+    let remaining: Vec<&String> = all.iter().filter(|f| *f != finalizer).collect();
+    if remaining.len() == all.len() {
         return Ok(());
     }
     let patch = json!({
         "metadata": {
             "finalizers": remaining,
-            "resourceVersion": obj.resource_version(),
+            "resourceVersion": meta.resource_version,
         }
     });
+    let name = meta.name.as_deref().unwrap_or_default();
     match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => Ok(()),

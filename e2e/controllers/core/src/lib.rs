@@ -7,9 +7,11 @@
 //! server); the I/O around them is thin. Names, reasons and messages follow
 //! kube-controller-manager, because real clients and tests compare them.
 
+mod discovery;
 pub mod endpoints;
 mod error;
 mod finalizers;
+pub mod gc;
 mod pods;
 mod retry;
 mod runner;
@@ -19,6 +21,7 @@ use std::path::PathBuf;
 
 pub use endpoints::run_endpoints;
 pub use error::Error;
+pub use gc::run_gc;
 pub use volumes::run_volumes;
 
 /// What `localkube up` tells the core controllers.
