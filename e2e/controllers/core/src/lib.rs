@@ -12,9 +12,11 @@ pub mod endpoints;
 mod error;
 mod finalizers;
 pub mod gc;
+pub mod namespaces;
 mod pods;
 mod retry;
 mod runner;
+pub mod serviceaccounts;
 pub mod volumes;
 
 use std::path::PathBuf;
@@ -22,6 +24,8 @@ use std::path::PathBuf;
 pub use endpoints::run_endpoints;
 pub use error::Error;
 pub use gc::run_gc;
+pub use namespaces::run_namespaces;
+pub use serviceaccounts::run_service_accounts;
 pub use volumes::run_volumes;
 
 /// What `localkube up` tells the core controllers.

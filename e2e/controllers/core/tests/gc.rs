@@ -62,13 +62,11 @@ async fn gone(api: &Api<ConfigMap>, name: &str) {
 }
 
 fn with_policy(policy: &str) -> DeleteParams {
-    let mut dp = DeleteParams::default();
-    dp.propagation_policy = Some(match policy {
-        "Foreground" => kube::api::PropagationPolicy::Foreground,
-        "Orphan" => kube::api::PropagationPolicy::Orphan,
-        _ => kube::api::PropagationPolicy::Background,
-    });
-    dp
+    match policy {
+        "Foreground" => DeleteParams::foreground(),
+        "Orphan" => DeleteParams::orphan(),
+        _ => DeleteParams::background(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
