@@ -1,5 +1,5 @@
 //! The one error type of the crate. A reconcile that fails with it is logged and retried with
-//! backoff; only [`Error::Fatal`]-class problems (none today) would end [`crate::run`].
+//! per-object backoff; it never ends [`crate::run`].
 
 use std::path::PathBuf;
 

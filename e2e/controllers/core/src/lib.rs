@@ -8,6 +8,7 @@
 //! kube-controller-manager, because real clients and tests compare them.
 
 mod discovery;
+pub mod disruption;
 pub mod endpoints;
 mod error;
 mod finalizers;
@@ -21,6 +22,7 @@ pub mod volumes;
 
 use std::path::PathBuf;
 
+pub use disruption::run_disruption;
 pub use endpoints::run_endpoints;
 pub use error::Error;
 pub use gc::run_gc;
@@ -39,9 +41,17 @@ pub struct CoreOptions {
     pub root_ca_pem: String,
 }
 
-/// Run every core controller until a fatal error. Errors of single objects are logged and
-/// retried with backoff; they never end this future.
+/// Run every core controller. Errors of single objects are logged and retried with per-object
+/// backoff, and watch errors are retried by the watchers, so this future does not end while the
+/// process runs; its `Result` is for a controller that gives up (none does today).
 pub async fn run(client: kube::Client, options: CoreOptions) -> Result<(), Error> {
-    let _ = options;
-    run_endpoints(client).await
+    tokio::try_join!(
+        run_endpoints(client.clone()),
+        run_volumes(client.clone(), options.node_name, options.volumes_dir),
+        run_gc(client.clone()),
+        run_namespaces(client.clone()),
+        run_service_accounts(client.clone(), options.root_ca_pem),
+        run_disruption(client),
+    )?;
+    Ok(())
 }
