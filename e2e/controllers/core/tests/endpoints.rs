@@ -30,6 +30,67 @@ async fn slices_of(api: &Api<EndpointSlice>, svc: &str) -> Vec<EndpointSlice> {
         .items
 }
 
+/// Watch objects from now on until `done` holds for one; count the writes, failing on a write
+/// that left the object's content (everything but metadata bookkeeping) unchanged.
+async fn writes_until<K>(
+    api: Api<K>,
+    labels: &'static str,
+    listed: tokio::sync::oneshot::Sender<()>,
+    done: impl Fn(&K) -> bool,
+) -> usize
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Send
+        + 'static,
+{
+    use futures_util::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let content = |k: &K| {
+        let mut v = serde_json::to_value(k).unwrap();
+        let meta = v["metadata"].as_object_mut().unwrap();
+        for f in ["resourceVersion", "managedFields", "generation"] {
+            meta.remove(f);
+        }
+        v
+    };
+    let mut last: std::collections::HashMap<String, serde_json::Value> = Default::default();
+    let mut writes = 0;
+    let mut listed = Some(listed);
+    let mut stream = watcher::watcher(api, watcher::Config::default().labels(labels)).boxed();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let event = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("no final write")
+            .unwrap()
+            .unwrap();
+        match event {
+            Event::InitApply(k) => {
+                last.insert(kube::ResourceExt::name_any(&k), content(&k));
+            }
+            Event::Apply(k) => {
+                let c = content(&k);
+                let previous = last.insert(kube::ResourceExt::name_any(&k), c.clone());
+                assert_ne!(previous.as_ref(), Some(&c), "a write without a change");
+                writes += 1;
+                if done(&k) {
+                    return writes;
+                }
+            }
+            Event::InitDone => {
+                if let Some(tx) = listed.take() {
+                    let _ = tx.send(());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// (ip, ready, serving, terminating, hostname) of every endpoint of the Service's slices.
 async fn endpoint_summary(
     api: &Api<EndpointSlice>,
@@ -211,19 +272,32 @@ async fn slices_and_endpoints_follow_pods() {
         }
     })
     .await;
-    let rv = |s: &[EndpointSlice]| {
-        s.iter()
-            .map(|s| s.metadata.resource_version.clone())
-            .collect::<Vec<_>>()
-    };
-    let before = rv(&slices_of(&slices, "web").await);
-    let ep_before = endpoints
-        .get("web")
-        .await
-        .unwrap()
-        .metadata
-        .resource_version;
-    // an unrelated pod label change triggers reconciles of every Service of the namespace
+    // no write churn: watch the slices and Endpoints while an unrelated pod label changes and
+    // then etcd-1 leaves the selector; every write seen must change the content
+    let (slices_listed, slices_ready) = tokio::sync::oneshot::channel();
+    let (endpoints_listed, endpoints_ready) = tokio::sync::oneshot::channel();
+    let slice_writes = tokio::spawn(writes_until(
+        slices.clone(),
+        "kubernetes.io/service-name=web",
+        slices_listed,
+        |s: &EndpointSlice| s.endpoints.len() == 1,
+    ));
+    let endpoints_writes = tokio::spawn(writes_until(
+        endpoints.clone(),
+        "",
+        endpoints_listed,
+        |e: &Endpoints| {
+            e.metadata.name.as_deref() == Some("web")
+                && e.subsets
+                    .iter()
+                    .flatten()
+                    .flat_map(|s| s.addresses.iter().flatten())
+                    .count()
+                    == 1
+        },
+    ));
+    slices_ready.await.unwrap();
+    endpoints_ready.await.unwrap();
     pods.patch(
         "etcd-0",
         &PatchParams::default(),
@@ -231,23 +305,6 @@ async fn slices_and_endpoints_follow_pods() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        rv(&slices_of(&slices, "web").await),
-        before,
-        "unchanged slices were rewritten"
-    );
-    assert_eq!(
-        endpoints
-            .get("web")
-            .await
-            .unwrap()
-            .metadata
-            .resource_version,
-        ep_before
-    );
-
-    // a pod leaves the selector: gone from slices and Endpoints
     pods.patch(
         "etcd-1",
         &PatchParams::default(),
@@ -255,15 +312,11 @@ async fn slices_and_endpoints_follow_pods() {
     )
     .await
     .unwrap();
-    eventually("etcd-1 out of web", WAIT, || async {
-        let got = endpoint_summary(&slices, "web").await;
-        if got.len() == 1 {
-            Ok(())
-        } else {
-            Err(format!("{got:?}"))
-        }
-    })
-    .await;
+    let (slice_writes, endpoints_writes) =
+        (slice_writes.await.unwrap(), endpoints_writes.await.unwrap());
+    assert_eq!(slice_writes, 1, "slice writes");
+    assert_eq!(endpoints_writes, 1, "Endpoints writes");
+    assert_eq!(endpoint_summary(&slices, "web").await.len(), 1);
 
     // the Service goes: its Endpoints go too
     services.delete("web", &Default::default()).await.unwrap();
