@@ -101,7 +101,11 @@ impl LocalKube {
         if api_only {
             command.arg("up").arg("--api-only");
         } else {
-            command.arg("up");
+            // The node agent maps etcd images to the installed etcd binaries of this directory.
+            command
+                .arg("up")
+                .arg("--tools-dir")
+                .arg(Tools::from_env().dir());
         }
         command
             .arg("--state-dir")
@@ -158,6 +162,19 @@ impl LocalKube {
 
     pub fn log_path(&self) -> &Path {
         self.process.log_path()
+    }
+
+    /// The pid of the `localkube up` process (for checks that everything it started is gone).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// What `localkube up` wrote about its network (`state/network.json`: index, bridge,
+    /// gateway, DNS server, pod and Service CIDRs); absent with `--api-only`.
+    pub fn network(&self) -> Result<String, HarnessError> {
+        let path = self.state_dir().join("network.json");
+        std::fs::read_to_string(&path)
+            .map_err(|e| HarnessError::io(format!("reading {}", path.display()), e))
     }
 
     /// Run kubectl of `clients` against this instance (own discovery cache per instance).

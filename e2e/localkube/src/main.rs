@@ -36,6 +36,34 @@ enum Command {
         /// that run one of those components themselves against the API).
         #[arg(long)]
         api_only: bool,
+        /// Where the installed etcd binaries are (`etcd-3.5`, `etcdctl-3.5`, `etcdutl-3.5`,
+        /// `etcd-3.4`, `etcdctl-3.4`): the default image map serves the etcd images from them.
+        #[arg(long, env = "LOCALKUBE_TOOLS_DIR")]
+        tools_dir: Option<PathBuf>,
+        /// An image map file (YAML) to use instead of the default one.
+        #[arg(long)]
+        image_map: Option<PathBuf>,
+    },
+    /// Run a host command with the cluster's DNS (e.g. an operator under `cargo run`, which then
+    /// resolves `<pod>.<service>.<ns>.svc` names as it would inside a Pod).
+    Run {
+        /// The state directory of the running `localkube up`.
+        #[arg(long, default_value = ".localkube")]
+        state_dir: PathBuf,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Internal: the node agent's sandbox shim.
+    #[command(hide = true)]
+    SandboxShim {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+    /// Internal: an in-cluster kube-rs client (tests run it inside pods).
+    #[command(hide = true)]
+    InCluster {
+        /// What to do: `list-pods` (in the pod's namespace).
+        action: String,
     },
     /// Internal: run PROGRAM so that it dies with the process whose pid is given.
     #[command(hide = true)]
@@ -48,33 +76,60 @@ enum Command {
     },
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOCALKUBE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+/// The shims run before any thread exists: entering namespaces (unshare/setns of the mount
+/// namespace) is refused to multi-threaded processes, so no tokio runtime is built for them.
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if let Command::Shim {
-        parent,
-        program,
-        args,
-    } = &cli.command
-    {
-        let err = localkube::shim::exec(*parent, program, args);
-        eprintln!("localkube shim: {program}: {err}");
-        return std::process::ExitCode::from(127);
+    match cli.command {
+        Command::SandboxShim { args } => localkube_sandbox::shim_main(args),
+        Command::Shim {
+            parent,
+            program,
+            args,
+        } => {
+            let err = localkube::shim::exec(parent, &program, &args);
+            eprintln!("localkube shim: {program}: {err}");
+            std::process::ExitCode::from(127)
+        }
+        command => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("LOCALKUBE_LOG")
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("localkube: starting the async runtime: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(run_command(command)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("localkube: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
     }
-    let result = match cli.command {
+}
+
+async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    match command {
         Command::Up {
             state_dir,
             address,
             port,
             etcd_binary,
             api_only,
+            tools_dir,
+            image_map,
         } => {
             localkube::up::up(localkube::up::UpOptions {
                 state_dir,
@@ -82,16 +137,13 @@ async fn main() -> std::process::ExitCode {
                 port,
                 etcd_binary,
                 api_only,
+                tools_dir,
+                image_map,
             })
             .await
         }
-        Command::Shim { .. } => Ok(()),
-    };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("localkube: {e}");
-            std::process::ExitCode::FAILURE
-        }
+        Command::Run { state_dir, command } => localkube::run::run(&state_dir, &command).await,
+        Command::InCluster { action } => localkube::run::in_cluster(&action).await,
+        Command::Shim { .. } | Command::SandboxShim { .. } => Ok(()),
     }
 }

@@ -51,6 +51,7 @@ fn cell(values: Vec<Value>, kind: &str) -> Value {
         [] => Value::Null,
         [one] => match (kind, one) {
             ("string", Value::String(_)) => one.clone(),
+            ("date", Value::String(ts)) => json!(human_age(ts)),
             ("string", other) => json!(other.to_string()),
             _ => one.clone(),
         },
@@ -67,7 +68,67 @@ fn cell(values: Vec<Value>, kind: &str) -> Value {
 }
 
 fn age(obj: &Value) -> Value {
-    obj["metadata"]["creationTimestamp"].clone()
+    json!(human_age(
+        obj["metadata"]["creationTimestamp"].as_str().unwrap_or("")
+    ))
+}
+
+/// A timestamp as the time since then, the way kube-apiserver fills `date` cells
+/// (`ConvertToHumanReadableDateType`).
+fn human_age(timestamp: &str) -> String {
+    match timestamp.parse::<jiff::Timestamp>() {
+        Ok(t) => human_duration((jiff::Timestamp::now() - t).get_seconds()),
+        Err(_) => "<unknown>".into(),
+    }
+}
+
+/// apimachinery's `duration.HumanDuration`: two significant units, coarser with age.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        return match seconds % 60 {
+            0 => format!("{minutes}m"),
+            s => format!("{minutes}m{s}s"),
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        return match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        return match hours % 24 {
+            0 => format!("{}d", hours / 24),
+            h => format!("{}d{h}h", hours / 24),
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        return match (hours / 24) % 365 {
+            0 => format!("{}y", hours / 24 / 365),
+            d => format!("{}y{d}d", hours / 24 / 365),
+        };
+    }
+    format!("{}y", hours / 24 / 365)
 }
 
 fn partial(obj: &Value) -> Value {
@@ -376,6 +437,23 @@ pub fn table(rt: &ResourceType, items: Vec<Value>, metadata: Value, query: &Quer
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        for (secs, want) in [
+            (-5, "<invalid>"),
+            (5, "5s"),
+            (119, "119s"),
+            (150, "2m30s"),
+            (600, "10m"),
+            (3 * 3600 + 60, "3h1m"),
+            (30 * 3600, "30h"),
+            (3 * 86400 + 3600, "3d1h"),
+            (40 * 86400, "40d"),
+        ] {
+            assert_eq!(human_duration(secs), want, "{secs}");
+        }
+    }
 
     #[test]
     fn json_path_reads_printer_column_paths() {

@@ -20,6 +20,11 @@ pub struct UpOptions {
     pub etcd_binary: PathBuf,
     /// Serve the API alone (no controllers, node agent, DNS or proxy).
     pub api_only: bool,
+    /// Where the etcd binaries of the default image map are (`etcd-3.5`, `etcdctl-3.5`,
+    /// `etcdutl-3.5`, `etcd-3.4`, `etcdctl-3.4`: the layout `make deps` creates).
+    pub tools_dir: Option<PathBuf>,
+    /// An image map file replacing the default one.
+    pub image_map: Option<PathBuf>,
 }
 
 pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {
@@ -43,21 +48,30 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     let kubeconfig_path = opts.state_dir.join("kubeconfig");
     // A stale kubeconfig would tell a waiting client we are ready before we are.
     let _ = std::fs::remove_file(&kubeconfig_path);
-    let service_cidr = crate::services::ServiceCidr::new(0);
-    let pki = Pki::load_or_generate(
-        &opts.state_dir.join("pki"),
-        &[opts.address, service_cidr.kubernetes_ip().into()],
-    )?;
+    // The node network first: its index picks this instance's pod and Service CIDRs.
+    let network = if opts.api_only {
+        None
+    } else {
+        Some(crate::components::claim_network(&opts.state_dir).await?)
+    };
+    let index = network.as_ref().map(|n| n.index()).unwrap_or(0);
+    let service_cidr = crate::services::ServiceCidr::new(index);
+    let mut serving_ips = vec![opts.address, service_cidr.kubernetes_ip().into()];
+    if let Some(net) = &network {
+        serving_ips.push(net.gateway().into());
+    }
+    let pki = Pki::load_or_generate(&opts.state_dir.join("pki"), &serving_ips)?;
     let etcd = EtcdProcess::start(&opts.etcd_binary, &opts.state_dir, opts.address).await?;
     std::fs::write(opts.state_dir.join("etcd-endpoint"), &etcd.endpoint)?;
     let client = etcd_client::Client::connect([etcd.endpoint.as_str()], None).await?;
+    let logs_dir = opts.state_dir.join("node/logs");
     let server = Arc::new(ApiServer {
         store: Store::new(client),
         registry: Default::default(),
         version: discovery::KUBERNETES_VERSION.to_string(),
         service_account_admission: !opts.api_only,
         service_cidr,
-        logs_dir: None,
+        logs_dir: network.as_ref().map(|_| logs_dir.clone()),
     });
     let listener = crate::server::bind(SocketAddr::new(opts.address, opts.port)).await?;
     let local = listener.local_addr()?;
@@ -67,7 +81,23 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     let tls = crate::server::tls_config(&pki)?;
     let serving = tokio::spawn(crate::server::serve(listener, tls, server.clone()));
     let url = format!("https://{}:{}", opts.address, local.port());
-    write_atomically(&kubeconfig_path, &kubeconfig(&pki, &url))?;
+    let admin_kubeconfig = kubeconfig(&pki, &url);
+    let components = match network {
+        Some(network) => Some(
+            crate::components::Components::start(crate::components::ComponentOptions {
+                state_dir: opts.state_dir.clone(),
+                kubeconfig: admin_kubeconfig.clone(),
+                ca_pem: pki.ca_cert.clone(),
+                network,
+                logs_dir,
+                tools_dir: opts.tools_dir.clone(),
+                image_map: opts.image_map.clone(),
+            })
+            .await?,
+        ),
+        None => None,
+    };
+    write_atomically(&kubeconfig_path, &admin_kubeconfig)?;
     tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "localkube is serving");
     println!(
         "localkube is serving at {url}\nexport KUBECONFIG={}",
@@ -80,9 +110,13 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         _ = term.recv() => {},
     }
     tracing::info!("stopping");
+    let _ = std::fs::remove_file(&kubeconfig_path);
+    // Pods first (they may need the API to report their end), then the API, then etcd.
+    if let Some(components) = components {
+        components.stop().await;
+    }
     serving.abort();
     compactor.abort();
-    let _ = std::fs::remove_file(&kubeconfig_path);
     etcd.stop().await;
     Ok(())
 }

@@ -1,0 +1,228 @@
+//! Everything `localkube up` runs beyond the API server (spec §b–§d): the node network, the
+//! controllers, the node agent, cluster DNS and the Service proxy. Each talks to the API server
+//! through kube-rs with the admin credentials, like kube-controller-manager and the kubelet do,
+//! so they exercise the same list/watch paths the operators use.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use localkube_sandbox::{HostNetwork, Shim};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub const NODE_NAME: &str = crate::bootstrap::NODE_NAME;
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+/// How long stopping may take for all pods together before localkube gives up waiting (their
+/// processes die with it anyway: every container carries a parent-death signal).
+const STOP_TIMEOUT: Duration = Duration::from_secs(40);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Claim this instance's node network: the index recorded in the state directory if there is
+/// one (its Services' ClusterIPs and the serving certificate depend on it), else the first free.
+pub async fn claim_network(state_dir: &Path) -> Result<HostNetwork, BoxError> {
+    let index_file = state_dir.join("network-index");
+    let preferred = std::fs::read_to_string(&index_file)
+        .ok()
+        .and_then(|s| s.trim().parse::<u8>().ok());
+    let shim = Shim {
+        program: std::env::current_exe()?,
+        leading_args: vec!["sandbox-shim".into()],
+    };
+    let network = HostNetwork::claim(preferred, shim).await.map_err(|e| match preferred {
+        Some(n) => format!(
+            "this state directory uses node network {n} (Service IPs 10.96.{n}.0/24), which is not free: {e}"
+        ),
+        None => format!("claiming a node network: {e}"),
+    })?;
+    std::fs::write(&index_file, network.index().to_string())?;
+    Ok(network)
+}
+
+pub struct ComponentOptions {
+    pub state_dir: PathBuf,
+    /// The admin kubeconfig (YAML) the components authenticate with.
+    pub kubeconfig: String,
+    pub ca_pem: String,
+    pub network: HostNetwork,
+    pub logs_dir: PathBuf,
+    pub tools_dir: Option<PathBuf>,
+    pub image_map: Option<PathBuf>,
+}
+
+pub struct Components {
+    network: Arc<HostNetwork>,
+    node_shutdown: watch::Sender<bool>,
+    node: JoinHandle<()>,
+    background: Vec<JoinHandle<()>>,
+}
+
+/// `ServiceAddresses` of the proxy: ClusterIPs as /32 addresses on the instance's bridge.
+struct BridgeAddresses {
+    bridge: String,
+}
+
+impl localkube_network::ServiceAddresses for BridgeAddresses {
+    fn add(&self, ip: Ipv4Addr) -> std::io::Result<()> {
+        self.ip(&["addr", "replace", &format!("{ip}/32"), "dev", &self.bridge])
+    }
+
+    fn remove(&self, ip: Ipv4Addr) -> std::io::Result<()> {
+        self.ip(&["addr", "del", &format!("{ip}/32"), "dev", &self.bridge])
+    }
+}
+
+impl BridgeAddresses {
+    fn ip(&self, args: &[&str]) -> std::io::Result<()> {
+        let out = std::process::Command::new("ip").args(args).output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+}
+
+pub async fn kube_client(kubeconfig: &str) -> Result<kube::Client, BoxError> {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn spawn_logged<F, E>(name: &'static str, fut: F) -> JoinHandle<()>
+where
+    F: std::future::Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display,
+{
+    tokio::spawn(async move {
+        match fut.await {
+            Ok(()) => tracing::warn!(component = name, "stopped"),
+            Err(e) => tracing::error!(component = name, error = %e, "failed"),
+        }
+    })
+}
+
+impl Components {
+    pub async fn start(opts: ComponentOptions) -> Result<Components, BoxError> {
+        let client = kube_client(&opts.kubeconfig).await?;
+        let network = Arc::new(opts.network);
+        let gateway = network.gateway();
+        write_network_file(&opts.state_dir, &network)?;
+        let images = crate::images::load(
+            &opts.state_dir,
+            opts.tools_dir.as_deref(),
+            opts.image_map.as_deref(),
+        )?;
+        let background = vec![
+            spawn_logged(
+                "workload controllers",
+                localkube_workloads::run(
+                    client.clone(),
+                    localkube_workloads::WorkloadOptions {
+                        node_name: NODE_NAME.to_string(),
+                    },
+                ),
+            ),
+            spawn_logged(
+                "core controllers",
+                localkube_core_controllers::run(
+                    client.clone(),
+                    localkube_core_controllers::CoreOptions {
+                        node_name: NODE_NAME.to_string(),
+                        volumes_dir: opts.state_dir.join("volumes"),
+                        root_ca_pem: opts.ca_pem.clone(),
+                    },
+                ),
+            ),
+            spawn_logged(
+                "cluster DNS",
+                localkube_network::run_dns(
+                    client.clone(),
+                    localkube_network::DnsOptions {
+                        listen: SocketAddr::new(gateway.into(), 53),
+                        cluster_domain: CLUSTER_DOMAIN.to_string(),
+                        upstream: None,
+                    },
+                ),
+            ),
+            spawn_logged(
+                "service proxy",
+                localkube_network::run_proxy(
+                    client.clone(),
+                    Arc::new(BridgeAddresses {
+                        bridge: network.bridge_name(),
+                    }),
+                ),
+            ),
+        ];
+        let (node_shutdown, shutdown_rx) = watch::channel(false);
+        let node = spawn_logged(
+            "node agent",
+            localkube_node::run(
+                client,
+                localkube_node::NodeOptions {
+                    node_name: NODE_NAME.to_string(),
+                    root: opts.state_dir.join("node"),
+                    logs_dir: opts.logs_dir,
+                    images,
+                    network: network.clone(),
+                    dns_server: gateway,
+                    cluster_domain: CLUSTER_DOMAIN.to_string(),
+                    host_ip: gateway,
+                },
+                shutdown_rx,
+            ),
+        );
+        Ok(Components {
+            network,
+            node_shutdown,
+            node,
+            background,
+        })
+    }
+
+    /// Stop the pods (gracefully, bounded), then everything else, then remove the bridge.
+    pub async fn stop(self) {
+        let _ = self.node_shutdown.send(true);
+        if tokio::time::timeout(STOP_TIMEOUT, self.node).await.is_err() {
+            tracing::warn!("pods did not stop in time; their processes die with localkube");
+        }
+        for task in &self.background {
+            task.abort();
+        }
+        for task in self.background {
+            let _ = task.await;
+        }
+        match Arc::try_unwrap(self.network) {
+            Ok(network) => {
+                if let Err(e) = network.release().await {
+                    tracing::warn!(error = %e, "releasing the node network");
+                }
+            }
+            Err(_) => tracing::warn!("the node network is still in use; its bridge goes on drop"),
+        }
+    }
+}
+
+/// `state/network.json`: what `localkube run` and tests need to know about this instance.
+fn write_network_file(state_dir: &Path, network: &HostNetwork) -> std::io::Result<()> {
+    let info = serde_json::json!({
+        "index": network.index(),
+        "bridge": network.bridge_name(),
+        "gateway": network.gateway().to_string(),
+        "dnsServer": network.gateway().to_string(),
+        "clusterDomain": CLUSTER_DOMAIN,
+        "podCIDR": network.pod_cidr(),
+        "serviceCIDR": network.service_cidr(),
+    });
+    std::fs::write(
+        state_dir.join("network.json"),
+        serde_json::to_string_pretty(&info).unwrap_or_default(),
+    )
+}

@@ -1,0 +1,82 @@
+//! The node agent's image map (spec §c): which host binaries an image reference stands for.
+//! Without `--image-map`, localkube writes a default one to `state/images.yaml`:
+//! - the etcd images (`gcr.io/etcd-development/etcd`, `quay.io/coreos/etcd`) at `v3.5.*` and
+//!   `v3.4.*` → the installed etcd binaries of that minor (from `--tools-dir`), at
+//!   `/usr/local/bin`, as the upstream images lay them out;
+//! - `localkube.io/localkube` → this localkube binary (used by tests for in-cluster clients);
+//! - `busybox` → the host's own tools (a container sees the host's filesystem plus its mounts).
+//!
+//! A user's file replaces the default entirely; see e2e/README.md for the format.
+
+use std::path::{Path, PathBuf};
+
+use localkube_podspec::image_map::ImageMap;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const ETCD_REPOSITORIES: [&str; 2] = ["gcr.io/etcd-development/etcd", "quay.io/coreos/etcd"];
+const HOST_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+pub fn load(
+    state_dir: &Path,
+    tools_dir: Option<&Path>,
+    user_map: Option<&Path>,
+) -> Result<ImageMap, BoxError> {
+    let text = match user_map {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("reading the image map {}: {e}", path.display()))?,
+        None => {
+            let text = default_map(state_dir, tools_dir)?;
+            std::fs::write(state_dir.join("images.yaml"), &text)?;
+            text
+        }
+    };
+    Ok(ImageMap::parse(&text)?)
+}
+
+/// One directory per etcd minor under `state/images/`, holding `etcd`, `etcdctl` (and
+/// `etcdutl` for 3.5) as symlinks to the installed binaries: the names the image has.
+fn etcd_bin_dir(state_dir: &Path, tools: &Path, minor: &str) -> Result<Option<PathBuf>, BoxError> {
+    let dir = state_dir.join("images").join(format!("etcd-{minor}"));
+    std::fs::create_dir_all(&dir)?;
+    let mut any = false;
+    for tool in ["etcd", "etcdctl", "etcdutl"] {
+        let source = tools.join(format!("{tool}-{minor}"));
+        let Ok(target) = std::fs::canonicalize(&source) else {
+            continue;
+        };
+        let link = dir.join(tool);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link)?;
+        any = true;
+    }
+    Ok(any.then_some(dir))
+}
+
+fn default_map(state_dir: &Path, tools_dir: Option<&Path>) -> Result<String, BoxError> {
+    let mut out = String::from("# Written by localkube up (the default image map).\nimages:\n");
+    if let Some(tools) = tools_dir {
+        for (minor, tags) in [("3.5", "v3.5.*"), ("3.4", "v3.4.*")] {
+            let Some(dir) = etcd_bin_dir(state_dir, tools, minor)? else {
+                continue;
+            };
+            for repo in ETCD_REPOSITORIES {
+                out.push_str(&format!(
+                    "- repository: {repo}\n  tags: [\"{tags}\"]\n  mounts: [{{hostPath: \"{}\", mountPath: /usr/local/bin}}]\n  entrypoint: [/usr/local/bin/etcd]\n  env: {{PATH: \"{HOST_PATH}\"}}\n",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    let exe = std::env::current_exe()?;
+    if let Some(exe_dir) = exe.parent() {
+        out.push_str(&format!(
+            "- repository: localkube.io/localkube\n  mounts: [{{hostPath: \"{}\", mountPath: /opt/localkube/bin}}]\n  entrypoint: [/opt/localkube/bin/localkube]\n  env: {{PATH: \"/opt/localkube/bin:{HOST_PATH}\"}}\n",
+            exe_dir.display()
+        ));
+    }
+    out.push_str(&format!(
+        "- repository: docker.io/library/busybox\n  cmd: [sh]\n  env: {{PATH: \"{HOST_PATH}\"}}\n"
+    ));
+    Ok(out)
+}

@@ -1,0 +1,432 @@
+//! The node agent with real clients (spec §g item 6): pods really run, with env, volumes,
+//! init containers, probes, restarts, graceful termination, logs and in-cluster kube-rs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+
+const POD_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn env_volumes_init_containers_readiness_and_logs() {
+    let lk = start_full().await;
+    let kc = clients(KubePair::Current);
+    let client = client(&lk).await;
+    wait_for_default_sa(&client, "default").await;
+    apply(
+        &lk,
+        &kc,
+        "default",
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {MODE: fast, app.conf: "level=debug\n"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: envtest}
+spec:
+  selector: {app: envtest}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: envtest, labels: {app: envtest}}
+spec:
+  initContainers:
+  - {name: first, image: busybox, command: [sh, -c, 'echo first >> /work/order'], volumeMounts: [{name: work, mountPath: /work}]}
+  - {name: second, image: busybox, command: [sh, -c, 'echo second >> /work/order'], volumeMounts: [{name: work, mountPath: /work}]}
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c]
+    args:
+    - |
+      echo "pod=$(POD_NAME) ns=$POD_NS ip=$POD_IP mode=$MODE pw=$PASSWORD greeting=$GREETING home=${HOME:-unset}"
+      echo "order=$(cat /work/order | tr '\n' ,)"
+      echo "conf=$(cat /etc/settings/app.conf)"
+      echo "sa-ns=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
+      test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token-present
+      echo "hostname=$(hostname)"
+      (sleep 6; touch /work/ready) &
+      exec sleep 3600
+    env:
+    - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: POD_NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}}
+    - {name: GREETING, value: "hello-$(POD_NAME)"}
+    envFrom: [{configMapRef: {name: settings}}]
+    volumeMounts: [{name: work, mountPath: /work}, {name: settings, mountPath: /etc/settings}]
+    readinessProbe: {exec: {command: [test, -f, /work/ready]}, periodSeconds: 1}
+  volumes:
+  - {name: work, emptyDir: {}}
+  - {name: settings, configMap: {name: settings}}
+"#,
+    );
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    // Running but not yet Ready: the EndpointSlice lists the pod as not ready.
+    let running = wait_until("envtest Running", POD_TIMEOUT, || async {
+        let p = pods.get("envtest").await.map_err(|e| e.to_string())?;
+        let status = p.status.clone().unwrap_or_default();
+        match status.phase.as_deref() {
+            Some("Running") => Ok(p),
+            _ => Err(format!("{status:?}")),
+        }
+    })
+    .await;
+    let ip = running.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    assert!(ip.starts_with("10.244."), "pod IP from the pod CIDR: {ip}");
+    let slices: Api<EndpointSlice> = Api::default_namespaced(client.clone());
+    let readiness_of = |want: bool| {
+        let slices = slices.clone();
+        let ip = ip.clone();
+        async move {
+            let list = slices
+                .list(&ListParams::default().labels("kubernetes.io/service-name=envtest"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let ready = list
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .find(|e| e.addresses.contains(&ip))
+                .and_then(|e| e.conditions.as_ref()?.ready);
+            if ready == Some(want) {
+                Ok(())
+            } else {
+                Err(format!("ready={ready:?}"))
+            }
+        }
+    };
+    wait_until("endpoint listed not ready", Duration::from_secs(20), || {
+        readiness_of(false)
+    })
+    .await;
+    wait_pod_ready(&client, "default", "envtest", POD_TIMEOUT).await;
+    wait_until("endpoint ready", Duration::from_secs(20), || {
+        readiness_of(true)
+    })
+    .await;
+
+    let logs = lk.kubectl(&kc, &["logs", "envtest"]).unwrap();
+    for want in [
+        format!(
+            "pod=envtest ns=default ip={ip} mode=fast pw=s3cret greeting=hello-envtest home=/root"
+        ),
+        "order=first,second,".to_string(),
+        "conf=level=debug".to_string(),
+        "sa-ns=default".to_string(),
+        "token-present".to_string(),
+        "hostname=envtest".to_string(),
+    ] {
+        assert!(logs.contains(&want), "logs lack {want:?}:\n{logs}");
+    }
+    let tail = lk.kubectl(&kc, &["logs", "envtest", "--tail=1"]).unwrap();
+    assert_eq!(tail.trim(), "hostname=envtest");
+    let init = lk
+        .kubectl(&kc, &["logs", "envtest", "-c", "first"])
+        .unwrap();
+    assert_eq!(init, "", "the init container printed nothing");
+    let describe = lk.kubectl(&kc, &["describe", "pod", "envtest"]).unwrap();
+    assert!(describe.contains("Started"), "{describe}");
+}
+
+#[tokio::test]
+async fn liveness_restarts_bad_images_and_missing_keys_show_as_on_kubernetes() {
+    let lk = start_full().await;
+    let kc = clients(KubePair::Current);
+    let client = client(&lk).await;
+    wait_for_default_sa(&client, "default").await;
+    apply(
+        &lk,
+        &kc,
+        "default",
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: flaky}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c, 'touch /work/alive; sleep 2; rm /work/alive; exec sleep 3600']
+    volumeMounts: [{name: work, mountPath: /work}]
+    livenessProbe: {exec: {command: [test, -f, /work/alive]}, periodSeconds: 1, failureThreshold: 1}
+  volumes: [{name: work, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unmapped}
+spec:
+  containers: [{name: main, image: "example.com/not-an-image:1.0"}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nosecret}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: [sleep, "3600"]
+    env: [{name: X, valueFrom: {secretKeyRef: {name: missing, key: k}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nocommand}
+spec:
+  restartPolicy: Never
+  containers: [{name: main, image: busybox, command: [no-such-command-here]}]
+"#,
+    );
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let waiting_reason = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get(name).await.map_err(|e| e.to_string())?;
+            let s = p
+                .status
+                .and_then(|s| s.container_statuses)
+                .and_then(|cs| cs.into_iter().next());
+            Ok::<_, String>(s)
+        }
+    };
+    wait_until("liveness restart", Duration::from_secs(60), || async {
+        match waiting_reason("flaky").await? {
+            Some(s) if s.restart_count >= 1 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    wait_until("ImagePullBackOff", Duration::from_secs(60), || async {
+        match waiting_reason("unmapped").await? {
+            Some(s)
+                if s.state
+                    .as_ref()
+                    .and_then(|st| st.waiting.as_ref())
+                    .and_then(|w| w.reason.as_deref())
+                    == Some("ImagePullBackOff") =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    wait_until(
+        "CreateContainerConfigError",
+        Duration::from_secs(30),
+        || async {
+            match waiting_reason("nosecret").await? {
+                Some(s) => {
+                    let w = s.state.and_then(|st| st.waiting).unwrap_or_default();
+                    if w.reason.as_deref() == Some("CreateContainerConfigError")
+                        && w.message.as_deref() == Some("secret \"missing\" not found")
+                    {
+                        Ok(())
+                    } else {
+                        Err(format!("{w:?}"))
+                    }
+                }
+                None => Err("no status".into()),
+            }
+        },
+    )
+    .await;
+    wait_until(
+        "a missing command fails the pod",
+        Duration::from_secs(30),
+        || async {
+            let p = pods.get("nocommand").await.map_err(|e| e.to_string())?;
+            let status = p.status.unwrap_or_default();
+            if status.phase.as_deref() == Some("Failed") {
+                Ok(())
+            } else {
+                Err(format!("{status:?}"))
+            }
+        },
+    )
+    .await;
+    let events = lk
+        .kubectl(
+            &kc,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=unmapped",
+            ],
+        )
+        .unwrap();
+    assert!(events.contains("Failed"), "{events}");
+}
+
+#[tokio::test]
+async fn graceful_termination_pvc_data_and_in_cluster_kube_rs() {
+    let lk = start_full().await;
+    let kc = clients(KubePair::Current);
+    let client = client(&lk).await;
+    wait_for_default_sa(&client, "default").await;
+    apply(
+        &lk,
+        &kc,
+        "default",
+        r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: writer}
+spec:
+  terminationGracePeriodSeconds: 20
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c]
+    args: ["echo started >> /data/log; trap 'echo got-term >> /data/log; exit 0' TERM; while true; do sleep 0.2; done"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 3
+  containers:
+  - {name: main, image: busybox, command: [sh, -c, "trap '' TERM; while true; do sleep 0.2; done"]}
+"#,
+    );
+    wait_pod_ready(&client, "default", "writer", POD_TIMEOUT).await;
+    wait_pod_ready(&client, "default", "stubborn", POD_TIMEOUT).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+
+    // SIGTERM first: the trap runs and the pod goes well before its 20 s grace period.
+    let started = Instant::now();
+    pods.delete("writer", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("writer gone", Duration::from_secs(30), || async {
+        match pods.get_opt("writer").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|p| p.map(|p| p.status)))),
+        }
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // SIGKILL at the grace period for a process that ignores SIGTERM.
+    let started = Instant::now();
+    pods.delete("stubborn", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("stubborn gone", Duration::from_secs(30), || async {
+        match pods.get_opt("stubborn").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|p| p.is_some()))),
+        }
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "killed only after the grace period: {:?}",
+        started.elapsed()
+    );
+
+    // The PVC outlives the pod: a new pod sees what the first one wrote, the trap's line too.
+    apply(
+        &lk,
+        &kc,
+        "default",
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: reader}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: busybox, command: [cat, /data/log], volumeMounts: [{name: data, mountPath: /data}]}
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lister}
+spec:
+  restartPolicy: Never
+  containers: [{name: main, image: localkube.io/localkube, args: [in-cluster, list-pods]}]
+"#,
+    );
+    wait_until("reader Succeeded", POD_TIMEOUT, || async {
+        let p = pods.get("reader").await.map_err(|e| e.to_string())?;
+        match p.status.and_then(|s| s.phase).as_deref() {
+            Some("Succeeded") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let log = lk.kubectl(&kc, &["logs", "reader"]).unwrap();
+    assert_eq!(log, "started\ngot-term\n");
+
+    // In-cluster kube-rs: forbidden without a Role, allowed with one.
+    let finished = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get(name).await.map_err(|e| e.to_string())?;
+            match p.status.and_then(|s| s.phase).as_deref() {
+                Some(phase @ ("Succeeded" | "Failed")) => Ok(phase.to_string()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    };
+    let phase = wait_until("lister done", POD_TIMEOUT, || finished("lister")).await;
+    let log = lk.kubectl(&kc, &["logs", "lister"]).unwrap();
+    assert_eq!(phase, "Failed", "{log}");
+    assert!(
+        log.contains("pods is forbidden: User \"system:serviceaccount:default:default\" cannot list resource \"pods\""),
+        "{log}"
+    );
+    apply(
+        &lk,
+        &kc,
+        "default",
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader}
+rules: [{apiGroups: [""], resources: [pods], verbs: [list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: pod-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+subjects: [{kind: ServiceAccount, name: default, namespace: default}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lister2}
+spec:
+  restartPolicy: Never
+  containers: [{name: main, image: localkube.io/localkube, args: [in-cluster, list-pods]}]
+"#,
+    );
+    let phase = wait_until("lister2 done", POD_TIMEOUT, || finished("lister2")).await;
+    let log = lk.kubectl(&kc, &["logs", "lister2"]).unwrap();
+    assert_eq!(phase, "Succeeded", "{log}");
+    assert!(log.contains("lister2"), "the pod lists itself: {log}");
+}
