@@ -34,7 +34,7 @@ async fn slices_of(api: &Api<EndpointSlice>, svc: &str) -> Vec<EndpointSlice> {
 /// that left the object's content (everything but metadata bookkeeping) unchanged.
 async fn writes_until<K>(
     api: Api<K>,
-    labels: &'static str,
+    config: kube::runtime::watcher::Config,
     listed: tokio::sync::oneshot::Sender<()>,
     done: impl Fn(&K) -> bool,
 ) -> usize
@@ -60,7 +60,7 @@ where
     let mut last: std::collections::HashMap<String, serde_json::Value> = Default::default();
     let mut writes = 0;
     let mut listed = Some(listed);
-    let mut stream = watcher::watcher(api, watcher::Config::default().labels(labels)).boxed();
+    let mut stream = watcher::watcher(api, config).boxed();
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let event = tokio::time::timeout_at(deadline, stream.next())
@@ -278,13 +278,13 @@ async fn slices_and_endpoints_follow_pods() {
     let (endpoints_listed, endpoints_ready) = tokio::sync::oneshot::channel();
     let slice_writes = tokio::spawn(writes_until(
         slices.clone(),
-        "kubernetes.io/service-name=web",
+        kube::runtime::watcher::Config::default().labels("kubernetes.io/service-name=web"),
         slices_listed,
         |s: &EndpointSlice| s.endpoints.len() == 1,
     ));
     let endpoints_writes = tokio::spawn(writes_until(
         endpoints.clone(),
-        "",
+        kube::runtime::watcher::Config::default().fields("metadata.name=web"),
         endpoints_listed,
         |e: &Endpoints| {
             e.metadata.name.as_deref() == Some("web")

@@ -27,6 +27,8 @@ use desired::{CONTROLLER_NAME, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
 
 /// Endpoints carrying this annotation are leader-election records, never Service endpoints.
 const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
+/// When the Endpoints of a deleted Service are checked a second time.
+const RECHECK_AFTER_DELETE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Run the EndpointSlice/Endpoints controller and the cleanup of Endpoints whose Service is
 /// gone (slices go with their Service through the garbage collector: they carry an ownerRef).
@@ -79,6 +81,13 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         .namespace()
         .ok_or_else(|| Error::invalid(svc.name_any(), "a Service without a namespace"))?;
     let name = svc.name_any();
+    // The cache may still hold a Service that is gone: writing for it would leave orphans.
+    let live = Api::<Service>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&name)
+        .await?;
+    if live.as_ref().and_then(|l| l.metadata.uid.as_ref()) != svc.metadata.uid.as_ref() {
+        return done(svc.as_ref(), &ctx, Action::await_change());
+    }
     let slices_api = Api::<EndpointSlice>::namespaced(ctx.client.clone(), &ns);
     let ours = ListParams::default().labels(&format!(
         "{LABEL_SERVICE_NAME}={name},{LABEL_MANAGED_BY}={CONTROLLER_NAME}"
@@ -220,18 +229,16 @@ async fn clean_leftover_endpoints(client: Client) {
             }
         };
         let result = match event {
-            Event::Delete(svc) => {
+            Event::Delete(svc) if desired::selector(&svc).is_some() => {
                 let ns = svc.namespace().unwrap_or_default();
-                if desired::selector(&svc).is_some() {
-                    delete_ignoring_gone(
-                        &Api::<Endpoints>::namespaced(client.clone(), &ns),
-                        &svc.name_any(),
-                    )
+                let name = svc.name_any();
+                // A reconcile that read the Service just before it went may still write its
+                // Endpoints after this delete: look again once that write has landed.
+                tokio::spawn(recheck_deleted(client.clone(), ns.clone(), name.clone()));
+                delete_ignoring_gone(&Api::<Endpoints>::namespaced(client.clone(), &ns), &name)
                     .await
-                } else {
-                    Ok(())
-                }
             }
+            Event::Delete(_) => Ok(()),
             Event::Init => {
                 listed.clear();
                 Ok(())
@@ -246,6 +253,23 @@ async fn clean_leftover_endpoints(client: Client) {
         if let Err(e) = result {
             tracing::warn!(error = %e, "Endpoints cleanup");
         }
+    }
+}
+
+async fn recheck_deleted(client: Client, ns: String, name: String) {
+    tokio::time::sleep(RECHECK_AFTER_DELETE).await;
+    let result = async {
+        if Api::<Service>::namespaced(client.clone(), &ns)
+            .get_opt(&name)
+            .await?
+            .is_none()
+        {
+            delete_ignoring_gone(&Api::<Endpoints>::namespaced(client, &ns), &name).await?;
+        }
+        Ok::<(), Error>(())
+    };
+    if let Err(e) = result.await {
+        tracing::warn!(error = %e, namespace = %ns, name = %name, "Endpoints cleanup");
     }
 }
 
