@@ -126,7 +126,10 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
                 }
             }
         }
-        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        ("", "Secret") => {
+            merge_string_data(obj);
+            set_default(obj, "type", json!("Opaque"));
+        }
         ("", "PersistentVolumeClaim") => {
             if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
                 set_default(spec, "volumeMode", json!("Filesystem"));
@@ -185,9 +188,43 @@ fn job_spec(spec: &mut Value) {
     }
 }
 
+/// A Secret's `stringData` is write-only: the v1 → internal conversion merges it into `data`
+/// (base64, winning over `data` for the same key) and it is never stored or returned.
+fn merge_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(obj) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(string_data)) = obj.remove("stringData") else {
+        return;
+    };
+    let data = obj.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    for (k, v) in string_data {
+        let text = v
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string());
+        data[k.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_string_data_is_merged_into_data() {
+        let mut secret =
+            json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "new", "c": "z"}});
+        apply("", "Secret", &mut secret);
+        assert_eq!(
+            secret,
+            json!({"data": {"a": "eA==", "b": "bmV3", "c": "eg=="}})
+        );
+    }
 
     #[test]
     fn deployment_gets_what_helm_dereferences() {

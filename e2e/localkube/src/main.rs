@@ -121,6 +121,9 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // The graph has more than one rustls crypto provider; the in-process kube-rs clients of the
+    // controllers need one chosen process-wide.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match command {
         Command::Up {
             state_dir,

@@ -260,18 +260,12 @@ spec:
         },
     )
     .await;
-    let events = lk
-        .kubectl(
-            &kc,
-            &[
-                "get",
-                "events",
-                "--field-selector",
-                "involvedObject.name=unmapped",
-            ],
-        )
-        .unwrap();
-    assert!(events.contains("Failed"), "{events}");
+    let describe = lk.kubectl(&kc, &["describe", "pod", "unmapped"]).unwrap();
+    assert!(
+        describe.contains("Failed to pull image \"example.com/not-an-image:1.0\""),
+        "{describe}"
+    );
+    assert!(describe.contains("ImagePullBackOff"), "{describe}");
 }
 
 #[tokio::test]

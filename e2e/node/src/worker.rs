@@ -462,6 +462,12 @@ impl PodWorker {
     /// Start `c` unless its back-off has not expired (then it waits in CrashLoopBackOff).
     async fn start_if_due(&mut self, c: &Container, exit_tx: &mpsc::UnboundedSender<Exit>) {
         let pod_desc = format!("{}_{}({})", self.name, self.ns, self.uid);
+        // An image that does not resolve waits in ImagePullBackOff, not CrashLoopBackOff.
+        let image = c.image.clone().unwrap_or_default();
+        if self.options.images.resolve(&image).is_none() {
+            self.image_pull_failed(c, &image).await;
+            return;
+        }
         let rt = self.containers.entry(c.name.clone()).or_default();
         if let Some(until) = rt.backoff_until
             && Instant::now() < until
@@ -523,7 +529,11 @@ impl PodWorker {
             .as_ref()
             .and_then(|s| s.hostname.clone())
             .unwrap_or_else(|| self.name.clone());
-        let process_env = env.process_env(&hostname, Some(&image));
+        let mut process_env = env.process_env(&hostname, Some(&image));
+        // runc gives a process without HOME the home directory of its user (root here).
+        if !process_env.iter().any(|(k, _)| k == "HOME") {
+            process_env.push(("HOME".into(), "/root".into()));
+        }
         let argv = match localkube_podspec::command::container_argv(c, Some(&image), &env.vars) {
             Ok(argv) => argv,
             Err(e) => {
