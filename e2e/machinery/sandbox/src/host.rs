@@ -176,7 +176,7 @@ impl HostNetwork {
         let addr = format!("{service_ip}/32");
         ip_tolerant(
             &["addr", "del", &addr, "dev", &self.bridge_name()],
-            &["Cannot assign requested address"],
+            &["Cannot assign requested address", "Address not found"],
         )
         .await
     }

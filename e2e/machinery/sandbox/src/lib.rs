@@ -25,6 +25,7 @@ mod ip;
 mod ipam;
 mod launch;
 mod lookpath;
+mod netns;
 mod sandbox;
 mod shim;
 mod wire;

@@ -3,17 +3,15 @@
 //! these namespaces; the veth goes away with the namespace.
 
 use std::net::Ipv4Addr;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use tokio::process::Child;
 
 use crate::error::Error;
 use crate::host::{HostNetwork, Shared};
 use crate::ip::{ip, ip_batch_in_netns, ip_tolerant};
 use crate::launch::Output;
+use crate::netns::{kill_all_in, netns_id};
 use crate::wire::{PauseRequest, Report, Role};
 
 /// What the node agent asks for.
@@ -81,7 +79,7 @@ impl HostNetwork {
             destroyed: false,
         };
         // On error `sandbox` drops here: pause killed, IP released, veth gone with the netns.
-        sandbox.netns = netns_id(sandbox.pause_pid)
+        sandbox.netns = netns_id(&sandbox.pause_pid.to_string())
             .map_err(|e| Error::io("reading the pause process's network namespace", e))?;
         sandbox.wire_network(self.gateway()).await?;
         Ok(sandbox)
@@ -121,7 +119,7 @@ impl PodSandbox {
 
     /// True when `pid` runs in this pod's network namespace.
     pub(crate) fn owns(&self, pid: u32) -> bool {
-        netns_id(pid).is_ok_and(|id| id == self.netns)
+        netns_id(&pid.to_string()).is_ok_and(|id| id == self.netns)
     }
 
     /// Kills every process in the pod (containers still running, exec'd commands, the pause
@@ -135,17 +133,11 @@ impl PodSandbox {
         deleted
     }
 
-    /// SIGKILLs every process whose network namespace is the pod's. Repeated because a process
-    /// may fork while we scan; zombies have no namespaces left, so the loop ends.
+    /// SIGKILLs every process of the pod, the pause process included.
     fn kill_all(&self) {
-        for _ in 0..20 {
-            let pids = pids_in_netns(self.netns);
-            if pids.is_empty() {
-                return;
-            }
-            for pid in pids {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
+        // (0, 0): the sandbox failed before its namespace was known; only `pause` to kill.
+        if self.netns != (0, 0) {
+            kill_all_in(self.netns, None);
         }
     }
 }
@@ -158,20 +150,4 @@ impl Drop for PodSandbox {
             self.net.release_ip(self.ip);
         }
     }
-}
-
-pub(crate) fn netns_id(pid: u32) -> std::io::Result<(u64, u64)> {
-    let m = std::fs::metadata(format!("/proc/{pid}/ns/net"))?;
-    Ok((m.dev(), m.ino()))
-}
-
-fn pids_in_netns(netns: (u64, u64)) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| netns_id(*pid).is_ok_and(|id| id == netns))
-        .filter_map(|pid| i32::try_from(pid).ok())
-        .collect()
 }

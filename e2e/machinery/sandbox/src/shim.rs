@@ -19,10 +19,11 @@ use std::process::{Command, ExitCode};
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
-use nix::sys::signal::Signal;
+use nix::sys::signal::{SigSet, Signal};
 
 use crate::container::BindMount;
 use crate::lookpath::look_path;
+use crate::netns::{kill_all_in, netns_id};
 use crate::wire::{ContainerRequest, ExecRequest, Failure, PauseRequest, Report, Role};
 
 /// The shim's exit code when it fails before the program runs (the shell's "cannot execute").
@@ -44,12 +45,15 @@ pub fn shim_main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(SETUP_FAILED);
         }
     };
-    let Err(failure) = match role {
-        Role::Pause => decode(&request).and_then(|r| pause(r, &mut control)),
-        Role::Container => decode(&request).and_then(container),
-        Role::Exec => decode(&request).and_then(exec),
+    let failure = match role {
+        Role::Pause => match decode(&request).and_then(|r| pause(r, &mut control)) {
+            Ok(()) => return ExitCode::SUCCESS,
+            Err(f) => f,
+        },
+        Role::Container => failed(decode(&request).and_then(container)),
+        Role::Exec => failed(decode(&request).and_then(exec)),
     };
-    // Only failures get here: success is `execve` (or the pause loop, which never returns).
+    // Only failures get here: a container or exec that succeeds has become its program.
     let report = serde_json::to_vec(&Report::Failed(failure)).unwrap_or_default();
     let _ = control.write_all(&report);
     ExitCode::from(SETUP_FAILED)
@@ -66,14 +70,21 @@ fn take_control() -> std::io::Result<(Vec<u8>, UnixStream)> {
     Ok((request, UnixStream::from(control)))
 }
 
+fn failed(result: Result<std::convert::Infallible, Failure>) -> Failure {
+    match result {
+        Ok(never) => match never {},
+        Err(f) => f,
+    }
+}
+
 fn decode<T: serde::de::DeserializeOwned>(request: &[u8]) -> Result<T, Failure> {
     serde_json::from_slice(request).map_err(|e| Failure::setup("request", e))
 }
 
-/// PR_SET_PDEATHSIG survives execve, so the program dies with localkube even after a SIGKILL.
-/// If localkube died before the prctl, our parent is already someone else: give up.
-fn tie_to_parent(parent: u32) -> Result<(), Failure> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| Failure::setup("pdeathsig", e))?;
+/// PR_SET_PDEATHSIG survives execve, so the program gets `signal` when localkube dies, even by
+/// SIGKILL. If localkube died before the prctl, our parent is already someone else: give up.
+fn tie_to_parent(parent: u32, signal: Signal) -> Result<(), Failure> {
+    nix::sys::prctl::set_pdeathsig(signal).map_err(|e| Failure::setup("pdeathsig", e))?;
     let now = nix::unistd::getppid().as_raw();
     if u32::try_from(now).ok() != Some(parent) {
         return Err(Failure::setup(
@@ -90,8 +101,19 @@ fn new_session() -> Result<(), Failure> {
         .map_err(|e| Failure::setup("setsid", e))
 }
 
-fn pause(req: PauseRequest, control: &mut UnixStream) -> Result<std::convert::Infallible, Failure> {
-    tie_to_parent(req.parent)?;
+/// The pause process. It also answers for the pod when localkube dies: a container's main
+/// process gets SIGKILL from its own death signal, but whatever it forked does not inherit that.
+/// So the pause process gets SIGTERM instead, and SIGKILLs every process in the pod's network
+/// namespace before it exits, the way the end of a pod's PID namespace or cgroup would.
+fn pause(req: PauseRequest, control: &mut UnixStream) -> Result<(), Failure> {
+    let mut stop = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        stop.add(sig);
+    }
+    // Blocked, so they wait for `stop.wait()` instead of killing us before the cleanup.
+    stop.thread_block()
+        .map_err(|e| Failure::setup("sigprocmask", e))?;
+    tie_to_parent(req.parent, Signal::SIGTERM)?;
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS)
         .map_err(|e| Failure::setup("unshare net/uts", e))?;
     nix::unistd::sethostname(&req.hostname).map_err(|e| Failure::setup("sethostname", e))?;
@@ -101,10 +123,13 @@ fn pause(req: PauseRequest, control: &mut UnixStream) -> Result<std::convert::In
         .write_all(&ready)
         .and_then(|()| control.shutdown(std::net::Shutdown::Write))
         .map_err(|e| Failure::setup("report", e))?;
-    // Holds the namespaces until SIGKILLed (by PodSandbox::destroy or by the death signal).
-    loop {
-        nix::unistd::pause();
+    // Holds the namespaces until localkube dies (SIGTERM by the death signal) or
+    // PodSandbox::destroy SIGKILLs the whole pod.
+    let _ = stop.wait();
+    if let Ok(pod) = netns_id("self") {
+        kill_all_in(pod, Some(std::process::id()));
     }
+    Ok(())
 }
 
 fn open_ns(pid: u32, kind: &str) -> Result<File, Failure> {
@@ -112,7 +137,7 @@ fn open_ns(pid: u32, kind: &str) -> Result<File, Failure> {
 }
 
 fn container(req: ContainerRequest) -> Result<std::convert::Infallible, Failure> {
-    tie_to_parent(req.parent)?;
+    tie_to_parent(req.parent, Signal::SIGKILL)?;
     let net = open_ns(req.pause_pid, "net")?;
     let uts = open_ns(req.pause_pid, "uts")?;
     setns(net, CloneFlags::CLONE_NEWNET).map_err(|e| Failure::setup("setns net", e))?;
@@ -183,7 +208,7 @@ fn bind_mount(m: &BindMount) -> Result<(), Failure> {
 }
 
 fn exec(req: ExecRequest) -> Result<std::convert::Infallible, Failure> {
-    tie_to_parent(req.parent)?;
+    tie_to_parent(req.parent, Signal::SIGKILL)?;
     // Open everything before the first setns: after joining the mount namespace, paths mean the
     // container's view.
     let net = open_ns(req.target_pid, "net")?;
@@ -206,6 +231,9 @@ fn run(argv: &[String], env: &[(String, String)]) -> Result<std::convert::Infall
         return Err(Failure::NoCommand);
     };
     let path = look_path(program, env)?;
+    check_format(program, &path)?;
+    // std's exec (not a raw execve) because it restores SIGPIPE and the signal mask that the
+    // Rust runtime changed, so the program starts as it would under a container runtime.
     let err = Command::new(&path)
         .arg0(program)
         .args(&argv[1..])
@@ -213,6 +241,26 @@ fn run(argv: &[String], env: &[(String, String)]) -> Result<std::convert::Infall
         .envs(env.iter().map(|(k, v)| (k, v)))
         .exec();
     Err(exec_failure(program, &path, &err))
+}
+
+/// The formats execve runs here: ELF binaries and `#!` scripts. std's exec goes through
+/// `execvp`, which would run any other file with x bits as a shell script; runc (Go's
+/// syscall.Exec) reports "exec format error" instead, and so do we.
+fn check_format(program: &str, path: &Path) -> Result<(), Failure> {
+    let mut head = [0u8; 4];
+    let Ok(n) = File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        // Unreadable but executable: let execve decide.
+        return Ok(());
+    };
+    if head[..n].starts_with(b"\x7fELF") || head[..n].starts_with(b"#!") {
+        Ok(())
+    } else {
+        Err(exec_failure(
+            program,
+            path,
+            &std::io::Error::from_raw_os_error(nix::errno::Errno::ENOEXEC as i32),
+        ))
+    }
 }
 
 fn exec_failure(program: &str, path: &Path, err: &std::io::Error) -> Failure {

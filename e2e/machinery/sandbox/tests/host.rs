@@ -1,0 +1,174 @@
+//! Instance indexes: exclusive, reclaimed from a dead owner, nothing left behind.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use localkube_sandbox::{Error, HostNetwork};
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().unwrap();
+    assert!(status.success(), "ip {args:?}");
+}
+
+fn bridge_addrs(index: u8) -> String {
+    let out = Command::new("ip")
+        .args(["-br", "addr", "show", "dev", &format!("lkbr{index}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn two_instances_get_different_indexes() {
+    let one = claim().await;
+    let two = HostNetwork::claim(Some(one.index()), shim()).await.unwrap();
+    assert_ne!(
+        one.index(),
+        two.index(),
+        "the preferred index was taken: another one"
+    );
+    for net in [&one, &two] {
+        assert_eq!(links_of(net.index()), [net.bridge_name()]);
+        assert!(bridge_addrs(net.index()).contains(&format!("{}/24", net.gateway())));
+    }
+    assert!(matches!(
+        HostNetwork::claim(Some(0), shim()).await,
+        Err(Error::InvalidIndex(0))
+    ));
+    let (a, b) = (one.index(), two.index());
+    one.release().await.unwrap();
+    two.release().await.unwrap();
+    assert!(links_of(a).is_empty() && links_of(b).is_empty());
+}
+
+#[tokio::test]
+async fn a_stale_bridge_under_a_free_lock_is_rebuilt() {
+    let net = claim().await;
+    let n = net.index();
+    net.release().await.unwrap();
+    // What a SIGKILLed owner leaves: its bridge (with a Service address) and a pod veth.
+    ip(&["link", "add", &format!("lkbr{n}"), "type", "bridge"]);
+    ip(&[
+        "addr",
+        "add",
+        &format!("10.96.{n}.77/32"),
+        "dev",
+        &format!("lkbr{n}"),
+    ]);
+    ip(&[
+        "link",
+        "add",
+        &format!("lkv{n}x0"),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &format!("lkv{n}p"),
+    ]);
+
+    let net = HostNetwork::claim(Some(n), shim()).await.unwrap();
+    assert_eq!(net.index(), n);
+    assert_eq!(links_of(n), [format!("lkbr{n}")], "the old veth is gone");
+    let addrs = bridge_addrs(n);
+    assert!(addrs.contains(&format!("10.244.{n}.1/24")), "{addrs}");
+    assert!(
+        !addrs.contains(&format!("10.96.{n}.77")),
+        "a new bridge: {addrs}"
+    );
+    net.release().await.unwrap();
+    assert!(links_of(n).is_empty());
+}
+
+#[tokio::test]
+async fn dropping_the_host_network_deletes_the_bridge() {
+    let net = claim().await;
+    let n = net.index();
+    drop(net);
+    assert!(links_of(n).is_empty());
+}
+
+/// Not a test on its own: the owner process that `a_killed_owner_leaves_nothing_running` starts
+/// (this test binary again, with LK_SANDBOX_OWNER set) and SIGKILLs.
+#[tokio::test]
+async fn owner_process_role() {
+    if std::env::var_os("LK_SANDBOX_OWNER").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let net = claim().await;
+    let pod = net.create_sandbox(sandbox_spec("orphan")).await.unwrap();
+    // The background child does not inherit the container's death signal: the pause process
+    // must take it down.
+    let c = pod
+        .spawn(sh(dir.path(), "c", "sleep 1000 & echo $!; wait"))
+        .await
+        .unwrap();
+    let log = dir.path().join("c.log");
+    let grandchild = eventually(Duration::from_secs(10), "the child's pid", || async {
+        stdout_lines(&log).first().cloned()
+    })
+    .await;
+    println!(
+        "OWNER {} {} {} {grandchild}",
+        net.index(),
+        pod.pid(),
+        c.pid()
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+#[tokio::test]
+async fn a_killed_owner_leaves_nothing_running() {
+    let mut owner = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "owner_process_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LK_SANDBOX_OWNER", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(owner.stdout.take().unwrap());
+    let line = stdout
+        .lines()
+        .map(Result::unwrap)
+        .find_map(|l| Some(l.split_once("OWNER ")?.1.to_string()))
+        .expect("the owner's report");
+    // libtest prints "test owner_process_role ... " on the same line first.
+    let fields: Vec<u32> = line
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let n = u8::try_from(fields[0]).unwrap();
+    let pids = &fields[1..];
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|p| !process_gone(*p)));
+    assert!(links_of(n).contains(&format!("lkv{n}x0")));
+
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    // PR_SET_PDEATHSIG: the pod's processes die with their owner; the veth with the netns.
+    eventually(
+        Duration::from_secs(10),
+        "the pod processes to die",
+        || async { pids.iter().all(|p| process_gone(*p)).then_some(()) },
+    )
+    .await;
+    eventually(Duration::from_secs(20), "the veth to go", || async {
+        (links_of(n) == [format!("lkbr{n}")]).then_some(())
+    })
+    .await;
+    // The lock died with the owner: the index can be claimed and its bridge is rebuilt.
+    let net = HostNetwork::claim(Some(n), shim()).await.unwrap();
+    assert_eq!(net.index(), n);
+    net.release().await.unwrap();
+    assert!(links_of(n).is_empty());
+}
