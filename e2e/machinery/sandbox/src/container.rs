@@ -158,7 +158,7 @@ impl Container {
     }
 
     /// Sends `signal` to the container's whole process group; a no-op once it has exited.
-    pub fn signal(&self, signal: Signal) -> Result<(), nix::Error> {
+    pub fn signal(&self, signal: Signal) -> Result<(), nix::errno::Errno> {
         if self.exited.is_some() {
             return Ok(());
         }

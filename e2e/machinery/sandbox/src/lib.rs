@@ -35,6 +35,7 @@ pub use error::{Error, ExecError, SpawnError};
 pub use exec::ExecOutput;
 pub use host::HostNetwork;
 pub use launch::Shim;
+pub use nix::errno::Errno;
 pub use nix::sys::signal::Signal;
 pub use sandbox::{PodSandbox, SandboxSpec};
 pub use shim::shim_main;

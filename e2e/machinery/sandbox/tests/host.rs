@@ -23,6 +23,12 @@ fn bridge_addrs(index: u8) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The tests that free an index and claim it again use high ones: the other tests (and other
+/// localkube instances) claim the first free index from 1 up and would not take them meanwhile.
+async fn claim_high(preferred: u8) -> HostNetwork {
+    HostNetwork::claim(Some(preferred), shim()).await.unwrap()
+}
+
 #[tokio::test]
 async fn two_instances_get_different_indexes() {
     let one = claim().await;
@@ -48,7 +54,7 @@ async fn two_instances_get_different_indexes() {
 
 #[tokio::test]
 async fn a_stale_bridge_under_a_free_lock_is_rebuilt() {
-    let net = claim().await;
+    let net = claim_high(240).await;
     let n = net.index();
     net.release().await.unwrap();
     // What a SIGKILLed owner leaves: its bridge (with a Service address) and a pod veth.
@@ -100,7 +106,7 @@ async fn owner_process_role() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let net = claim().await;
+    let net = claim_high(241).await;
     let pod = net.create_sandbox(sandbox_spec("orphan")).await.unwrap();
     // The background child does not inherit the container's death signal: the pause process
     // must take it down.
