@@ -37,6 +37,16 @@ pub async fn claim_network(state_dir: &Path) -> Result<HostNetwork, BoxError> {
         ),
         None => format!("claiming a node network: {e}"),
     })?;
+    if let Some(n) = preferred
+        && network.index() != n
+    {
+        let got = network.index();
+        let _ = network.release().await;
+        return Err(format!(
+            "this state directory uses node network {n} (Service IPs 10.96.{n}.0/24), which another localkube holds (node network {got} was free); stop that one first"
+        )
+        .into());
+    }
     std::fs::write(&index_file, network.index().to_string())?;
     Ok(network)
 }

@@ -222,7 +222,7 @@ mod tests {
         apply("", "Secret", &mut secret);
         assert_eq!(
             secret,
-            json!({"data": {"a": "eA==", "b": "bmV3", "c": "eg=="}})
+            json!({"data": {"a": "eA==", "b": "bmV3", "c": "eg=="}, "type": "Opaque"})
         );
     }
 

@@ -152,6 +152,21 @@ spec:
         "{log}"
     );
     assert!(log.contains("options ndots:5"), "{log}");
+
+    // `localkube run` gives a host process the same view (an operator under `cargo run`).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_localkube"))
+        .args(["run", "--state-dir"])
+        .arg(lk.state_dir())
+        .args(["--", "getent", "hosts", "etcd-2.etcd.default.svc"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let ip2 = ip_of("etcd-2").await;
+    assert!(
+        out.status.success() && printed.contains(&ip2),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test]

@@ -8,16 +8,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, ObjectReference, Pod, PodCondition, PodIP,
-    PodStatus, Probe,
-};
+use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod, PodStatus, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use localkube_podspec::image_map::ImageEntry;
+use localkube_podspec::status::{
+    ObservedContainer, ObservedState, ObservedTerminated, PodObservation,
+};
 use localkube_sandbox::{BindMount, ContainerSpec, PodSandbox, SandboxSpec, SpawnError};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
@@ -1009,7 +1008,8 @@ impl PodWorker {
         }
     }
 
-    fn container_status(&self, c: &Container) -> ContainerStatus {
+    /// What the node observes of one container, for `localkube_podspec::status`.
+    fn observe(&self, c: &Container) -> ObservedContainer {
         let rt = self.containers.get(&c.name);
         let image = c.image.clone().unwrap_or_default();
         let image_id = self
@@ -1018,178 +1018,88 @@ impl PodWorker {
             .resolve(&image)
             .map(|e| e.image_id(&image))
             .unwrap_or_default();
-        let (state, id) = match rt {
+        let not_created = if self.volume_error.is_some() || self.sandbox.is_none() {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        };
+        let (state, container_id) = match rt {
             Some(rt) => match (&rt.running, &rt.waiting, &rt.terminated) {
                 (Some(r), _, _) => (
-                    ContainerState {
-                        running: Some(ContainerStateRunning {
-                            started_at: Some(Time(r.started_at)),
-                        }),
-                        ..Default::default()
+                    ObservedState::Running {
+                        started_at: r.started_at,
+                        started: rt.started,
+                        ready: rt.ready,
                     },
                     Some(r.id.clone()),
                 ),
-                (None, Some((reason, message)), _) => (waiting(reason, message.clone()), None),
-                (None, None, Some(t)) => (terminated_state(t), Some(t.id.clone())),
-                (None, None, None) => (waiting("ContainerCreating", None), None),
-            },
-            None => (
-                waiting(
-                    if self.volume_error.is_some() || self.sandbox.is_none() {
-                        "ContainerCreating"
-                    } else {
-                        "PodInitializing"
+                (None, Some((reason, message)), last) => (
+                    ObservedState::Waiting {
+                        reason: reason.clone(),
+                        message: message.clone(),
+                    },
+                    last.as_ref().map(|t| t.id.clone()),
+                ),
+                (None, None, Some(t)) => {
+                    (ObservedState::Terminated(observed(t)), Some(t.id.clone()))
+                }
+                (None, None, None) => (
+                    ObservedState::Waiting {
+                        reason: "ContainerCreating".into(),
+                        message: None,
                     },
                     None,
                 ),
+            },
+            None => (
+                ObservedState::Waiting {
+                    reason: not_created.into(),
+                    message: None,
+                },
                 None,
             ),
         };
-        ContainerStatus {
+        ObservedContainer {
             name: c.name.clone(),
-            image,
+            image: None,
             image_id,
-            container_id: id.map(|i| format!("localkube://{i}")),
-            ready: rt.is_some_and(|r| r.ready && r.running.is_some()),
-            started: Some(rt.is_some_and(|r| r.running.is_some() && r.started)),
+            container_id,
+            state,
             restart_count: rt.map(|r| r.restart_count).unwrap_or(0),
-            state: Some(state),
-            last_state: Some(
-                rt.and_then(|r| r.last_state.as_ref())
-                    .map(terminated_state)
-                    .unwrap_or_default(),
-            ),
-            ..Default::default()
+            last_state: rt.and_then(|r| r.last_state.as_ref()).map(observed),
         }
     }
 
     fn compute_status(&self) -> PodStatus {
-        let inits = self.spec_containers(true);
-        let containers = self.spec_containers(false);
-        let inits_done = inits.iter().all(|c| {
-            self.containers
-                .get(&c.name)
-                .and_then(|r| r.terminated.as_ref())
-                .is_some_and(|t| t.exit_code == 0)
-        });
-        let all_ready = !containers.is_empty()
-            && containers.iter().all(|c| {
-                self.containers
-                    .get(&c.name)
-                    .is_some_and(|r| r.ready && r.running.is_some())
-            });
-        let phase = if let Some(p) = self.terminal_phase() {
-            p
-        } else if inits_done
-            && containers.iter().any(|c| {
-                self.containers.get(&c.name).is_some_and(|r| {
-                    r.running.is_some() || r.terminated.is_some() || r.restart_count > 0
-                })
-            })
-        {
-            "Running"
-        } else {
-            "Pending"
+        let containers = self
+            .spec_containers(true)
+            .iter()
+            .chain(self.spec_containers(false).iter())
+            .map(|c| self.observe(c))
+            .collect();
+        let observation = PodObservation {
+            containers,
+            sandbox_ready: self.sandbox.is_some(),
+            pod_ips: self.sandbox.iter().map(|s| s.ip().to_string()).collect(),
+            host_ips: vec![self.options.host_ip.to_string()],
+            pod_is_terminal: self.finished,
         };
-        let previous = self.pod.status.clone().unwrap_or_default();
-        let old_conditions = previous.conditions.clone().unwrap_or_default();
-        let condition = |type_: &str, ok: bool, reason: Option<&str>| {
-            let status = if ok { "True" } else { "False" };
-            let old = old_conditions.iter().find(|c| c.type_ == type_);
-            let since = match old {
-                Some(o) if o.status == status => o.last_transition_time.clone(),
-                _ => Some(Time(jiff::Timestamp::now())),
-            };
-            PodCondition {
-                type_: type_.into(),
-                status: status.into(),
-                reason: if ok { None } else { reason.map(str::to_string) },
-                last_transition_time: since,
-                ..Default::default()
-            }
-        };
-        let terminal = matches!(phase, "Succeeded" | "Failed");
-        let mut conditions = vec![
-            condition("PodReadyToStartContainers", self.sandbox.is_some(), None),
-            condition("Initialized", inits_done, Some("ContainersNotInitialized")),
-            condition(
-                "Ready",
-                all_ready && !terminal,
-                Some(if terminal {
-                    "PodCompleted"
-                } else {
-                    "ContainersNotReady"
-                }),
-            ),
-            condition(
-                "ContainersReady",
-                all_ready && !terminal,
-                Some(if terminal {
-                    "PodCompleted"
-                } else {
-                    "ContainersNotReady"
-                }),
-            ),
-        ];
-        if let Some(scheduled) = old_conditions.iter().find(|c| c.type_ == "PodScheduled") {
-            conditions.push(scheduled.clone());
-        }
-        let pod_ip = self
-            .sandbox
-            .as_ref()
-            .map(|s| s.ip().to_string())
-            .or_else(|| {
-                if terminal {
-                    previous.pod_ip.clone()
-                } else {
-                    None
-                }
-            });
-        let host_ip = self.options.host_ip.to_string();
-        PodStatus {
-            phase: Some(phase.into()),
-            conditions: Some(conditions),
-            container_statuses: Some(
-                containers
-                    .iter()
-                    .map(|c| self.container_status(c))
-                    .collect(),
-            ),
-            init_container_statuses: (!inits.is_empty())
-                .then(|| inits.iter().map(|c| self.container_status(c)).collect()),
-            pod_ip: pod_ip.clone(),
-            pod_ips: pod_ip.map(|ip| vec![PodIP { ip }]),
-            host_ip: Some(host_ip.clone()),
-            host_ips: Some(vec![HostIP { ip: host_ip }]),
-            start_time: Some(Time(self.start_time)),
-            qos_class: previous.qos_class.clone().or(Some("BestEffort".into())),
-            ..Default::default()
-        }
+        let mut status =
+            localkube_podspec::status::pod_status(&self.pod, &observation, jiff::Timestamp::now());
+        status.start_time = Some(Time(self.start_time));
+        status
     }
 }
 
-fn waiting(reason: &str, message: Option<String>) -> ContainerState {
-    ContainerState {
-        waiting: Some(ContainerStateWaiting {
-            reason: Some(reason.into()),
-            message,
-        }),
-        ..Default::default()
-    }
-}
-
-fn terminated_state(t: &Terminated) -> ContainerState {
-    ContainerState {
-        terminated: Some(ContainerStateTerminated {
-            exit_code: t.exit_code,
-            signal: t.signal,
-            reason: Some(t.reason.clone()),
-            message: t.message.clone(),
-            started_at: Some(Time(t.started_at)),
-            finished_at: Some(Time(t.finished_at)),
-            container_id: Some(format!("localkube://{}", t.id)),
-        }),
-        ..Default::default()
+fn observed(t: &Terminated) -> ObservedTerminated {
+    ObservedTerminated {
+        exit_code: t.exit_code,
+        signal: t.signal,
+        reason: Some(t.reason.clone()),
+        message: t.message.clone(),
+        started_at: Some(t.started_at),
+        finished_at: Some(t.finished_at),
+        container_id: Some(t.id.clone()),
     }
 }
 

@@ -12,6 +12,13 @@ pub async fn start() -> LocalKube {
         .expect("localkube starts")
 }
 
+/// The API server alone (`--api-only`): no controllers, node agent, DNS or proxy.
+pub async fn start_api_only() -> LocalKube {
+    LocalKube::start_api_only(Path::new(env!("CARGO_BIN_EXE_localkube")))
+        .await
+        .expect("localkube starts")
+}
+
 /// kube-rs over rustls needs one process-wide crypto provider (the graph has two).
 fn crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
