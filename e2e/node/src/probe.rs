@@ -1,111 +1,78 @@
-//! Performing one probe (exec, HTTP GET, TCP connect) the way the kubelet's prober does; when
-//! to probe and what a result means is decided in `localkube-podspec::probes`.
+//! Performing one probe (exec, HTTP GET, TCP connect) the way the kubelet's prober does; which
+//! action, when to probe and what a result means is decided in `localkube-podspec::probes`.
 
 use std::time::Duration;
 
+use localkube_podspec::probes::{ProbeAction, ProbeOutcome, http_failure_output};
 use localkube_sandbox::PodSandbox;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// One probe to perform, with names and ports already resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Check {
-    Exec(Vec<String>),
-    Http {
-        host: String,
-        port: u16,
-        path: String,
-        https: bool,
-        headers: Vec<(String, String)>,
-    },
-    Tcp {
-        host: String,
-        port: u16,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub success: bool,
-    /// Why it failed, worded as the kubelet's `Unhealthy` event says it.
-    pub message: String,
-}
-
-impl Outcome {
-    fn ok() -> Outcome {
-        Outcome {
-            success: true,
-            message: String::new(),
-        }
-    }
-
-    fn fail(message: impl Into<String>) -> Outcome {
-        Outcome {
-            success: false,
-            message: message.into(),
-        }
-    }
-}
-
-/// Perform `check` against the container whose main process is `pid`.
+/// Perform `action` against the container whose main process is `pid`.
 pub async fn perform(
-    check: &Check,
+    action: &ProbeAction,
     sandbox: &PodSandbox,
     pid: u32,
     env: &[(String, String)],
     timeout: Duration,
-) -> Outcome {
-    match check {
-        Check::Exec(argv) => match sandbox.exec(pid, argv.clone(), env.to_vec(), timeout).await {
-            Ok(out) if out.exit_code == 0 => Outcome::ok(),
-            Ok(out) => Outcome::fail(format!("{}{}", out.stdout, out.stderr).trim().to_string())
-                .or_exit(out.exit_code),
-            Err(e) => Outcome::fail(e.to_string()),
-        },
-        Check::Tcp { host, port } => {
-            match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), *port))).await {
-                Ok(Ok(_)) => Outcome::ok(),
-                Ok(Err(e)) => Outcome::fail(format!("dial tcp {host}:{port}: connect: {e}")),
-                Err(_) => Outcome::fail(format!("dial tcp {host}:{port}: i/o timeout")),
+) -> ProbeOutcome {
+    let fail = ProbeOutcome::Failure;
+    match action {
+        ProbeAction::Exec { command } => {
+            match sandbox
+                .exec(pid, command.clone(), env.to_vec(), timeout)
+                .await
+            {
+                Ok(out) if out.exit_code == 0 => ProbeOutcome::Success,
+                Ok(out) => {
+                    let printed = format!("{}{}", out.stdout, out.stderr).trim().to_string();
+                    fail(if printed.is_empty() {
+                        format!("command terminated with exit code {}", out.exit_code)
+                    } else {
+                        printed
+                    })
+                }
+                Err(e) => fail(e.to_string()),
             }
         }
-        Check::Http {
+        ProbeAction::TcpSocket { host, port } => {
+            match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), *port))).await {
+                Ok(Ok(_)) => ProbeOutcome::Success,
+                Ok(Err(e)) => fail(format!("dial tcp {host}:{port}: connect: {e}")),
+                Err(_) => fail(format!("dial tcp {host}:{port}: i/o timeout")),
+            }
+        }
+        ProbeAction::HttpGet {
+            scheme,
             host,
             port,
             path,
-            https,
             headers,
         } => {
-            if *https {
-                return Outcome::fail(
-                    "HTTPS probes are not supported by the localkube node agent".to_string(),
-                );
+            if scheme != "HTTP" {
+                return fail(format!(
+                    "{scheme} probes are not supported by the localkube node agent"
+                ));
             }
             match tokio::time::timeout(timeout, http_get(host, *port, path, headers)).await {
-                Ok(Ok(code)) if (200..400).contains(&code) => Outcome::ok(),
-                Ok(Ok(code)) => Outcome::fail(format!("HTTP probe failed with statuscode: {code}")),
-                Ok(Err(e)) => Outcome::fail(format!(
+                Ok(Ok(code)) if (200..400).contains(&code) => ProbeOutcome::Success,
+                Ok(Ok(code)) => fail(http_failure_output(code)),
+                Ok(Err(e)) => fail(format!(
                     "Get \"http://{host}:{port}{path}\": dial tcp {host}:{port}: connect: {e}"
                 )),
-                Err(_) => Outcome::fail(format!(
+                Err(_) => fail(format!(
                     "Get \"http://{host}:{port}{path}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
                 )),
             }
         }
-    }
-}
-
-impl Outcome {
-    /// An exec probe that printed nothing still says how it ended.
-    fn or_exit(mut self, code: i32) -> Outcome {
-        if self.message.is_empty() {
-            self.message = format!("command terminated with exit code {code}");
+        ProbeAction::Grpc { .. } => {
+            fail("gRPC probes are not supported by the localkube node agent".to_string())
         }
-        self
     }
 }
 
-/// A minimal HTTP/1.1 GET; only the status code matters to a probe.
+/// A minimal HTTP/1.1 GET; only the status code matters to a probe. `headers` already carry
+/// the kubelet's User-Agent and Accept.
 async fn http_get(
     host: &str,
     port: u16,
@@ -113,9 +80,8 @@ async fn http_get(
     headers: &[(String, String)],
 ) -> std::io::Result<u16> {
     let mut stream = TcpStream::connect((host, port)).await?;
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n"
-    );
+    let mut request =
+        format!("GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n");
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }

@@ -8,12 +8,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod, PodStatus, Probe};
+use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
+use localkube_podspec::backoff::{Backoff, crash_loop_event_message, crash_loop_message};
 use localkube_podspec::image_map::ImageEntry;
+use localkube_podspec::probes::{
+    ContainerProbes, ProbeKind, ProbeOutcome, ProbeSettings, kill_message, probe_action,
+    unhealthy_message,
+};
 use localkube_podspec::status::{
     ObservedContainer, ObservedState, ObservedTerminated, PodObservation,
 };
@@ -23,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::NodeOptions;
 use crate::lookups::Snapshot;
-use crate::probe::{self, Check};
+use crate::probe;
 
 pub enum WorkerMessage {
     Update(Box<Pod>),
@@ -37,10 +42,6 @@ pub enum WorkerMessage {
 const TICK: Duration = Duration::from_millis(500);
 /// Stopping localkube waits at most this long per pod before SIGKILL.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// CrashLoopBackOff and ImagePullBackOff (kubelet: 10 s doubling to 5 min, reset after 10 min up).
-const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
-const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 
 struct Exit {
     container: String,
@@ -61,6 +62,8 @@ struct Running {
     /// Why it is being stopped (a liveness failure or an image change restarts it whatever the
     /// restart policy).
     restart_anyway: bool,
+    /// An image change is not a failure: no back-off for the restart it causes.
+    skip_backoff: bool,
 }
 
 #[derive(Clone)]
@@ -74,14 +77,6 @@ struct Terminated {
     id: String,
 }
 
-#[derive(Default)]
-struct ProbeState {
-    next_due: Option<Instant>,
-    successes: i32,
-    failures: i32,
-}
-
-#[derive(Default)]
 struct ContainerRuntime {
     running: Option<Running>,
     seq: u64,
@@ -89,17 +84,33 @@ struct ContainerRuntime {
     last_state: Option<Terminated>,
     terminated: Option<Terminated>,
     waiting: Option<(String, Option<String>)>,
-    backoff: Duration,
-    backoff_until: Option<Instant>,
     /// The next start restarts whatever the policy says (liveness failure, image change).
     restart_anyway: bool,
-    ready: bool,
-    started: bool,
-    startup: ProbeState,
-    liveness: ProbeState,
-    readiness: ProbeState,
+    /// The running instance's probes (new for each instance).
+    probes: ContainerProbes,
+    /// CrashLoopBackOff between restarts, ImagePullBackOff between pulls.
+    crash: Backoff,
+    pull: Backoff,
     /// The last Warning message published, so a retried failure does not flood events.
     last_warning: Option<String>,
+}
+
+impl Default for ContainerRuntime {
+    fn default() -> Self {
+        ContainerRuntime {
+            running: None,
+            seq: 0,
+            restart_count: 0,
+            last_state: None,
+            terminated: None,
+            waiting: None,
+            restart_anyway: false,
+            probes: ContainerProbes::default(),
+            crash: Backoff::crash_loop(),
+            pull: Backoff::image_pull(),
+            last_warning: None,
+        }
+    }
 }
 
 pub struct PodWorker {
@@ -273,18 +284,9 @@ impl PodWorker {
             id: running.id,
         });
         rt.restart_anyway = running.restart_anyway;
-        rt.ready = false;
-        rt.started = false;
-        // Back-off: reset after a long healthy run, else double (kubelet's per-container rule).
-        rt.backoff = if ran >= BACKOFF_RESET_AFTER || rt.backoff.is_zero() {
-            BACKOFF_INITIAL
-        } else {
-            (rt.backoff * 2).min(BACKOFF_MAX)
-        };
-        if running.restart_anyway && exit.status.exit_code != 0 {
-            rt.backoff_until = Some(Instant::now());
-        } else {
-            rt.backoff_until = Some(Instant::now() + rt.backoff);
+        rt.probes = ContainerProbes::default();
+        if !running.skip_backoff {
+            rt.crash.on_exit(exit.finished_at, ran);
         }
     }
 
@@ -434,6 +436,7 @@ impl PodWorker {
                 // An in-place image change restarts the container with the new image.
                 if running.image != c.image.clone().unwrap_or_default() && running.stop.is_some() {
                     running.restart_anyway = true;
+                    running.skip_backoff = true;
                     if let Some(stop) = running.stop.take() {
                         let _ = stop.send(Duration::from_secs(30));
                     }
@@ -460,7 +463,6 @@ impl PodWorker {
 
     /// Start `c` unless its back-off has not expired (then it waits in CrashLoopBackOff).
     async fn start_if_due(&mut self, c: &Container, exit_tx: &mpsc::UnboundedSender<Exit>) {
-        let pod_desc = format!("{}_{}({})", self.name, self.ns, self.uid);
         // An image that does not resolve waits in ImagePullBackOff, not CrashLoopBackOff.
         let image = c.image.clone().unwrap_or_default();
         if self.options.images.resolve(&image).is_none() {
@@ -468,26 +470,12 @@ impl PodWorker {
             return;
         }
         let rt = self.containers.entry(c.name.clone()).or_default();
-        if let Some(until) = rt.backoff_until
-            && Instant::now() < until
-        {
-            if rt.waiting.as_ref().map(|w| w.0.as_str()) != Some("ImagePullBackOff") {
-                let message = format!(
-                    "back-off {}s restarting failed container={} pod={pod_desc}",
-                    rt.backoff.as_secs(),
-                    c.name
-                );
-                rt.waiting = Some(("CrashLoopBackOff".into(), Some(message.clone())));
-                self.warn_once(
-                    &c.name,
-                    "BackOff",
-                    format!(
-                        "Back-off restarting failed container {} in pod {pod_desc}",
-                        c.name
-                    ),
-                )
-                .await;
-            }
+        if !rt.crash.ready_to_restart(jiff::Timestamp::now()) {
+            let delay = rt.crash.delay().unwrap_or_default();
+            let message = crash_loop_message(delay, &c.name, &self.pod);
+            self.set_waiting(&c.name, "CrashLoopBackOff", Some(message));
+            let event = crash_loop_event_message(&c.name, &self.pod);
+            self.warn_once(&c.name, "BackOff", event).await;
             return;
         }
         self.start(c, exit_tx).await;
@@ -591,14 +579,11 @@ impl PodWorker {
         }
         rt.waiting = None;
         rt.restart_anyway = false;
-        rt.startup = ProbeState::default();
-        rt.liveness = ProbeState::default();
-        rt.readiness = ProbeState::default();
+        rt.probes = ContainerProbes::default();
         match spawned {
             Ok(mut container) => {
                 let now = jiff::Timestamp::now();
-                rt.started = c.startup_probe.is_none();
-                rt.ready = false;
+                rt.probes = ContainerProbes::for_container(c);
                 rt.last_warning = None;
                 let (stop_tx, stop_rx) = oneshot::channel::<Duration>();
                 rt.running = Some(Running {
@@ -611,6 +596,7 @@ impl PodWorker {
                     env: process_env,
                     stop: Some(stop_tx),
                     restart_anyway: false,
+                    skip_backoff: false,
                 });
                 let exits = exit_tx.clone();
                 let name = c.name.clone();
@@ -659,12 +645,7 @@ impl PodWorker {
                     finished_at: now,
                     id,
                 });
-                rt.backoff = if rt.backoff.is_zero() {
-                    BACKOFF_INITIAL
-                } else {
-                    (rt.backoff * 2).min(BACKOFF_MAX)
-                };
-                rt.backoff_until = Some(Instant::now() + rt.backoff);
+                rt.crash.on_exit(now, Duration::ZERO);
                 self.warn_once(&c.name, "Failed", format!("Error: {message}"))
                     .await;
             }
@@ -672,9 +653,9 @@ impl PodWorker {
     }
 
     async fn image_pull_failed(&mut self, c: &Container, image: &str) {
+        let now = jiff::Timestamp::now();
         let rt = self.containers.entry(c.name.clone()).or_default();
-        let in_backoff = rt.backoff_until.is_some_and(|u| Instant::now() < u);
-        if in_backoff {
+        if !rt.pull.ready_to_restart(now) {
             rt.waiting = Some((
                 "ImagePullBackOff".into(),
                 Some(localkube_podspec::image_map::pull_backoff_message(image)),
@@ -687,12 +668,7 @@ impl PodWorker {
             .await;
             return;
         }
-        rt.backoff = if rt.backoff.is_zero() {
-            BACKOFF_INITIAL
-        } else {
-            (rt.backoff * 2).min(BACKOFF_MAX)
-        };
-        rt.backoff_until = Some(Instant::now() + rt.backoff);
+        rt.pull.on_exit(now, Duration::ZERO);
         let message = localkube_podspec::image_map::pull_error_message(image);
         rt.waiting = Some(("ErrImagePull".into(), Some(message.clone())));
         rt.last_warning = None;
@@ -766,6 +742,7 @@ impl PodWorker {
         Ok(mounts)
     }
 
+    /// Run the probes that are due; a failed liveness or startup probe restarts the container.
     async fn run_probes(&mut self) {
         let Some(sandbox) = self.sandbox.as_ref() else {
             return;
@@ -780,101 +757,38 @@ impl PodWorker {
             let Some(running) = rt.running.as_ref() else {
                 continue;
             };
-            let (pid, env, since) = (running.pid, running.env.clone(), running.started_instant);
-            let now = Instant::now();
-            // Startup first; liveness and readiness only after it succeeded.
-            if !rt.started {
-                if let Some(p) = &c.startup_probe
-                    && let Some(result) = probe_if_due(
-                        &mut rt.startup,
-                        p,
-                        since,
-                        now,
-                        c,
-                        &pod_ip,
-                        sandbox,
-                        pid,
-                        &env,
-                    )
-                    .await
-                {
-                    if result.success && rt.startup.successes >= 1 {
-                        rt.started = true;
-                    } else if !result.success
-                        && rt.startup.failures >= p.failure_threshold.unwrap_or(3)
-                    {
-                        events.push((
-                            EventType::Warning,
-                            "Unhealthy",
-                            format!("Startup probe failed: {}", result.message),
-                        ));
-                        kill_for_restart(rt, c, &mut events);
-                        continue;
-                    }
-                }
-                if !rt.started {
+            let (pid, env, started_at) = (running.pid, running.env.clone(), running.started_at);
+            let now = jiff::Timestamp::now();
+            for kind in rt.probes.due(now, started_at) {
+                let spec = match kind {
+                    ProbeKind::Startup => c.startup_probe.as_ref(),
+                    ProbeKind::Readiness => c.readiness_probe.as_ref(),
+                    ProbeKind::Liveness => c.liveness_probe.as_ref(),
+                };
+                let Some(spec) = spec else {
                     continue;
+                };
+                let timeout = ProbeSettings::from_probe(spec).timeout;
+                let outcome = match probe_action(spec, kind, c, &pod_ip) {
+                    Ok(action) => probe::perform(&action, sandbox, pid, &env, timeout).await,
+                    Err(e) => ProbeOutcome::Failure(e.to_string()),
+                };
+                if let ProbeOutcome::Failure(output) = &outcome {
+                    events.push((
+                        EventType::Warning,
+                        "Unhealthy",
+                        unhealthy_message(kind, output),
+                    ));
                 }
+                rt.probes.record(kind, now, &outcome);
             }
-            if let Some(p) = &c.liveness_probe
-                && let Some(result) = probe_if_due(
-                    &mut rt.liveness,
-                    p,
-                    since,
-                    now,
-                    c,
-                    &pod_ip,
-                    sandbox,
-                    pid,
-                    &env,
-                )
-                .await
-                && !result.success
-                && rt.liveness.failures >= p.failure_threshold.unwrap_or(3)
+            if let Some(kind) = rt.probes.failed()
+                && let Some(running) = rt.running.as_mut()
+                && let Some(stop) = running.stop.take()
             {
-                events.push((
-                    EventType::Warning,
-                    "Unhealthy",
-                    format!("Liveness probe failed: {}", result.message),
-                ));
-                kill_for_restart(rt, c, &mut events);
-                continue;
-            }
-            match &c.readiness_probe {
-                Some(p) => {
-                    if let Some(result) = probe_if_due(
-                        &mut rt.readiness,
-                        p,
-                        since,
-                        now,
-                        c,
-                        &pod_ip,
-                        sandbox,
-                        pid,
-                        &env,
-                    )
-                    .await
-                    {
-                        if result.success
-                            && rt.readiness.successes >= p.success_threshold.unwrap_or(1)
-                        {
-                            rt.ready = true;
-                        } else if !result.success
-                            && rt.readiness.failures >= p.failure_threshold.unwrap_or(3)
-                        {
-                            if rt.ready || rt.readiness.failures == p.failure_threshold.unwrap_or(3)
-                            {
-                                events.push((
-                                    EventType::Warning,
-                                    "Unhealthy",
-                                    format!("Readiness probe failed: {}", result.message),
-                                ));
-                            }
-                            rt.ready = false;
-                        }
-                    }
-                }
-                None => rt.ready = true,
+                running.restart_anyway = true;
+                let _ = stop.send(Duration::from_secs(30));
+                events.push((EventType::Normal, "Killing", kill_message(kind, &c.name)));
             }
         }
         for (t, reason, note) in events {
@@ -1028,8 +942,8 @@ impl PodWorker {
                 (Some(r), _, _) => (
                     ObservedState::Running {
                         started_at: r.started_at,
-                        started: rt.started,
-                        ready: rt.ready,
+                        started: rt.probes.started(),
+                        ready: rt.probes.ready(),
                     },
                     Some(r.id.clone()),
                 ),
@@ -1101,102 +1015,6 @@ fn observed(t: &Terminated) -> ObservedTerminated {
         finished_at: Some(t.finished_at),
         container_id: Some(t.id.clone()),
     }
-}
-
-fn kill_for_restart(
-    rt: &mut ContainerRuntime,
-    c: &Container,
-    events: &mut Vec<(EventType, &'static str, String)>,
-) {
-    if let Some(running) = rt.running.as_mut()
-        && let Some(stop) = running.stop.take()
-    {
-        running.restart_anyway = true;
-        let _ = stop.send(Duration::from_secs(30));
-        events.push((
-            EventType::Normal,
-            "Killing",
-            format!(
-                "Container {} failed liveness probe, will be restarted",
-                c.name
-            ),
-        ));
-    }
-    rt.ready = false;
-}
-
-/// Run the probe if it is due; updates the consecutive success/failure counts.
-#[allow(clippy::too_many_arguments)]
-async fn probe_if_due(
-    state: &mut ProbeState,
-    p: &Probe,
-    since: Instant,
-    now: Instant,
-    c: &Container,
-    pod_ip: &str,
-    sandbox: &PodSandbox,
-    pid: u32,
-    env: &[(String, String)],
-) -> Option<probe::Outcome> {
-    let period = Duration::from_secs(p.period_seconds.unwrap_or(10).max(1) as u64);
-    let due = state.next_due.unwrap_or_else(|| {
-        since + Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64)
-    });
-    if now < due {
-        return None;
-    }
-    state.next_due = Some(now + period);
-    let check = check_of(p, c, pod_ip)?;
-    let timeout = Duration::from_secs(p.timeout_seconds.unwrap_or(1).max(1) as u64);
-    let outcome = probe::perform(&check, sandbox, pid, env, timeout).await;
-    if outcome.success {
-        state.successes += 1;
-        state.failures = 0;
-    } else {
-        state.failures += 1;
-        state.successes = 0;
-    }
-    Some(outcome)
-}
-
-/// The probe's action with named ports resolved against the container's ports.
-fn check_of(p: &Probe, c: &Container, pod_ip: &str) -> Option<Check> {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let port = |port: &IntOrString| -> Option<u16> {
-        match port {
-            IntOrString::Int(n) => u16::try_from(*n).ok(),
-            IntOrString::String(name) => c
-                .ports
-                .iter()
-                .flatten()
-                .find(|cp| cp.name.as_deref() == Some(name.as_str()))
-                .and_then(|cp| u16::try_from(cp.container_port).ok()),
-        }
-    };
-    if let Some(exec) = &p.exec {
-        return Some(Check::Exec(exec.command.clone().unwrap_or_default()));
-    }
-    if let Some(http) = &p.http_get {
-        return Some(Check::Http {
-            host: http.host.clone().unwrap_or_else(|| pod_ip.to_string()),
-            port: port(&http.port)?,
-            path: http.path.clone().unwrap_or_else(|| "/".into()),
-            https: http.scheme.as_deref() == Some("HTTPS"),
-            headers: http
-                .http_headers
-                .iter()
-                .flatten()
-                .map(|h| (h.name.clone(), h.value.clone()))
-                .collect(),
-        });
-    }
-    if let Some(tcp) = &p.tcp_socket {
-        return Some(Check::Tcp {
-            host: tcp.host.clone().unwrap_or_else(|| pod_ip.to_string()),
-            port: port(&tcp.port)?,
-        });
-    }
-    None
 }
 
 fn hash<T: std::hash::Hash>(value: &T) -> u64 {
