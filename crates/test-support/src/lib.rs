@@ -57,6 +57,6 @@ pub use addr::{AddressBlock, PortLease};
 pub use error::HarnessError;
 pub use etcd::{ClusterState, EtcdCluster, EtcdMember, EtcdMemberConfig};
 pub use kube_tools::KubeClients;
-pub use localkube::LocalKube;
+pub use localkube::{LocalKube, localkube_binary};
 pub use s3::S3Server;
 pub use tools::{EtcdVersion, KubePair, MissingBinary, Tools};

@@ -88,3 +88,35 @@ where
         Err(err) => Err(err.into()),
     }
 }
+
+/// Create `count` copies of `pod` in slow-start batches (1, 2, 4, ...), with the
+/// `SuccessfulCreate` / `FailedCreate` events of the ReplicaSet and Job controllers. Stops at the
+/// first refusal (a template the API server rejects fails once, not `count` times) and returns it.
+pub(crate) async fn create_pods<S>(
+    ctx: &crate::runner::Context<S>,
+    pod_api: &Api<k8s_openapi::api::core::v1::Pod>,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    count: usize,
+    owner: &k8s_openapi::api::core::v1::ObjectReference,
+) -> Result<(), kube::Error> {
+    use kube::api::PostParams;
+    use kube::runtime::events::EventType;
+    for batch in crate::pods::slow_start_batches(count) {
+        for _ in 0..batch {
+            match pod_api.create(&PostParams::default(), pod).await {
+                Ok(created) => {
+                    let note = format!("Created pod: {}", created.name_any());
+                    ctx.event(owner, EventType::Normal, "SuccessfulCreate", "Create", note)
+                        .await;
+                }
+                Err(err) => {
+                    let note = format!("Error creating: {err}");
+                    ctx.event(owner, EventType::Warning, "FailedCreate", "Create", note)
+                        .await;
+                    return Err(err);
+                }
+            }
+        }
+    }
+    Ok(())
+}

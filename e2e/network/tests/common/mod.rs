@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Edns, Message, Query};
@@ -20,9 +19,12 @@ use tokio::net::{TcpStream, UdpSocket};
 
 pub async fn start() -> (LocalKube, kube::Client) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let lk = LocalKube::start_api_only(Path::new("/work/bin/localkube"))
-        .await
-        .expect("start localkube --api-only");
+    let lk = LocalKube::start_api_only(
+        // The workspace's localkube (built by `cargo nextest run --workspace`), or $LOCALKUBE_BIN.
+        &test_support::localkube_binary().expect("the localkube binary"),
+    )
+    .await
+    .expect("start localkube --api-only");
     let client = client_for(&lk, None).await;
     (lk, client)
 }

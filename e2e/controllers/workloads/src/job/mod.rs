@@ -121,35 +121,8 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<()>>) -> Result<Action, Error
     if sync.create > 0 {
         let pod = job_pod(&job)
             .ok_or_else(|| Error::invalid("Job", &name, "no template, name or uid"))?;
-        'batches: for batch in pods::slow_start_batches(sync.create) {
-            for _ in 0..batch {
-                match pod_api.create(&PostParams::default(), &pod).await {
-                    Ok(created) => {
-                        let note = format!("Created pod: {}", created.name_any());
-                        ctx.event(
-                            &reference,
-                            EventType::Normal,
-                            "SuccessfulCreate",
-                            "Create",
-                            note,
-                        )
-                        .await;
-                    }
-                    Err(err) => {
-                        let note = format!("Error creating: {err}");
-                        ctx.event(
-                            &reference,
-                            EventType::Warning,
-                            "FailedCreate",
-                            "Create",
-                            note,
-                        )
-                        .await;
-                        break 'batches;
-                    }
-                }
-            }
-        }
+        // A refusal is reported as an event; the next sync tries again.
+        let _ = io::create_pods(&ctx, &pod_api, &pod, sync.create, &reference).await;
     }
     for victim in owned.iter().filter(|p| sync.delete.contains(&p.name_any())) {
         if io::delete(

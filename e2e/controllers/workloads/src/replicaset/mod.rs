@@ -99,35 +99,8 @@ async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context<()>>) -> Result<Action,
             .and_then(|s| s.template.as_ref())
             .ok_or_else(|| Error::invalid("ReplicaSet", &name, "no pod template"))?;
         let pod = pods::from_template(template, &name, owner.clone());
-        'batches: for batch in pods::slow_start_batches(plan.create) {
-            for _ in 0..batch {
-                match pod_api.create(&PostParams::default(), &pod).await {
-                    Ok(created) => {
-                        let note = format!("Created pod: {}", created.name_any());
-                        ctx.event(
-                            &reference,
-                            EventType::Normal,
-                            "SuccessfulCreate",
-                            "Create",
-                            note,
-                        )
-                        .await;
-                    }
-                    Err(err) => {
-                        let note = format!("Error creating: {err}");
-                        ctx.event(
-                            &reference,
-                            EventType::Warning,
-                            "FailedCreate",
-                            "Create",
-                            note,
-                        )
-                        .await;
-                        failure = Some(("FailedCreate", err.to_string()));
-                        break 'batches;
-                    }
-                }
-            }
+        if let Err(err) = io::create_pods(&ctx, &pod_api, &pod, plan.create, &reference).await {
+            failure = Some(("FailedCreate", err.to_string()));
         }
     }
     for victim in plan.delete.iter().filter_map(|n| find(n)) {

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
@@ -14,9 +13,12 @@ use serde_json::json;
 use test_support::LocalKube;
 
 pub async fn start() -> (LocalKube, Client) {
-    let lk = LocalKube::start_api_only(Path::new("/work/bin/localkube"))
-        .await
-        .unwrap();
+    let lk = LocalKube::start_api_only(
+        // The workspace's localkube (built by `cargo nextest run --workspace`), or $LOCALKUBE_BIN.
+        &test_support::localkube_binary().expect("the localkube binary"),
+    )
+    .await
+    .unwrap();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kc = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
