@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::api::PostParams;
 use kube::{Api, Client};
+use localkube_podspec::volumes::{VolumeKind, volume_kind};
 
 /// Why a pod's volumes are not ready yet: the kubelet's `FailedMount` event, retried.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,37 +34,44 @@ pub async fn prepare(
         .unwrap_or_default();
     for volume in &volumes {
         let dir = pod_dir.join("volumes").join(&volume.name);
-        let source = if volume.empty_dir.is_some() {
-            create_dir(&dir)?;
-            dir
-        } else if let Some(claim) = &volume.persistent_volume_claim {
-            claim_dir(client, &ns, &volume.name, &claim.claim_name).await?
-        } else if let Some(host) = &volume.host_path {
-            PathBuf::from(&host.path)
-        } else if volume.secret.is_some()
-            || volume.config_map.is_some()
-            || volume.downward_api.is_some()
-            || volume.projected.is_some()
-        {
-            let token = match needs_token(volume) {
-                Some(expiration) => Some(request_token(client, pod, expiration).await?),
-                None => None,
-            };
-            let files = localkube_podspec::volumes::volume_files(
-                pod,
-                volume,
-                lookups,
-                ctx,
-                token.as_deref(),
-            )
-            .map_err(|e| MountError(e.to_string()))?;
-            write_files(&dir, &files)?;
-            dir
-        } else {
-            return Err(MountError(format!(
-                "MountVolume.SetUp failed for volume \"{}\" : the localkube node agent does not support this volume type",
-                volume.name
-            )));
+        let source = match volume_kind(volume) {
+            VolumeKind::EmptyDir { .. } => {
+                create_dir(&dir)?;
+                dir
+            }
+            VolumeKind::Pvc { claim_name, .. } => {
+                claim_dir(client, &ns, &volume.name, &claim_name).await?
+            }
+            VolumeKind::Files => {
+                let token = match needs_token(volume) {
+                    Some(expiration) => Some(request_token(client, pod, expiration).await?),
+                    None => None,
+                };
+                let files = localkube_podspec::volumes::volume_files(
+                    pod,
+                    volume,
+                    lookups,
+                    ctx,
+                    token.as_deref(),
+                )
+                .map_err(|e| MountError(e.to_string()))?;
+                write_files(&dir, &files)?;
+                dir
+            }
+            // hostPath needs nothing prepared: the node is the host.
+            VolumeKind::Unsupported(_) if volume.host_path.is_some() => PathBuf::from(
+                volume
+                    .host_path
+                    .as_ref()
+                    .map(|h| h.path.as_str())
+                    .unwrap_or("/"),
+            ),
+            VolumeKind::Unsupported(field) => {
+                return Err(MountError(format!(
+                    "MountVolume.SetUp failed for volume \"{}\" : the localkube node agent does not support {field} volumes",
+                    volume.name
+                )));
+            }
         };
         out.insert(volume.name.clone(), source);
     }
