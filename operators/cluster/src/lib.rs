@@ -9,9 +9,17 @@
 //! - [`naming`]: member names, Pod/PVC names and URLs, derived from the cluster alone.
 //! - [`state`]: the observed state as plain data.
 //! - [`plan`]: one next action from the observed state, gated on quorum. Exhaustively unit-tested.
-//!
-//! The observer, the executor and the controller wiring come with the local control plane.
+//! - [`build`]: the Pods, PVCs, Services and PodDisruptionBudget of a cluster (pure).
+//! - [`status`]: the status to report from what was observed and planned (pure).
+//! - [`observe`]: gathers the observed state from the API and from etcd (I/O).
+//! - [`execute`]: performs one action (I/O).
+//! - [`controller`]: the watch-driven loop that ties them together (I/O).
 
+pub mod build;
+pub mod controller;
+pub mod execute;
 pub mod naming;
+pub mod observe;
 pub mod plan;
 pub mod state;
+pub mod status;

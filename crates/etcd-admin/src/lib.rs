@@ -1,0 +1,1 @@
+//! etcd membership and health (in progress).

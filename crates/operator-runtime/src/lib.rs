@@ -1,0 +1,1 @@
+//! Kubernetes plumbing shared by the operators (in progress).

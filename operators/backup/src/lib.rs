@@ -1,0 +1,1 @@
+//! The EtcdBackup operator (in progress).

@@ -1,0 +1,1 @@
+//! The Kubernetes objects of a cluster, built from the EtcdCluster alone. Pure.

@@ -1,0 +1,1 @@
+//! The EtcdCluster status, computed from the observed state and the planned action. Pure.
