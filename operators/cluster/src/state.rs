@@ -34,6 +34,8 @@ pub struct Observed {
     pub member_storage: Option<StorageSpec>,
     /// etcd's view of the membership.
     pub membership: Membership,
+    /// etcd's cluster ID, from the answer that gave the member list.
+    pub cluster_id: Option<u64>,
     /// Member Pods of this cluster, by name.
     pub pods: BTreeMap<String, PodState>,
     /// Member PVCs of this cluster, by name.
@@ -58,6 +60,8 @@ pub struct Member {
     pub name: String,
     /// Its peer URL (ours embed the member name, see [`crate::naming`]).
     pub peer_url: String,
+    /// Its advertised client URL; `None` until it has started once.
+    pub client_url: Option<String>,
     /// A non-voting learner.
     pub learner: bool,
     /// Its own answer to a status request.

@@ -44,6 +44,7 @@ fn cluster(size: i32, version: &str) -> Observed {
         last_known_version: None,
         member_storage: None,
         membership: Membership::Unknown,
+        cluster_id: None,
         pods: BTreeMap::new(),
         pvcs: BTreeMap::new(),
     }
@@ -54,6 +55,7 @@ fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
         id: 100 + u64::from(ordinal),
         name: name(ordinal),
         peer_url: main().peer_url(&name(ordinal)),
+        client_url: Some(main().client_url(&name(ordinal))),
         learner: false,
         health: MemberHealth::Healthy {
             version: v(version),
@@ -75,6 +77,7 @@ fn unhealthy(ordinal: u32, seconds: u64) -> Member {
 fn unstarted_learner(ordinal: u32) -> Member {
     Member {
         name: String::new(),
+        client_url: None,
         learner: true,
         ..unhealthy(ordinal, 0)
     }
