@@ -89,8 +89,22 @@ async fn etcd_members_find_each_other_through_cluster_dns() {
         .await
         .unwrap();
     let cluster_ip = svc.spec.unwrap().cluster_ip.unwrap();
-    let etcd = etcd_client::Client::connect([format!("http://{cluster_ip}:2379")], None).await;
-    let members = etcd.unwrap().member_list().await.unwrap();
+    // Pods turn Ready before the EndpointSlice controller has published them, and until then the
+    // proxy has no backend (kube-proxy rejects such connections too): retry within a deadline.
+    let members = wait_until(
+        "member list through the ClusterIP",
+        Duration::from_secs(30),
+        || {
+            let url = format!("http://{cluster_ip}:2379");
+            async move {
+                let mut etcd = etcd_client::Client::connect([url], None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                etcd.member_list().await.map_err(|e| e.to_string())
+            }
+        },
+    )
+    .await;
     let mut names: Vec<_> = members
         .members()
         .iter()
