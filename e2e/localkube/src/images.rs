@@ -4,6 +4,8 @@
 //!   `v3.4.*` → the installed etcd binaries of that minor (from `--tools-dir`), at
 //!   `/usr/local/bin`, as the upstream images lay them out;
 //! - `localkube.io/localkube` → this localkube binary (used by tests for in-cluster clients);
+//! - the chart's operator image (`ghcr.io/etcd-operator-rs/etcd-operator`, any tag) → the
+//!   operator binaries built next to this localkube binary, at `/usr/local/bin`;
 //! - `busybox` → the host's own tools (a container sees the host's filesystem plus its mounts).
 //!
 //! A user's file replaces the default entirely; see e2e/README.md for the format.
@@ -15,6 +17,8 @@ use localkube_podspec::image_map::ImageMap;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const ETCD_REPOSITORIES: [&str; 2] = ["gcr.io/etcd-development/etcd", "quay.io/coreos/etcd"];
+/// The operators' image as the chart names it by default (charts/etcd-operator/values.yaml).
+pub const OPERATOR_REPOSITORY: &str = "ghcr.io/etcd-operator-rs/etcd-operator";
 const HOST_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 pub fn load(
@@ -72,6 +76,13 @@ fn default_map(state_dir: &Path, tools_dir: Option<&Path>) -> Result<String, Box
     if let Some(exe_dir) = exe.parent() {
         out.push_str(&format!(
             "- repository: localkube.io/localkube\n  mounts: [{{hostPath: \"{}\", mountPath: /opt/localkube/bin}}]\n  entrypoint: [/opt/localkube/bin/localkube]\n  env: {{PATH: \"/opt/localkube/bin:{HOST_PATH}\"}}\n",
+            exe_dir.display()
+        ));
+        // The chart's default operator image: the workspace's own build of the three operator
+        // binaries, which sit next to this localkube binary (same cargo target directory), at
+        // /usr/local/bin as the Dockerfile installs them.
+        out.push_str(&format!(
+            "- repository: {OPERATOR_REPOSITORY}\n  mounts: [{{hostPath: \"{}\", mountPath: /usr/local/bin}}]\n  env: {{PATH: \"{HOST_PATH}\"}}\n",
             exe_dir.display()
         ));
     }
