@@ -1,0 +1,166 @@
+//! The EtcdCluster lifecycle end to end: the chart installed with helm on the local control
+//! plane, the cluster operator running in its Pod, real etcd members in Pods, and a background
+//! writer whose every acknowledged write must survive each step.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const V34: &str = "3.4.23";
+const V35: &str = "3.5.1";
+
+/// Generous for a 2-core machine running several scenarios at once; the usual figure is a
+/// fraction (see `make bench`).
+const STEP: Duration = Duration::from_secs(240);
+
+#[tokio::test]
+async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
+    let env = Env::start().await;
+    env.apply(&cluster_yaml("main", 3, V34)).unwrap();
+    env.wait_available("main", 3, V34, STEP).await;
+    let writer = Writer::start(env.client_url("main").await);
+
+    // 3 → 5 → 3, each member added as a learner and promoted, then removed one at a time.
+    env.apply(&cluster_yaml("main", 5, V34)).unwrap();
+    env.wait_available("main", 5, V34, STEP).await;
+    writer.check().await;
+    env.apply(&cluster_yaml("main", 3, V34)).unwrap();
+    env.wait_available("main", 3, V34, STEP).await;
+    writer.check().await;
+    // Scale-down keeps the removed members' PVCs (reclaimPolicy Retain, the default).
+    let pvcs = env.kubectl(&["get", "pvc", "-n", NS, "-o", "name"]);
+    assert_eq!(pvcs.lines().count(), 5, "{pvcs}");
+
+    // 3.4 → 3.5, one member at a time.
+    env.apply(&cluster_yaml("main", 3, V35)).unwrap();
+    env.wait_available("main", 3, V35, STEP).await;
+    let checked = writer.check().await;
+    assert!(checked > 0, "the writer acknowledged writes during the run");
+    writer.stop().await;
+
+    let events = env.events_for("main").await.join("\n");
+    for reason in [
+        "MemberAdded",
+        "LearnerPromoted",
+        "MemberRemoved",
+        "MemberUpgrading",
+    ] {
+        assert!(events.contains(reason), "no {reason} event in:\n{events}");
+    }
+    // kubectl shows the printer columns.
+    let table = env.kubectl(&["get", "etcd", "-n", NS]);
+    assert!(table.contains("main") && table.contains(V35), "{table}");
+}
+
+#[tokio::test]
+async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
+    let env = Env::start().await;
+    env.apply(&cluster_yaml("repair", 3, V35)).unwrap();
+    env.wait_available("repair", 3, V35, STEP).await;
+    let writer = Writer::start(env.client_url("repair").await);
+    let uid = env
+        .clusters()
+        .get("repair")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+
+    // A crashed etcd process: the kubelet restarts it and it rejoins with its data.
+    kill_member_process("repair-1", &uid);
+    env.wait_status("repair", "member repair-1 unhealthy", STEP, |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.members.iter().any(|m| m.name == "repair-1" && !m.healthy))
+    })
+    .await;
+    env.wait_available("repair", 3, V35, STEP).await;
+    writer.check().await;
+
+    // A member whose Pod and data are gone is removed and replaced by a new member.
+    env.kubectl(&["delete", "pvc", "repair-2", "-n", NS, "--wait=false"]);
+    env.kubectl(&["delete", "pod", "repair-2", "-n", NS, "--wait=false"]);
+    env.wait_status("repair", "repair-2 replaced", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            !s.members.iter().any(|m| m.name == "repair-2")
+                && s.members.iter().any(|m| m.name == "repair-3")
+        })
+    })
+    .await;
+    env.wait_available("repair", 3, V35, STEP).await;
+    writer.check().await;
+
+    // The operator restarted mid-scale converges: delete its Pod right after asking for 5.
+    env.apply(&cluster_yaml("repair", 5, V35)).unwrap();
+    env.wait_status("repair", "a fourth member", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| s.members.len() >= 4)
+    })
+    .await;
+    env.kubectl(&[
+        "delete",
+        "pod",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/component=cluster-operator",
+    ]);
+    env.wait_available("repair", 5, V35, STEP).await;
+    writer.check().await;
+    writer.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_nothing_is_touched() {
+    let env = Env::start().await;
+
+    // What the schema can say, it says: kubectl names the field.
+    let too_big = env.apply(&cluster_yaml("big", 9, V35)).unwrap_err();
+    assert!(too_big.contains("spec.size"), "{too_big}");
+    let malformed = env.apply(&cluster_yaml("bad", 3, "3.5")).unwrap_err();
+    assert!(malformed.contains("spec.version"), "{malformed}");
+    let long = "a".repeat(51);
+    let too_long = env.apply(&cluster_yaml(&long, 3, V35)).unwrap_err();
+    assert!(too_long.contains("metadata.name"), "{too_long}");
+
+    // What needs knowledge of etcd is a condition and an event naming the field; no Pod is made.
+    env.apply(&cluster_yaml("future", 3, "3.9.0")).unwrap();
+    let refused = env
+        .wait_status("future", "Degraded InvalidSpec", STEP, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Degraded"
+                        && c.status == "True"
+                        && c.message.contains("spec.version")
+                })
+            })
+        })
+        .await;
+    assert_eq!(refused.status.unwrap().members.len(), 0);
+    let pods = env.kubectl(&["get", "pods", "-n", NS, "-o", "name"]);
+    assert!(!pods.contains("future"), "{pods}");
+    let events = env.events_for("future").await.join("\n");
+    assert!(events.contains("spec.version"), "{events}");
+
+    // A downgrade of a running cluster is refused and the members keep running their version.
+    env.apply(&cluster_yaml("live", 1, V35)).unwrap();
+    env.wait_available("live", 1, V35, STEP).await;
+    env.apply(&cluster_yaml("live", 1, V34)).unwrap();
+    let refused = env
+        .wait_status("live", "downgrade refused", STEP, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Degraded"
+                        && c.status == "True"
+                        && c.message.contains("spec.version")
+                })
+            })
+        })
+        .await;
+    let status = refused.status.unwrap();
+    assert_eq!(status.current_version.as_deref(), Some(V35));
+    assert!(status.members.iter().all(|m| m.healthy), "{status:?}");
+}
