@@ -1,1 +1,20 @@
-//! The EtcdBackup operator (in progress).
+//! The EtcdBackup operator: one verified etcd snapshot per EtcdBackup, streamed into S3.
+//!
+//! ```text
+//!   controller ──▶ plan::next_step ──Start──▶ execute::resolve (Kubernetes reads)
+//!   (kube-runtime)   (pure)                    execute::execute (etcd + S3)
+//!        │                                        │ select::select_member (pure)
+//!        └── status (pure) ◀── outcome ───────────┘
+//!   create-backup (CronJob) ──▶ retention::plan_retention (pure) ──▶ deletes
+//! ```
+//!
+//! Pure modules: [`plan`], [`select`], [`credentials`], [`status`], [`retention`].
+//! I/O: [`execute`] (etcd, S3, Kubernetes reads).
+#![forbid(unsafe_code)]
+
+pub mod credentials;
+pub mod execute;
+pub mod plan;
+pub mod retention;
+pub mod select;
+pub mod status;

@@ -1,0 +1,511 @@
+//! The I/O of one backup: resolve the EtcdBackup's references in Kubernetes ([`resolve`]), then
+//! probe the members, pick one ([`crate::select`]) and stream its snapshot into S3
+//! ([`execute`]). [`execute`] needs no Kubernetes at all, so it is tested against real etcd and
+//! S3 alone.
+//!
+//! Bounded in time: `spec.timeoutSeconds` (default 1800) covers everything from the first probe
+//! to the completed upload. At the deadline (or on shutdown) the snapshot source fails, which
+//! makes `stream_to_s3` abort the multipart upload and return; if it is stuck in an S3 request
+//! instead, it is dropped [`CANCEL_GRACE`] later, and dropping it aborts the upload in the
+//! background (see `etcd_snapshot::upload`). Either way no object is left behind.
+
+use std::collections::BTreeMap;
+use std::error::Error as StdError;
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use etcd_api::{BackupArtifact, EtcdBackup, EtcdCluster};
+use etcd_snapshot::{DEFAULT_PART_SIZE, SnapshotKey, UploadError, snapshot_stream, stream_to_s3};
+use futures_util::{Stream, StreamExt, stream};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::credentials::{CredentialsError, S3Credentials, credentials_from_secret};
+use crate::select::{MemberAnswer, MemberProbe, NoReachableMember, endpoints_of, select_member};
+
+/// How long one member gets to answer its status request (connect included).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the snapshot stream may take to start.
+pub const SNAPSHOT_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the deadline or shutdown, how long the upload gets to abort by itself before it is
+/// dropped (and aborted in the background).
+pub const CANCEL_GRACE: Duration = Duration::from_secs(30);
+/// Label naming the cluster an EtcdBackup belongs to (set by `create-backup`).
+pub const CLUSTER_LABEL: &str = "etcd.operator.rs/cluster";
+
+/// Everything a backup needs, resolved: no Kubernetes from here on.
+#[derive(Clone, Debug)]
+pub struct BackupJob {
+    /// Cluster name in the object key.
+    pub cluster: String,
+    /// The EtcdBackup's UID (unique part of the key).
+    pub uid: String,
+    /// `namespace/name` of the EtcdBackup (object metadata, messages).
+    pub backup: String,
+    /// Client URLs to choose the member from.
+    pub endpoints: Vec<String>,
+    /// The destination.
+    pub s3: S3Target,
+    /// Deadline for the whole backup.
+    pub timeout: Duration,
+}
+
+/// An S3 destination with its credentials.
+#[derive(Clone, Debug)]
+pub struct S3Target {
+    /// Bucket.
+    pub bucket: String,
+    /// Key prefix ("" for none).
+    pub prefix: String,
+    /// Endpoint URL of an S3-compatible store; `None` for AWS.
+    pub endpoint: Option<String>,
+    /// Region to sign for.
+    pub region: String,
+    /// Path-style addressing.
+    pub force_path_style: bool,
+    /// Static credentials; `None` uses the ambient AWS credential chain.
+    pub credentials: Option<S3Credentials>,
+    /// Where the credentials come from, for messages: `Secret db/s3` or the ambient chain.
+    pub credentials_source: String,
+}
+
+/// Why a backup failed. [`BackupError::reason`] is the status reason and event reason.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// The EtcdBackup names an EtcdCluster that does not exist.
+    #[error("EtcdCluster {namespace}/{name} not found")]
+    ClusterNotFound {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The spec names no endpoints (the CRD's rules should have refused it).
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    /// The credentials Secret is missing or incomplete.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    /// A Kubernetes read failed.
+    #[error("reading {what}: {source}")]
+    Kubernetes {
+        /// What was read.
+        what: String,
+        /// The API error.
+        source: Box<kube::Error>,
+    },
+    /// No member qualified (all unreachable, unhealthy, or none known).
+    #[error("{source}")]
+    NoReachableMember {
+        /// Every endpoint and why it was passed over.
+        #[from]
+        source: NoReachableMember,
+    },
+    /// The chosen member did not start the snapshot.
+    #[error("starting the snapshot on {endpoint}: {detail}")]
+    SnapshotFailed {
+        /// The member's client URL.
+        endpoint: String,
+        /// The error.
+        detail: String,
+    },
+    /// The upload failed; nothing was stored.
+    #[error("{uri}: {source}{hint}")]
+    Upload {
+        /// The object it was going to be.
+        uri: String,
+        /// What failed.
+        source: UploadError,
+        /// Extra context (which credentials were rejected).
+        hint: String,
+    },
+    /// `spec.timeoutSeconds` passed; the upload was aborted.
+    #[error(
+        "the backup did not finish within {seconds} s (spec.timeoutSeconds); the upload was aborted and no object was stored"
+    )]
+    Timeout {
+        /// The timeout.
+        seconds: u64,
+    },
+    /// The operator shut down during the backup; the upload was aborted.
+    #[error(
+        "the operator shut down during the backup; the upload was aborted and no object was stored"
+    )]
+    Interrupted,
+}
+
+impl BackupError {
+    /// PascalCase reason for status and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BackupError::ClusterNotFound { .. } => "ClusterNotFound",
+            BackupError::InvalidSpec(_) => "InvalidSpec",
+            BackupError::Credentials(e) => e.reason(),
+            BackupError::Kubernetes { .. } => "KubernetesApiError",
+            BackupError::NoReachableMember { .. } => "NoReachableMember",
+            BackupError::SnapshotFailed { .. } => "SnapshotFailed",
+            BackupError::Upload { source, .. } => source.reason(),
+            BackupError::Timeout { .. } => "Timeout",
+            BackupError::Interrupted => "Interrupted",
+        }
+    }
+}
+
+/// Why the snapshot source was cut short by us (not by etcd).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Stopped {
+    #[error("deadline reached")]
+    Deadline,
+    #[error("operator shutting down")]
+    Shutdown,
+}
+
+/// Reads what `backup` refers to: the EtcdCluster (for endpoints) and the credentials Secret.
+pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<BackupJob, BackupError> {
+    let namespace = backup.metadata.namespace.clone().unwrap_or_default();
+    let name = backup.metadata.name.clone().unwrap_or_default();
+    let spec = &backup.spec;
+    let (cluster, endpoints) = match (&spec.cluster_name, &spec.endpoints) {
+        (Some(cluster_name), _) => {
+            let api: Api<EtcdCluster> = Api::namespaced(client.clone(), &namespace);
+            let cluster = api
+                .get_opt(cluster_name)
+                .await
+                .map_err(|e| BackupError::Kubernetes {
+                    what: format!("EtcdCluster {namespace}/{cluster_name}"),
+                    source: Box::new(e),
+                })?
+                .ok_or_else(|| BackupError::ClusterNotFound {
+                    namespace: namespace.clone(),
+                    name: cluster_name.clone(),
+                })?;
+            let endpoints = cluster
+                .status
+                .as_ref()
+                .map(endpoints_of)
+                .unwrap_or_default();
+            if endpoints.is_empty() {
+                return Err(NoReachableMember {
+                    rejected: vec![(
+                        format!("EtcdCluster {namespace}/{cluster_name}"),
+                        "its status lists no healthy member with a client URL and no clientEndpoint"
+                            .to_owned(),
+                    )],
+                }
+                .into());
+            }
+            (cluster_name.clone(), endpoints)
+        }
+        (None, Some(endpoints)) if !endpoints.is_empty() => {
+            // An external cluster: the label create-backup sets, else the backup's own name.
+            let cluster = backup
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CLUSTER_LABEL))
+                .cloned()
+                .unwrap_or_else(|| name.clone());
+            (cluster, endpoints.clone())
+        }
+        _ => {
+            return Err(BackupError::InvalidSpec(
+                "exactly one of spec.clusterName and spec.endpoints must be set".to_owned(),
+            ));
+        }
+    };
+    let connection = &spec.s3.connection;
+    let (credentials, credentials_source) = match &connection.credentials_secret_ref {
+        Some(secret_ref) => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+            let secret = api
+                .get_opt(&secret_ref.name)
+                .await
+                .map_err(|e| BackupError::Kubernetes {
+                    what: format!("Secret {namespace}/{}", secret_ref.name),
+                    source: Box::new(e),
+                })?
+                .ok_or_else(|| CredentialsError::SecretNotFound {
+                    namespace: namespace.clone(),
+                    secret: secret_ref.name.clone(),
+                })?;
+            (
+                Some(credentials_from_secret(&namespace, &secret)?),
+                format!("Secret {namespace}/{}", secret_ref.name),
+            )
+        }
+        None => (None, "the ambient AWS credential chain".to_owned()),
+    };
+    let seconds = spec
+        .timeout_seconds
+        .unwrap_or(etcd_api::backup::DEFAULT_BACKUP_TIMEOUT_SECONDS);
+    Ok(BackupJob {
+        cluster,
+        uid: backup.metadata.uid.clone().unwrap_or_default(),
+        backup: format!("{namespace}/{name}"),
+        endpoints,
+        s3: S3Target {
+            bucket: connection.bucket.clone(),
+            prefix: spec.s3.prefix.clone().unwrap_or_default(),
+            endpoint: connection.endpoint.clone(),
+            region: connection.region_or_default().to_owned(),
+            force_path_style: connection.force_path_style,
+            credentials,
+            credentials_source,
+        },
+        timeout: Duration::from_secs(u64::try_from(seconds).unwrap_or(1)),
+    })
+}
+
+/// An S3 client for `target`. With static credentials nothing is read from the environment;
+/// without, the ambient AWS chain (env, profile, web identity/IRSA, instance metadata) is used.
+pub async fn s3_client(target: &S3Target) -> aws_sdk_s3::Client {
+    let region = Region::new(target.region.clone());
+    let mut builder = match &target.credentials {
+        Some(c) => aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(region)
+            .credentials_provider(Credentials::new(
+                c.access_key_id.clone(),
+                c.secret_access_key.clone(),
+                c.session_token.clone(),
+                None,
+                "etcd-backup-operator",
+            )),
+        None => {
+            let shared = aws_config::defaults(BehaviorVersion::latest())
+                .region(region)
+                .load()
+                .await;
+            aws_sdk_s3::config::Builder::from(&shared)
+        }
+    };
+    if let Some(endpoint) = &target.endpoint {
+        builder = builder.endpoint_url(endpoint);
+    }
+    aws_sdk_s3::Client::from_conf(builder.force_path_style(target.force_path_style).build())
+}
+
+/// Asks one member for its status.
+pub async fn probe_member(endpoint: &str) -> Result<MemberProbe, String> {
+    let work = async {
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(PROBE_TIMEOUT)
+            .with_timeout(PROBE_TIMEOUT);
+        let mut client = etcd_client::Client::connect([endpoint], Some(options))
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = client.status().await.map_err(|e| e.to_string())?;
+        let header = status
+            .header()
+            .ok_or_else(|| "status response without a header".to_owned())?;
+        Ok(MemberProbe {
+            member_id: header.member_id(),
+            cluster_id: header.cluster_id(),
+            version: status.version().to_owned(),
+            revision: header.revision(),
+            leader_id: status.leader(),
+            errors: status.errors().to_vec(),
+            learner: status.is_learner(),
+        })
+    };
+    tokio::time::timeout(PROBE_TIMEOUT * 2, work)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {:?}", PROBE_TIMEOUT * 2)))
+}
+
+/// Probes every endpoint concurrently.
+pub async fn probe_members(endpoints: &[String]) -> Vec<MemberAnswer> {
+    futures_util::future::join_all(endpoints.iter().map(|endpoint| async move {
+        MemberAnswer {
+            endpoint: endpoint.clone(),
+            probe: probe_member(endpoint).await,
+        }
+    }))
+    .await
+}
+
+/// Runs `job`: picks the member, streams its snapshot to S3, returns the artifact. Fails with
+/// [`BackupError::Timeout`] at `job.timeout` and [`BackupError::Interrupted`] when `shutdown` is
+/// cancelled; in every failure no object exists afterwards.
+pub async fn execute(
+    job: &BackupJob,
+    shutdown: &CancellationToken,
+) -> Result<BackupArtifact, BackupError> {
+    let deadline = Instant::now() + job.timeout;
+    let timeout_error = || BackupError::Timeout {
+        seconds: job.timeout.as_secs(),
+    };
+    let hard_stop = async {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline + CANCEL_GRACE) => timeout_error(),
+            _ = async { shutdown.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => BackupError::Interrupted,
+        }
+    };
+    tokio::select! {
+        result = run(job, deadline, shutdown) => result,
+        // Dropping `run` aborts an upload in progress in the background.
+        error = hard_stop => Err(error),
+    }
+}
+
+async fn run(
+    job: &BackupJob,
+    deadline: Instant,
+    shutdown: &CancellationToken,
+) -> Result<BackupArtifact, BackupError> {
+    let stopped = |s: Stopped| match s {
+        Stopped::Deadline => BackupError::Timeout {
+            seconds: job.timeout.as_secs(),
+        },
+        Stopped::Shutdown => BackupError::Interrupted,
+    };
+    // Before any upload exists, stop at once.
+    let before_upload = async {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => Stopped::Deadline,
+            _ = shutdown.cancelled() => Stopped::Shutdown,
+        }
+    };
+    let prepared = tokio::select! {
+        prepared = prepare(job) => prepared?,
+        s = before_upload => return Err(stopped(s)),
+    };
+    let Prepared {
+        probe,
+        endpoint,
+        mut client,
+        s3,
+    } = prepared;
+    let snapshot_failed = |detail: String| BackupError::SnapshotFailed {
+        endpoint: endpoint.clone(),
+        detail,
+    };
+    let start = tokio::time::timeout(SNAPSHOT_START_TIMEOUT, snapshot_stream(&mut client));
+    let source = tokio::select! {
+        started = start => started
+            .map_err(|_| snapshot_failed(format!("no answer within {SNAPSHOT_START_TIMEOUT:?}")))?
+            .map_err(|e| snapshot_failed(e.to_string()))?,
+        _ = tokio::time::sleep_until(deadline) => return Err(stopped(Stopped::Deadline)),
+        _ = shutdown.cancelled() => return Err(stopped(Stopped::Shutdown)),
+    };
+
+    let key = SnapshotKey::new(
+        SystemTime::now(),
+        u64::try_from(probe.revision).unwrap_or(0),
+        job.uid.clone(),
+    )
+    .object_key(&job.s3.prefix, &job.cluster);
+    let uri = format!("s3://{}/{key}", job.s3.bucket);
+    let cluster_id = format!("{:x}", probe.cluster_id);
+    // The object's SHA-256 is known only at the end, after S3 metadata is fixed: it is recorded
+    // in status.artifact.sha256 instead (etcd's own trailer is inside the object).
+    let metadata = BTreeMap::from([
+        ("etcd-revision".to_owned(), probe.revision.to_string()),
+        ("etcd-version".to_owned(), probe.version.clone()),
+        ("etcd-cluster-id".to_owned(), cluster_id.clone()),
+        (
+            "etcd-member-id".to_owned(),
+            format!("{:x}", probe.member_id),
+        ),
+        ("etcd-endpoint".to_owned(), endpoint.clone()),
+        ("etcd-backup".to_owned(), job.backup.clone()),
+        ("etcd-backup-uid".to_owned(), job.uid.clone()),
+    ]);
+    let guarded = guard(source, deadline, shutdown.clone());
+    let artifact = stream_to_s3(
+        &s3,
+        &job.s3.bucket,
+        &key,
+        metadata,
+        guarded,
+        DEFAULT_PART_SIZE,
+    )
+    .await
+    .map_err(|e| {
+        if let UploadError::SnapshotStreamFailed { source, .. } = e.root()
+            && let Some(s) = source.downcast_ref::<Stopped>()
+        {
+            return stopped(*s);
+        }
+        let hint = match e.root() {
+            UploadError::CredentialsRejected { .. } => {
+                format!(" (credentials from {})", job.s3.credentials_source)
+            }
+            UploadError::SnapshotStreamFailed { .. } => format!(" (etcd member {endpoint})"),
+            _ => String::new(),
+        };
+        BackupError::Upload {
+            uri: uri.clone(),
+            source: e,
+            hint,
+        }
+    })?;
+    Ok(BackupArtifact {
+        uri: artifact.uri,
+        size_bytes: i64::try_from(artifact.size_bytes).unwrap_or(i64::MAX),
+        sha256: artifact.sha256,
+        revision: probe.revision,
+        etcd_version: probe.version,
+        cluster_id,
+    })
+}
+
+/// The member chosen, connected.
+struct Prepared {
+    probe: MemberProbe,
+    endpoint: String,
+    client: etcd_client::Client,
+    s3: aws_sdk_s3::Client,
+}
+
+async fn prepare(job: &BackupJob) -> Result<Prepared, BackupError> {
+    let (answers, s3) = tokio::join!(probe_members(&job.endpoints), s3_client(&job.s3));
+    let selected = select_member(&answers)?;
+    // No per-request timeout on this client: it would cut a long snapshot stream.
+    let options = etcd_client::ConnectOptions::new().with_connect_timeout(PROBE_TIMEOUT);
+    let client = etcd_client::Client::connect([selected.endpoint.as_str()], Some(options))
+        .await
+        .map_err(|e| BackupError::SnapshotFailed {
+            endpoint: selected.endpoint.clone(),
+            detail: e.to_string(),
+        })?;
+    Ok(Prepared {
+        probe: selected.probe,
+        endpoint: selected.endpoint,
+        client,
+        s3,
+    })
+}
+
+/// `source`, failing with [`Stopped`] at `deadline` or when `shutdown` is cancelled, so that
+/// `stream_to_s3` aborts its upload and returns.
+fn guard<S>(
+    source: S,
+    deadline: Instant,
+    shutdown: CancellationToken,
+) -> impl Stream<Item = Result<Vec<u8>, Box<dyn StdError + Send + Sync>>>
+where
+    S: Stream<Item = Result<Vec<u8>, etcd_client::Error>>,
+{
+    stream::unfold((Box::pin(source), false), move |(mut source, done)| {
+        let shutdown = shutdown.clone();
+        async move {
+            if done {
+                return None;
+            }
+            let stop = |s: Stopped| -> Box<dyn StdError + Send + Sync> { Box::new(s) };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => Some((Err(stop(Stopped::Shutdown)), (source, true))),
+                _ = tokio::time::sleep_until(deadline) => Some((Err(stop(Stopped::Deadline)), (source, true))),
+                item = source.next() => match item {
+                    None => None,
+                    Some(Ok(chunk)) => Some((Ok(chunk), (source, false))),
+                    Some(Err(e)) => Some((Err(Box::new(e) as Box<dyn StdError + Send + Sync>), (source, true))),
+                },
+            }
+        }
+    })
+}
