@@ -1,1 +1,531 @@
-//! The Kubernetes objects of a cluster, built from the EtcdCluster alone. Pure.
+//! The Kubernetes objects of a cluster, built from the EtcdCluster alone. Pure: no client calls.
+//!
+//! ```text
+//!   EtcdCluster ──▶ peer Service <cluster>           headless, DNS <member>.<cluster>.<ns>.svc
+//!               ──▶ client Service <cluster>-client  ClusterIP, port 2379
+//!               ──▶ PodDisruptionBudget <cluster>    minAvailable = quorum(spec.size)
+//!               ──▶ per member: Pod <member> + PVC <member> (data at DATA_MOUNT)
+//! ```
+//!
+//! Every builder is deterministic (maps are `BTreeMap`s, lists in a fixed order), so an unchanged
+//! spec builds byte-identical objects and a server-side apply of them is a no-op.
+//!
+//! Which objects the garbage collector may delete with the EtcdCluster is decided here, by the
+//! owner references: Pods, Services and the PodDisruptionBudget always; PVCs only under
+//! `reclaimPolicy: Delete` (see [`member_pvc`]).
+
+use std::collections::BTreeMap;
+
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{EtcdCluster, ReclaimPolicy};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, Service, ServicePort, ServiceSpec,
+    Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::naming::{CLIENT_PORT, ClusterName, PEER_PORT};
+use crate::plan;
+
+#[cfg(test)]
+mod tests;
+
+/// Field manager of everything this operator applies (objects and status).
+pub const FIELD_MANAGER: &str = "etcd-cluster-operator";
+/// Where a member's PVC is mounted. etcd's `--data-dir` is [`DATA_DIR`], a subdirectory that
+/// etcd creates itself: a fresh volume's root may hold `lost+found`, which etcd would refuse as
+/// a non-empty data directory.
+pub const DATA_MOUNT: &str = "/var/lib/etcd";
+/// etcd's `--data-dir`, on the member's PVC.
+pub const DATA_DIR: &str = "/var/lib/etcd/data";
+/// The etcd binary in the etcd image.
+pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
+/// Name of the etcd container in member Pods.
+pub const CONTAINER_NAME: &str = "etcd";
+/// Name of the data volume in member Pods.
+pub const DATA_VOLUME: &str = "data";
+/// Seconds a member Pod gets between SIGTERM and SIGKILL. etcd exits at once when it has
+/// quorum, but a member of a cluster without quorum takes about 10 s (etcd-facts.md); 30 s
+/// lets it close its WAL cleanly in every case.
+pub const TERMINATION_GRACE_SECONDS: i64 = 30;
+
+/// Label: the EtcdCluster an object belongs to.
+pub const LABEL_CLUSTER: &str = "etcd.operator.rs/cluster";
+/// Label: the member a Pod or PVC belongs to.
+pub const LABEL_MEMBER: &str = "etcd.operator.rs/member";
+/// Annotation on member Pods: the etcd version the Pod was created to run (for humans; the
+/// image says the same).
+pub const ANNOTATION_VERSION: &str = "etcd.operator.rs/version";
+/// `app.kubernetes.io/managed-by` value of our objects.
+pub const MANAGED_BY: &str = "etcd-cluster-operator";
+
+/// Why an object cannot be built.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    /// The EtcdCluster has no name (never the case for an object read from the API).
+    #[error("the EtcdCluster has no metadata.name")]
+    MissingName,
+    /// The EtcdCluster has no namespace: objects cannot be placed next to it.
+    #[error("EtcdCluster {cluster} has no metadata.namespace")]
+    MissingNamespace {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// The EtcdCluster has no UID: owner references and the cluster token need it.
+    #[error("EtcdCluster {cluster} has no metadata.uid")]
+    MissingUid {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// The `--initial-cluster` list lacks the member itself at its own peer URL; etcd would
+    /// refuse to start ("couldn't find local name in the initial cluster").
+    #[error("--initial-cluster of member {member} does not list {member}={peer_url}")]
+    MemberNotInInitialCluster {
+        /// Member name.
+        member: String,
+        /// The peer URL the member advertises.
+        peer_url: String,
+    },
+}
+
+impl BuildError {
+    /// PascalCase reason for events and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BuildError::MissingName => "MissingName",
+            BuildError::MissingNamespace { .. } => "MissingNamespace",
+            BuildError::MissingUid { .. } => "MissingUid",
+            BuildError::MemberNotInInitialCluster { .. } => "MemberNotInInitialCluster",
+        }
+    }
+}
+
+/// The identity an owned object needs: namespace, name and UID of the EtcdCluster.
+struct Owner<'a> {
+    name: ClusterName,
+    uid: &'a str,
+}
+
+fn owner(cluster: &EtcdCluster) -> Result<Owner<'_>, BuildError> {
+    let name = cluster_name(cluster)?;
+    let uid = cluster
+        .metadata
+        .uid
+        .as_deref()
+        .ok_or_else(|| BuildError::MissingUid {
+            cluster: name.name.clone(),
+        })?;
+    Ok(Owner { name, uid })
+}
+
+impl Owner<'_> {
+    /// Makes the EtcdCluster the controller of the object: the garbage collector deletes the
+    /// object with it, and `kubectl describe` shows who manages it.
+    fn reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: etcd_api::API_VERSION.to_owned(),
+            kind: "EtcdCluster".to_owned(),
+            name: self.name.name.clone(),
+            uid: self.uid.to_owned(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    /// See [`cluster_token`].
+    fn token(&self) -> String {
+        format!("{}-{}", self.name.name, self.uid)
+    }
+
+    fn meta(&self, name: String, labels: BTreeMap<String, String>, owned: bool) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name),
+            namespace: Some(self.name.namespace.clone()),
+            labels: Some(labels),
+            owner_references: owned.then(|| vec![self.reference()]),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// Namespace and name of the EtcdCluster.
+pub fn cluster_name(cluster: &EtcdCluster) -> Result<ClusterName, BuildError> {
+    let name = cluster
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(BuildError::MissingName)?;
+    let namespace =
+        cluster
+            .metadata
+            .namespace
+            .as_deref()
+            .ok_or_else(|| BuildError::MissingNamespace {
+                cluster: name.to_owned(),
+            })?;
+    Ok(ClusterName::new(namespace, name))
+}
+
+fn name_of(cluster: &EtcdCluster) -> &str {
+    cluster.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// Labels of every object of the cluster (Kubernetes' recommended labels plus ours).
+pub fn cluster_labels(cluster: &EtcdCluster) -> BTreeMap<String, String> {
+    let name = name_of(cluster);
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "etcd".to_owned()),
+        ("app.kubernetes.io/instance".to_owned(), name.to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGED_BY.to_owned(),
+        ),
+        (LABEL_CLUSTER.to_owned(), name.to_owned()),
+    ])
+}
+
+/// Labels of a member's Pod and PVC: the cluster's plus the member's name.
+pub fn member_labels(cluster: &EtcdCluster, member: &str) -> BTreeMap<String, String> {
+    let mut labels = cluster_labels(cluster);
+    labels.insert(LABEL_MEMBER.to_owned(), member.to_owned());
+    labels
+}
+
+/// Label selector (`k=v,k=v`) that lists this cluster's Pods and PVCs: the same labels the
+/// Services and the PodDisruptionBudget select on, so what the operator lists is what they serve.
+pub fn selector(cluster: &EtcdCluster) -> String {
+    cluster_labels(cluster)
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The `--initial-cluster-token` of the cluster's founding members: `<name>-<uid>`.
+///
+/// Fresh per EtcdCluster object and stable across reconciles. etcd derives the cluster ID from
+/// the token, so a cluster deleted and recreated under the same name gets a new cluster ID, and
+/// members left over from the old one (say, from retained PVCs) cannot talk to the new one.
+pub fn cluster_token(cluster: &EtcdCluster) -> Result<String, BuildError> {
+    Ok(owner(cluster)?.token())
+}
+
+/// `--initial-cluster-state` of a member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitialState {
+    /// The seed of a new cluster.
+    New,
+    /// A member joining (or restarting in) an existing cluster.
+    Existing,
+}
+
+impl InitialState {
+    fn as_flag(self) -> &'static str {
+        match self {
+            InitialState::New => "new",
+            InitialState::Existing => "existing",
+        }
+    }
+}
+
+/// What a member Pod is built from, beyond the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberPod<'a> {
+    /// Member name (also the Pod's and PVC's name).
+    pub member: &'a str,
+    /// etcd version to run.
+    pub version: EtcdVersion,
+    /// `name=peerURL` pairs for `--initial-cluster`, in the order given; must contain the member.
+    pub initial_cluster: &'a [(String, String)],
+    /// `--initial-cluster-state`.
+    pub state: InitialState,
+}
+
+/// The Pod of one member.
+///
+/// etcd ignores the `--initial-*` flags once its data directory exists, so a Pod built for a
+/// joining member also restarts it safely later on the same PVC.
+pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildError> {
+    let owner = owner(cluster)?;
+    let names = &owner.name;
+    let peer_url = names.peer_url(pod.member);
+    if !pod
+        .initial_cluster
+        .iter()
+        .any(|(name, url)| name == pod.member && *url == peer_url)
+    {
+        return Err(BuildError::MemberNotInInitialCluster {
+            member: pod.member.to_owned(),
+            peer_url,
+        });
+    }
+    let spec = &cluster.spec;
+    let policy = spec.pod.clone().unwrap_or_default();
+
+    // User labels first, ours over them: the selectors depend on ours.
+    let mut labels = policy.labels;
+    labels.extend(member_labels(cluster, pod.member));
+    let mut annotations = policy.annotations;
+    annotations.insert(ANNOTATION_VERSION.to_owned(), pod.version.to_string());
+    let mut meta = owner.meta(pod.member.to_owned(), labels, true);
+    meta.annotations = Some(annotations);
+
+    let container = Container {
+        name: CONTAINER_NAME.to_owned(),
+        image: Some(format!("{}:v{}", spec.repository, pod.version)),
+        command: Some(vec![ETCD_BINARY.to_owned()]),
+        args: Some(etcd_args(cluster, pod, &owner)),
+        ports: Some(vec![
+            container_port("client", CLIENT_PORT),
+            container_port("peer", PEER_PORT),
+        ]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: DATA_VOLUME.to_owned(),
+            mount_path: DATA_MOUNT.to_owned(),
+            ..VolumeMount::default()
+        }]),
+        // Ready = answers /health: has a leader, no alarm, serves a read. Not-ready members drop
+        // out of the client Service; the headless peer Service still publishes them.
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/health".to_owned()),
+                port: IntOrString::Int(i32::from(CLIENT_PORT)),
+                scheme: Some("HTTP".to_owned()),
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            // etcd's /health waits up to a second for its read; a busy node adds to that.
+            timeout_seconds: Some(3),
+            ..Probe::default()
+        }),
+        // No liveness probe, on purpose: /health fails on every member while quorum is lost,
+        // and a liveness probe would then kill all members again and again, turning a recoverable
+        // outage into a longer one.
+        liveness_probe: None,
+        resources: policy.resources,
+        ..Container::default()
+    };
+
+    let pod_spec = PodSpec {
+        // hostname + subdomain give the member the DNS name its peer URL uses.
+        hostname: Some(pod.member.to_owned()),
+        subdomain: Some(names.name.clone()),
+        containers: vec![container],
+        volumes: Some(vec![Volume {
+            name: DATA_VOLUME.to_owned(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: pod.member.to_owned(),
+                read_only: None,
+            }),
+            ..Volume::default()
+        }]),
+        restart_policy: Some("Always".to_owned()),
+        termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
+        // etcd reads every `ETCD_*` environment variable as a flag; Service links would inject
+        // `ETCD_SERVICE_HOST` and friends for a Service named `etcd`.
+        enable_service_links: Some(false),
+        // etcd never talks to the Kubernetes API.
+        automount_service_account_token: Some(false),
+        node_selector: (!policy.node_selector.is_empty()).then_some(policy.node_selector),
+        affinity: policy.affinity,
+        tolerations: (!policy.tolerations.is_empty()).then_some(policy.tolerations),
+        priority_class_name: policy.priority_class_name,
+        ..PodSpec::default()
+    };
+    Ok(Pod {
+        metadata: meta,
+        spec: Some(pod_spec),
+        status: None,
+    })
+}
+
+fn container_port(name: &str, port: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_owned()),
+        container_port: i32::from(port),
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    }
+}
+
+/// etcd's flags for a member, one `--flag=value` token each.
+fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<String> {
+    let names = &owner.name;
+    let initial_cluster = pod
+        .initial_cluster
+        .iter()
+        .map(|(name, url)| format!("{name}={url}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut args = vec![
+        format!("--name={}", pod.member),
+        format!("--data-dir={DATA_DIR}"),
+        format!("--listen-peer-urls=http://0.0.0.0:{PEER_PORT}"),
+        format!("--listen-client-urls=http://0.0.0.0:{CLIENT_PORT}"),
+        format!(
+            "--initial-advertise-peer-urls={}",
+            names.peer_url(pod.member)
+        ),
+        format!("--advertise-client-urls={}", names.client_url(pod.member)),
+        format!("--initial-cluster={initial_cluster}"),
+        format!("--initial-cluster-state={}", pod.state.as_flag()),
+        format!("--initial-cluster-token={}", owner.token()),
+    ];
+    if let Some(options) = &cluster.spec.etcd_options {
+        let optional = [
+            (
+                "quota-backend-bytes",
+                options.quota_backend_bytes.map(|v| v.to_string()),
+            ),
+            (
+                "auto-compaction-mode",
+                options.auto_compaction_mode.map(|m| m.as_flag().to_owned()),
+            ),
+            (
+                "auto-compaction-retention",
+                options.auto_compaction_retention.clone(),
+            ),
+            (
+                "snapshot-count",
+                options.snapshot_count.map(|v| v.to_string()),
+            ),
+            (
+                "heartbeat-interval",
+                options.heartbeat_interval_ms.map(|v| v.to_string()),
+            ),
+            (
+                "election-timeout",
+                options.election_timeout_ms.map(|v| v.to_string()),
+            ),
+        ];
+        args.extend(
+            optional
+                .into_iter()
+                .filter_map(|(flag, value)| value.map(|value| format!("--{flag}={value}"))),
+        );
+    }
+    args
+}
+
+/// The PVC of one member: its etcd data directory.
+///
+/// It carries the EtcdCluster as owner only under `reclaimPolicy: Delete`. With `Retain` (the
+/// default) the data must outlive the EtcdCluster object: deleting the object, by mistake or by
+/// uninstalling whatever created it, must not let the garbage collector destroy every member's
+/// data. PVC specs are immutable (but for growing the request), so an executor that wants a
+/// policy change to reach existing PVCs server-side applies this object again: under
+/// [`FIELD_MANAGER`] that adds or drops the owner reference.
+pub fn member_pvc(
+    cluster: &EtcdCluster,
+    member: &str,
+) -> Result<PersistentVolumeClaim, BuildError> {
+    let owner = owner(cluster)?;
+    let storage = &cluster.spec.storage;
+    let owned = storage.reclaim_policy == ReclaimPolicy::Delete;
+    Ok(PersistentVolumeClaim {
+        metadata: owner.meta(member.to_owned(), member_labels(cluster, member), owned),
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    storage.size.clone(),
+                )])),
+                limits: None,
+            }),
+            // Unset: the cluster's default StorageClass applies.
+            storage_class_name: storage.storage_class_name.clone(),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    })
+}
+
+fn service_port(name: &str, port: u16) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_owned()),
+        port: i32::from(port),
+        target_port: Some(IntOrString::Int(i32::from(port))),
+        protocol: Some("TCP".to_owned()),
+        ..ServicePort::default()
+    }
+}
+
+/// The headless peer Service, named like the cluster: it gives each member the DNS name
+/// `<member>.<cluster>.<namespace>.svc` that its peer URL uses.
+///
+/// It publishes not-ready Pods: a member is not ready until it has a leader, and it cannot get
+/// one before its peers resolve its name (and it theirs).
+pub fn peer_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
+    let owner = owner(cluster)?;
+    Ok(Service {
+        metadata: owner.meta(owner.name.name.clone(), cluster_labels(cluster), true),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_owned()),
+            publish_not_ready_addresses: Some(true),
+            ports: Some(vec![
+                service_port("peer", PEER_PORT),
+                service_port("client", CLIENT_PORT),
+            ]),
+            selector: Some(cluster_labels(cluster)),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The client Service `<cluster>-client`: one stable address that reaches ready members only.
+pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
+    let owner = owner(cluster)?;
+    Ok(Service {
+        metadata: owner.meta(
+            format!("{}-client", owner.name.name),
+            cluster_labels(cluster),
+            true,
+        ),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            ports: Some(vec![service_port("client", CLIENT_PORT)]),
+            selector: Some(cluster_labels(cluster)),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The PodDisruptionBudget named like the cluster: voluntary evictions (node drains) may take
+/// members only while a quorum of `spec.size` stays ready. A one-member cluster therefore
+/// blocks drains: evicting its only member is an outage the user must choose deliberately.
+pub fn pod_disruption_budget(cluster: &EtcdCluster) -> Result<PodDisruptionBudget, BuildError> {
+    let owner = owner(cluster)?;
+    let size = usize::try_from(cluster.spec.size).unwrap_or(0);
+    let min_available = i32::try_from(plan::quorum(size)).unwrap_or(i32::MAX);
+    Ok(PodDisruptionBudget {
+        metadata: owner.meta(owner.name.name.clone(), cluster_labels(cluster), true),
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(min_available)),
+            selector: Some(LabelSelector {
+                match_labels: Some(cluster_labels(cluster)),
+                match_expressions: None,
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The member a Pod belongs to, from its member label; `None` for a Pod that is not a member
+/// Pod of this cluster (another cluster's, or a label that is not one of our member names).
+pub fn member_of_pod(cluster: &EtcdCluster, pod: &Pod) -> Option<String> {
+    let labels = pod.metadata.labels.as_ref()?;
+    if labels.get(LABEL_CLUSTER).map(String::as_str) != Some(name_of(cluster)) {
+        return None;
+    }
+    let member = labels.get(LABEL_MEMBER)?;
+    let names = ClusterName::new("", name_of(cluster));
+    names.ordinal_of(member).map(|_| member.clone())
+}

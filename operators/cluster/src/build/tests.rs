@@ -1,0 +1,527 @@
+//! Builder tests: names, labels, flags, owner references and determinism of every object.
+
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{
+    AutoCompactionMode, EtcdClusterSpec, EtcdOptions, PodPolicy, ReclaimPolicy, StorageSpec,
+};
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::*;
+
+const UID: &str = "0b5e-11";
+
+fn v35() -> EtcdVersion {
+    EtcdVersion::parse("3.5.1").unwrap()
+}
+
+fn spec() -> EtcdClusterSpec {
+    EtcdClusterSpec {
+        size: 3,
+        version: "3.5.1".into(),
+        repository: "gcr.io/etcd-development/etcd".into(),
+        paused: false,
+        storage: StorageSpec::default(),
+        pod: None,
+        etcd_options: None,
+    }
+}
+
+fn etcd(spec: EtcdClusterSpec) -> EtcdCluster {
+    let mut cluster = EtcdCluster::new("main", spec);
+    cluster.metadata.namespace = Some("db".into());
+    cluster.metadata.uid = Some(UID.into());
+    cluster
+}
+
+fn initial(members: &[&str]) -> Vec<(String, String)> {
+    let names = ClusterName::new("db", "main");
+    members
+        .iter()
+        .map(|m| (m.to_string(), names.peer_url(m)))
+        .collect()
+}
+
+fn pod_of(cluster: &EtcdCluster, member: &str, state: InitialState) -> Pod {
+    let initial_cluster = initial(&["main-0", member]);
+    let initial_cluster = if member == "main-0" {
+        &initial_cluster[..1]
+    } else {
+        &initial_cluster[..]
+    };
+    member_pod(
+        cluster,
+        &MemberPod {
+            member,
+            version: v35(),
+            initial_cluster,
+            state,
+        },
+    )
+    .unwrap()
+}
+
+fn args(pod: &Pod) -> Vec<String> {
+    pod.spec.as_ref().unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap()
+}
+
+fn owner_ref() -> OwnerReference {
+    OwnerReference {
+        api_version: "etcd.operator.rs/v1alpha1".into(),
+        kind: "EtcdCluster".into(),
+        name: "main".into(),
+        uid: UID.into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn cluster_label_set() -> BTreeMap<String, String> {
+    labels(&[
+        ("app.kubernetes.io/instance", "main"),
+        ("app.kubernetes.io/managed-by", "etcd-cluster-operator"),
+        ("app.kubernetes.io/name", "etcd"),
+        ("etcd.operator.rs/cluster", "main"),
+    ])
+}
+
+#[test]
+fn labels_selector_and_token() {
+    let cluster = etcd(spec());
+    assert_eq!(cluster_labels(&cluster), cluster_label_set());
+    let mut member = cluster_label_set();
+    member.insert("etcd.operator.rs/member".into(), "main-2".into());
+    assert_eq!(member_labels(&cluster, "main-2"), member);
+    assert_eq!(
+        selector(&cluster),
+        "app.kubernetes.io/instance=main,app.kubernetes.io/managed-by=etcd-cluster-operator,\
+         app.kubernetes.io/name=etcd,etcd.operator.rs/cluster=main"
+    );
+    assert_eq!(cluster_token(&cluster).unwrap(), "main-0b5e-11");
+}
+
+#[test]
+fn objects_need_namespace_and_uid() {
+    let mut no_uid = etcd(spec());
+    no_uid.metadata.uid = None;
+    let missing_uid = BuildError::MissingUid {
+        cluster: "main".into(),
+    };
+    assert_eq!(cluster_token(&no_uid), Err(missing_uid.clone()));
+    assert_eq!(peer_service(&no_uid).unwrap_err(), missing_uid);
+    assert_eq!(
+        member_pvc(&no_uid, "main-0").unwrap_err().reason(),
+        "MissingUid"
+    );
+
+    let mut no_ns = etcd(spec());
+    no_ns.metadata.namespace = None;
+    let missing_ns = BuildError::MissingNamespace {
+        cluster: "main".into(),
+    };
+    assert_eq!(client_service(&no_ns).unwrap_err(), missing_ns);
+    assert_eq!(pod_disruption_budget(&no_ns).unwrap_err(), missing_ns);
+    assert_eq!(missing_ns.reason(), "MissingNamespace");
+
+    let mut no_name = etcd(spec());
+    no_name.metadata.name = None;
+    assert_eq!(cluster_name(&no_name), Err(BuildError::MissingName));
+}
+
+#[test]
+fn seed_pod_has_every_flag_name_and_dns_identity() {
+    let cluster = etcd(spec());
+    let pod = pod_of(&cluster, "main-0", InitialState::New);
+    assert_eq!(pod.metadata.name.as_deref(), Some("main-0"));
+    assert_eq!(pod.metadata.namespace.as_deref(), Some("db"));
+    assert_eq!(pod.metadata.owner_references, Some(vec![owner_ref()]));
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.hostname.as_deref(), Some("main-0"));
+    assert_eq!(spec.subdomain.as_deref(), Some("main"));
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    assert_eq!(spec.enable_service_links, Some(false));
+    let container = &spec.containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some("gcr.io/etcd-development/etcd:v3.5.1")
+    );
+    assert_eq!(
+        container.command,
+        Some(vec!["/usr/local/bin/etcd".to_string()])
+    );
+    assert_eq!(
+        args(&pod),
+        [
+            "--name=main-0",
+            "--data-dir=/var/lib/etcd/data",
+            "--listen-peer-urls=http://0.0.0.0:2380",
+            "--listen-client-urls=http://0.0.0.0:2379",
+            "--initial-advertise-peer-urls=http://main-0.main.db.svc:2380",
+            "--advertise-client-urls=http://main-0.main.db.svc:2379",
+            "--initial-cluster=main-0=http://main-0.main.db.svc:2380",
+            "--initial-cluster-state=new",
+            "--initial-cluster-token=main-0b5e-11",
+        ]
+    );
+    let ports: Vec<(Option<&str>, i32)> = container
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|p| (p.name.as_deref(), p.container_port))
+        .collect();
+    assert_eq!(ports, [(Some("client"), 2379), (Some("peer"), 2380)]);
+    let mount = &container.volume_mounts.as_ref().unwrap()[0];
+    assert_eq!(mount.mount_path, DATA_MOUNT);
+    let volume = &spec.volumes.as_ref().unwrap()[0];
+    assert_eq!(mount.name, volume.name);
+    assert_eq!(
+        volume.persistent_volume_claim.as_ref().unwrap().claim_name,
+        "main-0"
+    );
+    assert!(DATA_DIR.starts_with(&format!("{DATA_MOUNT}/")));
+}
+
+#[test]
+fn probes_readiness_only() {
+    let pod = pod_of(&etcd(spec()), "main-0", InitialState::New);
+    let container = &pod.spec.as_ref().unwrap().containers[0];
+    assert!(container.liveness_probe.is_none());
+    assert!(container.startup_probe.is_none());
+    let readiness = container.readiness_probe.as_ref().unwrap();
+    let http = readiness.http_get.as_ref().unwrap();
+    assert_eq!(http.path.as_deref(), Some("/health"));
+    assert_eq!(http.port, IntOrString::Int(2379));
+    assert_eq!(readiness.period_seconds, Some(5));
+    assert_eq!(readiness.failure_threshold, Some(3));
+}
+
+#[test]
+fn joining_member_lists_the_cluster_and_joins_existing() {
+    let pod = pod_of(&etcd(spec()), "main-1", InitialState::Existing);
+    let args = args(&pod);
+    assert!(args.contains(
+        &"--initial-cluster=main-0=http://main-0.main.db.svc:2380,main-1=http://main-1.main.db.svc:2380"
+            .to_string()
+    ));
+    assert!(args.contains(&"--initial-cluster-state=existing".to_string()));
+    assert!(args.contains(&"--name=main-1".to_string()));
+}
+
+#[test]
+fn member_missing_from_its_initial_cluster_is_refused() {
+    let cluster = etcd(spec());
+    let others = initial(&["main-0"]);
+    let wrong_url = vec![("main-1".to_string(), "http://10.0.0.1:2380".to_string())];
+    for list in [others, wrong_url, vec![]] {
+        let error = member_pod(
+            &cluster,
+            &MemberPod {
+                member: "main-1",
+                version: v35(),
+                initial_cluster: &list,
+                state: InitialState::Existing,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            BuildError::MemberNotInInitialCluster {
+                member: "main-1".into(),
+                peer_url: "http://main-1.main.db.svc:2380".into(),
+            }
+        );
+    }
+}
+
+#[test]
+fn etcd_options_become_flags_and_unset_ones_do_not() {
+    let mut all = spec();
+    all.etcd_options = Some(EtcdOptions {
+        quota_backend_bytes: Some(4_294_967_296),
+        auto_compaction_mode: Some(AutoCompactionMode::Periodic),
+        auto_compaction_retention: Some("1h".into()),
+        snapshot_count: Some(10_000),
+        heartbeat_interval_ms: Some(200),
+        election_timeout_ms: Some(2000),
+    });
+    let flags = args(&pod_of(&etcd(all), "main-0", InitialState::New));
+    assert_eq!(
+        flags[9..],
+        [
+            "--quota-backend-bytes=4294967296",
+            "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=1h",
+            "--snapshot-count=10000",
+            "--heartbeat-interval=200",
+            "--election-timeout=2000",
+        ]
+    );
+
+    let mut some = spec();
+    some.etcd_options = Some(EtcdOptions {
+        auto_compaction_mode: Some(AutoCompactionMode::Revision),
+        ..EtcdOptions::default()
+    });
+    let flags = args(&pod_of(&etcd(some), "main-0", InitialState::New));
+    assert_eq!(flags[9..], ["--auto-compaction-mode=revision"]);
+
+    let mut empty = spec();
+    empty.etcd_options = Some(EtcdOptions::default());
+    assert_eq!(
+        args(&pod_of(&etcd(empty), "main-0", InitialState::New)).len(),
+        9
+    );
+}
+
+#[test]
+fn pod_policy_is_applied_and_our_labels_win() {
+    let mut with_policy = spec();
+    with_policy.repository = "quay.io/coreos/etcd".into();
+    with_policy.pod = Some(PodPolicy {
+        labels: labels(&[("team", "storage"), ("etcd.operator.rs/member", "evil")]),
+        annotations: labels(&[("note", "x"), ("etcd.operator.rs/version", "0.0.0")]),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([("memory".into(), Quantity("1Gi".into()))])),
+            ..ResourceRequirements::default()
+        }),
+        node_selector: labels(&[("disk", "ssd")]),
+        affinity: Some(Default::default()),
+        tolerations: vec![Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Exists".into()),
+            ..Toleration::default()
+        }],
+        priority_class_name: Some("system-cluster-critical".into()),
+    });
+    let pod = pod_of(&etcd(with_policy), "main-1", InitialState::Existing);
+    let meta = &pod.metadata;
+    let mut expected = member_labels(&etcd(spec()), "main-1");
+    expected.insert("team".into(), "storage".into());
+    assert_eq!(meta.labels.as_ref(), Some(&expected));
+    assert_eq!(
+        meta.annotations.as_ref(),
+        Some(&labels(&[
+            ("etcd.operator.rs/version", "3.5.1"),
+            ("note", "x")
+        ]))
+    );
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_selector, Some(labels(&[("disk", "ssd")])));
+    assert!(spec.affinity.is_some());
+    assert_eq!(spec.tolerations.as_ref().unwrap().len(), 1);
+    assert_eq!(
+        spec.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
+    let container = &spec.containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some("quay.io/coreos/etcd:v3.5.1")
+    );
+    assert!(container.resources.as_ref().unwrap().requests.is_some());
+}
+
+#[test]
+fn without_pod_policy_nothing_optional_is_set() {
+    let pod = pod_of(&etcd(spec()), "main-0", InitialState::New);
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_selector, None);
+    assert_eq!(spec.affinity, None);
+    assert_eq!(spec.tolerations, None);
+    assert_eq!(spec.priority_class_name, None);
+    assert_eq!(spec.containers[0].resources, None);
+    assert_eq!(
+        pod.metadata.annotations,
+        Some(labels(&[("etcd.operator.rs/version", "3.5.1")]))
+    );
+}
+
+#[test]
+fn pvc_is_owned_only_when_the_policy_deletes() {
+    let retained = member_pvc(&etcd(spec()), "main-2").unwrap();
+    assert_eq!(retained.metadata.name.as_deref(), Some("main-2"));
+    assert_eq!(retained.metadata.namespace.as_deref(), Some("db"));
+    assert_eq!(retained.metadata.owner_references, None);
+    assert_eq!(
+        retained.metadata.labels,
+        Some(member_labels(&etcd(spec()), "main-2"))
+    );
+    let pvc_spec = retained.spec.as_ref().unwrap();
+    assert_eq!(
+        pvc_spec.access_modes,
+        Some(vec!["ReadWriteOnce".to_string()])
+    );
+    assert_eq!(
+        pvc_spec.resources.as_ref().unwrap().requests,
+        Some(BTreeMap::from([("storage".into(), Quantity("1Gi".into()))]))
+    );
+    assert_eq!(pvc_spec.storage_class_name, None);
+
+    let mut deleting = spec();
+    deleting.storage = StorageSpec {
+        size: Quantity("8Gi".into()),
+        storage_class_name: Some("fast".into()),
+        reclaim_policy: ReclaimPolicy::Delete,
+    };
+    let owned = member_pvc(&etcd(deleting), "main-2").unwrap();
+    assert_eq!(owned.metadata.owner_references, Some(vec![owner_ref()]));
+    let pvc_spec = owned.spec.as_ref().unwrap();
+    assert_eq!(pvc_spec.storage_class_name.as_deref(), Some("fast"));
+    assert_eq!(
+        pvc_spec.resources.as_ref().unwrap().requests,
+        Some(BTreeMap::from([("storage".into(), Quantity("8Gi".into()))]))
+    );
+}
+
+#[test]
+fn services_and_budget() {
+    let cluster = etcd(spec());
+    let peer = peer_service(&cluster).unwrap();
+    assert_eq!(peer.metadata.name.as_deref(), Some("main"));
+    assert_eq!(peer.metadata.owner_references, Some(vec![owner_ref()]));
+    let peer_spec = peer.spec.as_ref().unwrap();
+    assert_eq!(peer_spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(peer_spec.publish_not_ready_addresses, Some(true));
+    assert_eq!(peer_spec.selector, Some(cluster_label_set()));
+    let ports: Vec<(Option<&str>, i32)> = peer_spec
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|p| (p.name.as_deref(), p.port))
+        .collect();
+    assert_eq!(ports, [(Some("peer"), 2380), (Some("client"), 2379)]);
+
+    let client = client_service(&cluster).unwrap();
+    assert_eq!(client.metadata.name.as_deref(), Some("main-client"));
+    assert_eq!(client.metadata.owner_references, Some(vec![owner_ref()]));
+    let client_spec = client.spec.as_ref().unwrap();
+    assert_eq!(client_spec.type_.as_deref(), Some("ClusterIP"));
+    assert_eq!(client_spec.cluster_ip, None);
+    assert_eq!(client_spec.publish_not_ready_addresses, None);
+    assert_eq!(client_spec.selector, Some(cluster_label_set()));
+    let port = &client_spec.ports.as_ref().unwrap()[..];
+    assert_eq!(port.len(), 1);
+    assert_eq!(
+        (port[0].name.as_deref(), port[0].port),
+        (Some("client"), 2379)
+    );
+
+    for (size, min) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
+        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() })).unwrap();
+        assert_eq!(pdb.metadata.name.as_deref(), Some("main"));
+        assert_eq!(pdb.metadata.owner_references, Some(vec![owner_ref()]));
+        let pdb_spec = pdb.spec.unwrap();
+        assert_eq!(
+            pdb_spec.min_available,
+            Some(IntOrString::Int(min)),
+            "size {size}"
+        );
+        assert_eq!(pdb_spec.max_unavailable, None);
+        assert_eq!(
+            pdb_spec.selector.unwrap().match_labels,
+            Some(cluster_label_set())
+        );
+    }
+}
+
+#[test]
+fn member_pods_select_into_services_and_budget() {
+    let cluster = etcd(spec());
+    let pod_labels = pod_of(&cluster, "main-0", InitialState::New)
+        .metadata
+        .labels
+        .unwrap();
+    let selected = |selector: &BTreeMap<String, String>| {
+        selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v))
+    };
+    assert!(selected(
+        &peer_service(&cluster)
+            .unwrap()
+            .spec
+            .unwrap()
+            .selector
+            .unwrap()
+    ));
+    assert!(selected(
+        &client_service(&cluster)
+            .unwrap()
+            .spec
+            .unwrap()
+            .selector
+            .unwrap()
+    ));
+    let pdb = pod_disruption_budget(&cluster).unwrap();
+    assert!(selected(
+        &pdb.spec.unwrap().selector.unwrap().match_labels.unwrap()
+    ));
+}
+
+#[test]
+fn member_of_pod_reads_only_our_member_label() {
+    let cluster = etcd(spec());
+    let ours = pod_of(&cluster, "main-1", InitialState::Existing);
+    assert_eq!(member_of_pod(&cluster, &ours).as_deref(), Some("main-1"));
+
+    let mut other_cluster = etcd(spec());
+    other_cluster.metadata.name = Some("other".into());
+    assert_eq!(member_of_pod(&other_cluster, &ours), None);
+
+    let with = |pairs: &[(&str, &str)]| Pod {
+        metadata: ObjectMeta {
+            labels: Some(labels(pairs)),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    };
+    for pod in [
+        Pod::default(),
+        with(&[("etcd.operator.rs/cluster", "main")]),
+        with(&[
+            ("etcd.operator.rs/cluster", "main"),
+            ("etcd.operator.rs/member", "main-x"),
+        ]),
+        with(&[("etcd.operator.rs/member", "main-1")]),
+    ] {
+        assert_eq!(member_of_pod(&cluster, &pod), None, "{pod:?}");
+    }
+}
+
+#[test]
+fn unchanged_spec_builds_identical_objects() {
+    let mut full = spec();
+    full.pod = Some(PodPolicy {
+        labels: labels(&[("z", "1"), ("a", "2"), ("m", "3")]),
+        annotations: labels(&[("z", "1"), ("a", "2")]),
+        node_selector: labels(&[("b", "1"), ("a", "1")]),
+        ..PodPolicy::default()
+    });
+    let cluster = etcd(full);
+    let json = |cluster: &EtcdCluster| {
+        [
+            serde_json::to_string(&pod_of(cluster, "main-1", InitialState::Existing)).unwrap(),
+            serde_json::to_string(&member_pvc(cluster, "main-1").unwrap()).unwrap(),
+            serde_json::to_string(&peer_service(cluster).unwrap()).unwrap(),
+            serde_json::to_string(&client_service(cluster).unwrap()).unwrap(),
+            serde_json::to_string(&pod_disruption_budget(cluster).unwrap()).unwrap(),
+        ]
+    };
+    assert_eq!(json(&cluster), json(&cluster.clone()));
+    // Labels serialise in key order whatever order they were written in.
+    let pod = json(&cluster)[0].clone();
+    let a = pod.find("\"a\":\"2\"").unwrap();
+    let m = pod.find("\"m\":\"3\"").unwrap();
+    assert!(a < m);
+}
