@@ -1,1 +1,32 @@
-//! Kubernetes plumbing shared by the operators (in progress).
+//! Kubernetes plumbing shared by the three operators (etcd-cluster-operator,
+//! etcd-backup-operator, etcd-restore-operator): nothing here knows about etcd.
+//!
+//! - [`logging`] — `init_logging(filter, format)`, JSON lines carrying span fields (no I/O but stdout).
+//! - [`leader`] — leader election on a `coordination.k8s.io/v1` Lease; the decision is the pure
+//!   [`leader::decide`], the renew task does the I/O.
+//! - [`status`] — `apply_status`, server-side apply of a status subresource (I/O).
+//! - [`events`] — best-effort Kubernetes Events with the API's size limits applied (I/O).
+//! - [`backoff`] — per-object exponential back-off keyed by UID for the error policy (pure).
+//! - [`probes`] — `/healthz` and `/readyz` on a plain TCP listener (I/O).
+//! - [`shutdown`] — SIGTERM/SIGINT.
+//!
+//! A binary's `main` wires them roughly as: `init_logging`, install the rustls provider, build
+//! the client, spawn `serve_probes`, `acquire` the Lease, run the controller until
+//! `shutdown_signal()` or `Leadership::lost()`, then `release()` (on shutdown) or exit non-zero
+//! (on loss, so the Pod restarts as a standby).
+
+pub mod backoff;
+pub mod events;
+pub mod leader;
+pub mod logging;
+pub mod probes;
+pub mod shutdown;
+pub mod status;
+
+pub use backoff::FailureBackoff;
+pub use events::Events;
+pub use leader::{Decision, Leadership, LeaseConfig, LeaseError, acquire, decide};
+pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
+pub use probes::{ProbeServer, Readiness, serve_probes};
+pub use shutdown::shutdown_signal;
+pub use status::apply_status;

@@ -1,0 +1,128 @@
+//! Per-object exponential back-off for the error policy. No I/O.
+//!
+//! kube-runtime requeues a failed object after whatever `error_policy` returns and has no
+//! per-object back-off of its own (kube-rs/kube#1916), so a flat requeue hammers the API and etcd
+//! while an object keeps failing. The operators keep a failure count per object UID here: the
+//! error policy calls [`FailureBackoff::failure`] and requeues after the delay it returns; a
+//! successful reconcile calls [`FailureBackoff::success`], which resets the count.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// Failure counts per object UID, shared by the reconciler and the error policy (`Send + Sync`).
+#[derive(Debug)]
+pub struct FailureBackoff {
+    base: Duration,
+    max: Duration,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl FailureBackoff {
+    pub fn new(base: Duration, max: Duration) -> Self {
+        FailureBackoff {
+            base,
+            max,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Record one more failure of `uid` and return how long to wait before retrying it:
+    /// `base * 2^(n-1)` for the n-th consecutive failure, capped at `max`.
+    pub fn failure(&self, uid: &str) -> Duration {
+        let n = {
+            let mut failures = self.lock();
+            let count = failures.entry(uid.to_owned()).or_insert(0);
+            *count = count.saturating_add(1);
+            *count
+        };
+        delay(self.base, self.max, n)
+    }
+
+    /// The object reconciled cleanly: its next failure starts from `base` again. Also call it when
+    /// the object is deleted, so the map does not grow with objects that no longer exist.
+    pub fn success(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// Consecutive failures recorded for `uid` since its last success.
+    pub fn failures(&self, uid: &str) -> u32 {
+        self.lock().get(uid).copied().unwrap_or(0)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        // The map holds plain counters, consistent after any panic: keep using it.
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// `base * 2^(n-1)`, capped at `max`, without overflowing for any `n`.
+fn delay(base: Duration, max: Duration, n: u32) -> Duration {
+    let exponent = n.saturating_sub(1);
+    2u32.checked_pow(exponent)
+        .and_then(|factor| base.checked_mul(factor))
+        .map_or(max, |d| d.min(max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn doubles_from_base_up_to_the_cap() {
+        let backoff = FailureBackoff::new(secs(5), secs(300));
+        let seen: Vec<Duration> = (0..9).map(|_| backoff.failure("uid-a")).collect();
+        let expected = [5, 10, 20, 40, 80, 160, 300, 300, 300].map(secs);
+        assert_eq!(seen, expected);
+        assert_eq!(backoff.failures("uid-a"), 9);
+    }
+
+    #[test]
+    fn success_resets_only_that_object() {
+        let backoff = FailureBackoff::new(secs(1), secs(60));
+        backoff.failure("a");
+        backoff.failure("a");
+        assert_eq!(backoff.failure("b"), secs(1));
+        assert_eq!(backoff.failure("a"), secs(4));
+        backoff.success("a");
+        assert_eq!(backoff.failures("a"), 0);
+        assert_eq!(backoff.failure("a"), secs(1));
+        assert_eq!(backoff.failure("b"), secs(2));
+    }
+
+    #[test]
+    fn success_of_an_unknown_object_is_harmless() {
+        let backoff = FailureBackoff::new(secs(1), secs(60));
+        backoff.success("never-failed");
+        assert_eq!(backoff.failure("never-failed"), secs(1));
+    }
+
+    #[test]
+    fn huge_failure_counts_stay_at_the_cap() {
+        for n in [32, 33, 64, 1_000, u32::MAX] {
+            assert_eq!(
+                delay(Duration::from_millis(500), secs(600), n),
+                secs(600),
+                "n={n}"
+            );
+        }
+        // one below overflow of the factor but overflowing the Duration multiply
+        assert_eq!(delay(Duration::MAX / 2, Duration::MAX, 3), Duration::MAX);
+    }
+
+    #[test]
+    fn a_cap_below_base_wins() {
+        let backoff = FailureBackoff::new(secs(10), secs(3));
+        assert_eq!(backoff.failure("x"), secs(3));
+    }
+
+    #[test]
+    fn is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<FailureBackoff>();
+    }
+}

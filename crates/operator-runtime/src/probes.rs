@@ -1,0 +1,247 @@
+//! Liveness and readiness endpoints for the operators' Deployments. Does I/O: a TCP listener
+//! serving a deliberately tiny subset of HTTP/1.1, so the operators need no web framework.
+//!
+//! - `GET /healthz` → 200 `ok` while the process serves requests at all (liveness).
+//! - `GET /readyz` → 200 `ok` once [`Readiness::set_ready`] was called with `true`, else 503
+//!   (readiness: the binaries set it after their watches synced and they hold the Lease).
+//! - anything else → 404.
+//!
+//! One request per connection (`Connection: close`), the request head read with a size and a time
+//! bound, so a slow or hostile client costs one small task and never the server.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The largest request head we read; probes send ~100 bytes.
+const MAX_REQUEST_BYTES: usize = 4096;
+/// How long a client may take to send its request head (the kubelet's probe timeout is 1 s by
+/// default, so a legitimate probe never needs more).
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether the operator is ready; cloned into the probe server and the code that decides.
+#[derive(Clone, Debug, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Starts not ready.
+    pub fn new() -> Self {
+        Readiness::default()
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.0.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A bound probe listener; [`ProbeServer::local_addr`] tells the port when bound to port 0.
+pub struct ProbeServer {
+    listener: TcpListener,
+}
+
+impl ProbeServer {
+    pub async fn bind(addr: SocketAddr) -> io::Result<ProbeServer> {
+        Ok(ProbeServer {
+            listener: TcpListener::bind(addr).await?,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until the future is dropped. Errors on single connections are logged at debug and
+    /// never end the server.
+    pub async fn serve(self, readiness: Readiness) -> io::Result<()> {
+        loop {
+            match self.listener.accept().await {
+                Ok((stream, _peer)) => {
+                    let readiness = readiness.clone();
+                    tokio::spawn(async move {
+                        if let Err(error) = handle(stream, &readiness).await {
+                            tracing::debug!(%error, "probe connection failed");
+                        }
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "probe listener could not accept a connection");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+            }
+        }
+    }
+}
+
+/// Bind `addr` and serve the probes on it; returns only if binding fails.
+pub async fn serve_probes(addr: SocketAddr, readiness: Readiness) -> io::Result<()> {
+    ProbeServer::bind(addr).await?.serve(readiness).await
+}
+
+async fn handle(mut stream: TcpStream, readiness: &Readiness) -> io::Result<()> {
+    let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
+        Ok(head) => head?,
+        Err(_elapsed) => return Ok(()),
+    };
+    let response = respond(&head, readiness.is_ready());
+    stream.write_all(response.to_bytes().as_slice()).await?;
+    stream.shutdown().await
+}
+
+/// Read until the end of the request line (all we look at), the end of the head, EOF, or
+/// [`MAX_REQUEST_BYTES`].
+async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(256);
+    let mut buf = [0u8; 512];
+    while head.len() < MAX_REQUEST_BYTES {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    head.truncate(MAX_REQUEST_BYTES);
+    Ok(head)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Response {
+    status: u16,
+    body: &'static str,
+}
+
+impl Response {
+    fn to_bytes(&self) -> Vec<u8> {
+        let reason = match self.status {
+            200 => "OK",
+            400 => "Bad Request",
+            404 => "Not Found",
+            _ => "Service Unavailable",
+        };
+        format!(
+            "HTTP/1.1 {} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            self.status,
+            self.body.len(),
+            self.body
+        )
+        .into_bytes()
+    }
+}
+
+/// The answer to a request head: pure, so every case is a unit test.
+fn respond(head: &[u8], ready: bool) -> Response {
+    let line_end = head
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(head.len());
+    let Ok(line) = std::str::from_utf8(&head[..line_end]) else {
+        return Response {
+            status: 400,
+            body: "bad request\n",
+        };
+    };
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Response {
+            status: 400,
+            body: "bad request\n",
+        };
+    };
+    if !version.starts_with("HTTP/1.") || parts.next().is_some() {
+        return Response {
+            status: 400,
+            body: "bad request\n",
+        };
+    }
+    // Probes may carry a query string; it does not change the answer.
+    let path = target.split('?').next().unwrap_or(target);
+    match (method, path) {
+        ("GET", "/healthz") => Response {
+            status: 200,
+            body: "ok",
+        },
+        ("GET", "/readyz") if ready => Response {
+            status: 200,
+            body: "ok",
+        },
+        ("GET", "/readyz") => Response {
+            status: 503,
+            body: "not ready",
+        },
+        _ => Response {
+            status: 404,
+            body: "not found",
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(head: &str, ready: bool) -> u16 {
+        respond(head.as_bytes(), ready).status
+    }
+
+    #[test]
+    fn answers_by_method_path_and_readiness() {
+        let cases = [
+            ("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", false, 200),
+            ("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", true, 200),
+            ("GET /healthz?verbose=1 HTTP/1.1\r\n\r\n", false, 200),
+            ("GET /readyz HTTP/1.1\r\n\r\n", false, 503),
+            ("GET /readyz HTTP/1.1\r\n\r\n", true, 200),
+            ("GET /readyz HTTP/1.0\r\n\r\n", true, 200),
+            ("GET / HTTP/1.1\r\n\r\n", true, 404),
+            ("GET /metrics HTTP/1.1\r\n\r\n", true, 404),
+            ("GET /healthzz HTTP/1.1\r\n\r\n", true, 404),
+            ("POST /healthz HTTP/1.1\r\n\r\n", true, 404),
+            ("DELETE /readyz HTTP/1.1\r\n\r\n", true, 404),
+        ];
+        for (head, ready, expected) in cases {
+            assert_eq!(status(head, ready), expected, "{head:?} ready={ready}");
+        }
+    }
+
+    #[test]
+    fn malformed_requests_are_rejected_without_panicking() {
+        let cases: [&[u8]; 7] = [
+            b"",
+            b"\r\n\r\n",
+            b"GET\r\n\r\n",
+            b"GET /healthz\r\n\r\n",
+            b"GET /healthz SPDY/3\r\n\r\n",
+            b"GET /healthz HTTP/1.1 extra\r\n\r\n",
+            b"GET /\xff\xfe HTTP/1.1\r\n\r\n",
+        ];
+        for head in cases {
+            assert_eq!(respond(head, true).status, 400, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn responses_are_complete_http() {
+        let bytes = respond(b"GET /readyz HTTP/1.1\r\n\r\n", false).to_bytes();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("Content-Length: 9\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nnot ready"), "{text}");
+    }
+}
