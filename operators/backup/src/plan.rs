@@ -97,7 +97,14 @@ mod tests {
         use BackupPhase::*;
         use LocalState::Finished as Done;
         use LocalState::Running as Here;
-        let cases: Vec<(&str, Option<BackupPhase>, bool, Option<LocalState>, Step)> = vec![
+        type Case = (
+            &'static str,
+            Option<BackupPhase>,
+            bool,
+            Option<LocalState>,
+            Step,
+        );
+        let cases: Vec<Case> = vec![
             ("new object starts", None, false, None, Step::Start),
             ("pending starts", Some(Pending), false, None, Step::Start),
             (

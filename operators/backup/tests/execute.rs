@@ -1,0 +1,333 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The executor against a real etcd 3.5 and a real SeaweedFS: round trips restored with
+//! `etcdutl snapshot restore` and served by a fresh etcd with the same keys, and each failure
+//! (credentials, bucket, S3 dying, unreachable members, timeout, shutdown) with its reason and no
+//! object left behind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_backup_operator::credentials::S3Credentials;
+use etcd_backup_operator::execute::{BackupError, BackupJob, S3Target, execute};
+use etcd_client::GetOptions;
+use etcd_snapshot::SnapshotKey;
+use sha2::{Digest, Sha256};
+use test_support::{ClusterState, EtcdCluster, EtcdMember, EtcdVersion, S3Server, Tools};
+use tokio_util::sync::CancellationToken;
+
+const BUCKET: &str = "etcd-backups";
+
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Writes `count` keys with incompressible `value_len`-byte values.
+async fn fill(client: &mut etcd_client::Client, count: usize, value_len: usize) {
+    for i in 0..count {
+        client
+            .put(
+                format!("/data/{i:06}"),
+                random_bytes(value_len, i as u64 + 7),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Every key (and the SHA-256 of its value), in order.
+async fn keys(client: &mut etcd_client::Client) -> Vec<(String, String)> {
+    let keys = client
+        .get("", Some(GetOptions::new().with_all_keys().with_keys_only()))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for kv in keys.kvs() {
+        let key = kv.key_str().unwrap().to_owned();
+        let value = client.get(key.as_str(), None).await.unwrap();
+        let digest = format!("{:x}", Sha256::digest(value.kvs()[0].value()));
+        out.push((key, digest));
+    }
+    out
+}
+
+fn job(endpoints: Vec<String>, s3: &S3Server, bucket: &str, secret_key: &str) -> BackupJob {
+    BackupJob {
+        cluster: "main".into(),
+        uid: "0b7c6e2a-uid".into(),
+        backup: "db/nightly".into(),
+        endpoints,
+        s3: S3Target {
+            bucket: bucket.into(),
+            prefix: "prod/".into(),
+            endpoint: Some(s3.endpoint().into()),
+            region: s3.region().into(),
+            force_path_style: true,
+            credentials: Some(S3Credentials {
+                access_key_id: s3.access_key().into(),
+                secret_access_key: secret_key.into(),
+                session_token: None,
+            }),
+            credentials_source: "Secret db/s3".into(),
+        },
+        timeout: Duration::from_secs(300),
+    }
+}
+
+async fn objects(s3: &aws_sdk_s3::Client) -> Vec<String> {
+    let out = s3.list_objects_v2().bucket(BUCKET).send().await.unwrap();
+    out.contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect()
+}
+
+async fn assert_nothing_stored(s3: &aws_sdk_s3::Client) {
+    assert_eq!(objects(s3).await, Vec::<String>::new(), "objects left");
+    let uploads = s3
+        .list_multipart_uploads()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .unwrap();
+    assert!(uploads.uploads().is_empty(), "pending uploads left");
+}
+
+/// Backs up `etcd` to a fresh S3 server, checks the artifact against the object, restores the
+/// object with etcdutl into a new member and compares its keys with the original's.
+async fn round_trip(count: usize, value_len: usize) {
+    let (etcd, s3) = tokio::join!(
+        async { EtcdCluster::start(EtcdVersion::V3_5, 3).await.unwrap() },
+        async {
+            let s3 = S3Server::start().await.unwrap();
+            s3.create_bucket(BUCKET).await.unwrap();
+            s3
+        }
+    );
+    let mut client = etcd.client().await.unwrap();
+    fill(&mut client, count, value_len).await;
+    let revision = client.status().await.unwrap().header().unwrap().revision();
+    let original = keys(&mut client).await;
+
+    let job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
+    let artifact = execute(&job, &CancellationToken::new()).await.unwrap();
+
+    assert_eq!(artifact.revision, revision);
+    assert_eq!(artifact.etcd_version, "3.5.1");
+    assert_eq!(artifact.cluster_id, format!("{:x}", etcd.cluster_id()));
+    let key = artifact
+        .uri
+        .strip_prefix(&format!("s3://{BUCKET}/"))
+        .unwrap();
+    assert!(key.starts_with("prod/main/"), "{key}");
+    let parsed = SnapshotKey::parse(key).unwrap();
+    assert_eq!(parsed.revision, revision as u64);
+    assert_eq!(parsed.uid, "0b7c6e2a-uid");
+
+    let client_s3 = s3.client();
+    let object = client_s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    let metadata = object.metadata().cloned().unwrap_or_default();
+    assert_eq!(metadata.get("etcd-revision"), Some(&revision.to_string()));
+    assert_eq!(metadata.get("etcd-cluster-id"), Some(&artifact.cluster_id));
+    assert_eq!(
+        metadata.get("etcd-backup").map(String::as_str),
+        Some("db/nightly")
+    );
+    let body = object.body.collect().await.unwrap().into_bytes();
+    assert_eq!(body.len() as i64, artifact.size_bytes);
+    assert_eq!(format!("{:x}", Sha256::digest(&body)), artifact.sha256);
+    assert!(
+        artifact.size_bytes > (count * value_len) as i64,
+        "{} bytes",
+        artifact.size_bytes
+    );
+
+    // Restore into a new one-member cluster and compare.
+    let file = etcd.dir().join("downloaded.db");
+    std::fs::write(&file, &body).unwrap();
+    drop(body);
+    let config = etcd.member_config(9, ClusterState::New, "").unwrap();
+    let config = test_support::EtcdMemberConfig {
+        initial_cluster: format!("{}={}", config.name, config.peer_url()),
+        initial_cluster_token: "restored".into(),
+        ..config
+    };
+    let tools = Tools::from_env();
+    let out = std::process::Command::new(tools.etcdutl().unwrap())
+        .args(["snapshot", "restore"])
+        .arg(&file)
+        .args(["--name", &config.name])
+        .args(["--initial-cluster", &config.initial_cluster])
+        .args(["--initial-cluster-token", "restored"])
+        .args(["--initial-advertise-peer-urls", &config.peer_url()])
+        .arg("--data-dir")
+        .arg(&config.data_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "etcdutl snapshot restore: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut restored = EtcdMember::spawn(&tools, EtcdVersion::V3_5, config).unwrap();
+    restored
+        .wait_ready(None, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut restored_client = restored.client().await.unwrap();
+    assert_eq!(keys(&mut restored_client).await, original);
+    assert_eq!(original.len(), count);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_mib_database_round_trip() {
+    round_trip(1024, 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hundred_mib_database_round_trip() {
+    // 1 MiB values (etcd's request limit is 1.5 MiB): 100 MiB of incompressible data, 7 parts.
+    round_trip(100, 1024 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_failures_leave_no_object() {
+    let (etcd, s3) = tokio::join!(
+        async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
+        async {
+            let s3 = S3Server::start().await.unwrap();
+            s3.create_bucket(BUCKET).await.unwrap();
+            s3
+        }
+    );
+    let mut client = etcd.client().await.unwrap();
+    fill(&mut client, 64, 1024).await;
+    let admin = s3.client();
+    let none = CancellationToken::new();
+
+    let err = execute(&job(etcd.endpoints(), &s3, BUCKET, "wrong-secret"), &none)
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), "CredentialsRejected", "{err}");
+    assert!(err.to_string().contains("Secret db/s3"), "{err}");
+    assert_nothing_stored(&admin).await;
+
+    let err = execute(
+        &job(etcd.endpoints(), &s3, "no-such-bucket", s3.secret_key()),
+        &none,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.reason(), "BucketNotFound", "{err}");
+    assert!(err.to_string().contains("no-such-bucket"), "{err}");
+    assert_nothing_stored(&admin).await;
+
+    // Unreachable members: nothing listens on port 1.
+    let err = execute(
+        &job(
+            vec!["http://127.0.0.1:1".into()],
+            &s3,
+            BUCKET,
+            s3.secret_key(),
+        ),
+        &none,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, BackupError::NoReachableMember { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("http://127.0.0.1:1"), "{err}");
+
+    // The deadline already passed / the operator is shutting down: nothing starts.
+    let mut expired = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
+    expired.timeout = Duration::ZERO;
+    let err = execute(&expired, &none).await.unwrap_err();
+    assert_eq!(err.reason(), "Timeout", "{err}");
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    let err = execute(
+        &job(etcd.endpoints(), &s3, BUCKET, s3.secret_key()),
+        &cancelled,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.reason(), "Interrupted", "{err}");
+    assert_nothing_stored(&admin).await;
+
+    // And the same job with good settings works: the failures above were the settings.
+    execute(&job(etcd.endpoints(), &s3, BUCKET, s3.secret_key()), &none)
+        .await
+        .unwrap();
+    assert_eq!(objects(&admin).await.len(), 1);
+}
+
+/// The S3 server dies while parts are being uploaded: the backup fails (it does not hang) with
+/// S3Unavailable. The dead server cannot be asked whether an object exists; a multipart upload
+/// becomes an object only on completion, which needs the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_killed_mid_upload_fails() {
+    let (etcd, s3) = tokio::join!(
+        async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
+        async {
+            let s3 = S3Server::start().await.unwrap();
+            s3.create_bucket(BUCKET).await.unwrap();
+            s3
+        }
+    );
+    let mut client = etcd.client().await.unwrap();
+    fill(&mut client, 100, 1024 * 1024).await;
+    let job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
+    let admin = s3.client();
+    let s3 = Arc::new(std::sync::Mutex::new(s3));
+    let killer = Arc::clone(&s3);
+    // Kill the server as soon as a multipart upload is pending.
+    let kill = tokio::spawn(async move {
+        let start = Instant::now();
+        loop {
+            let pending = admin
+                .list_multipart_uploads()
+                .bucket(BUCKET)
+                .send()
+                .await
+                .map(|o| !o.uploads().is_empty())
+                .unwrap_or(false);
+            if pending {
+                killer.lock().unwrap().kill().unwrap();
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no upload started"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let start = Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(120),
+        execute(&job, &CancellationToken::new()),
+    )
+    .await
+    .expect("the backup hung after the S3 server died");
+    kill.await.unwrap();
+    let err = result.unwrap_err();
+    eprintln!("failed after {:?}: {err}", start.elapsed());
+    assert_eq!(err.reason(), "S3Unavailable", "{err}");
+    assert!(!s3.lock().unwrap().is_running());
+}
