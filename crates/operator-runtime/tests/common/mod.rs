@@ -1,0 +1,50 @@
+//! The harness for tests against a real API server: a private localkube (API only, no
+//! controllers) and a kube-rs client for it.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::PostParams;
+use test_support::LocalKube;
+
+pub async fn api_server() -> (LocalKube, kube::Client) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let lk = LocalKube::start_api_only(&test_support::localkube_binary().unwrap())
+        .await
+        .unwrap();
+    let kc = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(cfg).unwrap();
+    (lk, client)
+}
+
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &ns).await.unwrap();
+}
+
+/// Poll `check` until it returns `Ok`, or fail after `timeout` with the last observation.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let start = Instant::now();
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(last) if start.elapsed() > timeout => {
+                panic!("{what}: not reached within {timeout:?}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
