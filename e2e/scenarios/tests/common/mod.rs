@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_api::EtcdCluster;
-use k8s_openapi::api::core::v1::{Event, Service};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -199,20 +200,19 @@ impl Env {
         }
     }
 
-    /// Events about an object, as `reason: message` lines.
+    /// Events about an object, as `reason: note` lines (the operators publish events.k8s.io/v1
+    /// Events, which `kubectl describe` and `kubectl get events` show).
     pub async fn events_for(&self, name: &str) -> Vec<String> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), NS);
-        let list = events
-            .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-            .await
-            .unwrap();
+        let list = events.list(&ListParams::default()).await.unwrap();
         list.items
             .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .map(|e| {
                 format!(
                     "{}: {}",
                     e.reason.unwrap_or_default(),
-                    e.message.unwrap_or_default()
+                    e.note.unwrap_or_default()
                 )
             })
             .collect()
