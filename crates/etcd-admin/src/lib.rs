@@ -1,1 +1,23 @@
-//! etcd membership and health (in progress).
+//! etcd membership and health for the operators, over etcd's gRPC API (etcd-client).
+//!
+//! - [`observe`]: one [`ClusterView`] of a cluster: every member's own [`MemberStatus`], and the
+//!   member list only from a member that confirmed it is part of a quorum. The cluster operator
+//!   observes through it each reconcile; the backup operator picks its member from the statuses.
+//! - [`EtcdAdmin`]: membership changes one step at a time (add learner/voter, promote, remove)
+//!   and the confirmed member list, with errors classified into [`AdminError`] variants that
+//!   say whether to retry later or whether the step is already done.
+//! - [`initial_cluster`]: the `--initial-cluster` for a member joining after an add.
+//!
+//! Every call has a timeout: an unreachable member (refused, DNS failure, partitioned) never
+//! stalls a caller longer than about twice the given timeout. Learners exist in etcd ≥ 3.4,
+//! so both supported versions (3.4, 3.5) take them.
+
+mod admin;
+mod error;
+mod observe;
+mod types;
+
+pub use admin::EtcdAdmin;
+pub use error::{AdminError, ErrorClass, classify, classify_error};
+pub use observe::{member_status, observe};
+pub use types::{ClusterView, MemberInfo, MemberStatus, initial_cluster};
