@@ -1,1 +1,787 @@
-//! The EtcdCluster status, computed from the observed state and the planned action. Pure.
+//! The EtcdCluster status, and the event of an action, computed from the observed state and the
+//! planned action. Pure: no client calls; the controller writes the result (one server-side
+//! apply, skipped when nothing but timestamps changed) and publishes the event.
+//!
+//! ```text
+//!   Observed ──┐
+//!   Action   ──┼──▶ status_from ──▶ EtcdClusterStatus (members, readyMembers, phase,
+//!   previous ──┘                    Available / Progressing / Degraded, versions, IDs)
+//!   Action   ─────▶ event_for   ──▶ Option<ActionEvent>
+//! ```
+//!
+//! What the three conditions mean:
+//! - `Available`: quorum holds and every voting member answers (design.md §3). Learners are not
+//!   counted: they do not serve clients yet, and one is unhealthy while it starts.
+//! - `Progressing`: True while the operator is changing the cluster, the reason saying how;
+//!   False with the reason it stands still (`Converged`, `Paused`, or what blocks it).
+//! - `Degraded`: True with what is wrong (a member, quorum, the spec); `Healthy` otherwise.
+//!
+//! Messages carry counts and names but nothing that moves by itself (no durations), so an
+//! unchanged cluster yields an unchanged status and the controller writes nothing.
+//!
+//! `status.members` is also the operator's memory for when no member answers: the observer's
+//! `last_known_members` and `last_known_version` come from [`last_known_members`] and
+//! [`last_known_version`] of the previous status.
+
+use etcd_api::condition::{ConditionUpdate, Time, set_condition, types};
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{ClusterPhase, EtcdClusterStatus, MemberStatus};
+
+use crate::naming::ClusterName;
+use crate::plan::{Action, PodReason, RemovalReason, WaitReason, quorum};
+use crate::state::{Member, Membership, Observed};
+
+#[cfg(test)]
+mod tests;
+
+/// Condition and event reasons (PascalCase).
+pub mod reasons {
+    /// Available: quorum holds and every voter answers.
+    pub const ALL_MEMBERS_HEALTHY: &str = "AllMembersHealthy";
+    /// Available: quorum holds, some voter does not answer.
+    pub const MEMBERS_UNHEALTHY: &str = "MembersUnhealthy";
+    /// Available, Progressing: the seed member is being created or has not answered yet.
+    pub const BOOTSTRAPPING: &str = "Bootstrapping";
+    /// Available, Progressing, Degraded, event: fewer than a majority of voters answer.
+    pub const QUORUM_LOST: &str = "QuorumLost";
+    /// Progressing: a member is being added.
+    pub const SCALING_UP: &str = "ScalingUp";
+    /// Progressing: a member is being removed because the cluster is larger than spec.size.
+    pub const SCALING_DOWN: &str = "ScalingDown";
+    /// Progressing: a learner is promoted, or waited for before its promotion.
+    pub const PROMOTING_LEARNER: &str = "PromotingLearner";
+    /// Progressing: a dead member is removed, to be replaced.
+    pub const REPLACING_MEMBER: &str = "ReplacingMember";
+    /// Progressing: members move to a new version.
+    pub const UPGRADING: &str = "Upgrading";
+    /// Progressing: a member's missing Pod is recreated on its data.
+    pub const RESTARTING_MEMBER: &str = "RestartingMember";
+    /// Progressing: the Pod of something that is not a member is deleted.
+    pub const DELETING_POD: &str = "DeletingPod";
+    /// Progressing: the PVC of a removed member is deleted (reclaimPolicy Delete).
+    pub const DELETING_VOLUME: &str = "DeletingVolume";
+    /// Progressing: nothing left to do.
+    pub const CONVERGED: &str = "Converged";
+    /// Progressing: spec.paused is set.
+    pub const PAUSED: &str = "Paused";
+    /// Progressing, Degraded, event: the spec cannot be acted on.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// Progressing, Degraded, event: a member's data is gone and the cluster needs a restore.
+    pub const CLUSTER_LOST: &str = "ClusterLost";
+    /// Progressing, Degraded, event: the next step would take the cluster below quorum.
+    pub const WOULD_LOSE_QUORUM: &str = "WouldLoseQuorum";
+    /// Progressing, Degraded, event: a voter does not answer.
+    pub const MEMBER_UNHEALTHY: &str = "MemberUnhealthy";
+    /// Degraded: nothing is wrong.
+    pub const HEALTHY: &str = "Healthy";
+    /// Event: the seed member of a new cluster was created.
+    pub const SEED_CREATED: &str = "SeedCreated";
+    /// Event: a member's Pod was created (new member, restart, or upgrade).
+    pub const MEMBER_POD_CREATED: &str = "MemberPodCreated";
+    /// Event: a learner was added to etcd.
+    pub const MEMBER_ADDED: &str = "MemberAdded";
+    /// Event: a learner became a voting member.
+    pub const LEARNER_PROMOTED: &str = "LearnerPromoted";
+    /// Event: a member was removed from etcd.
+    pub const MEMBER_REMOVED: &str = "MemberRemoved";
+    /// Event: the Pod of a non-member was deleted.
+    pub const MEMBER_POD_DELETED: &str = "MemberPodDeleted";
+    /// Event: a member was taken down to come back on a new version.
+    pub const MEMBER_UPGRADING: &str = "MemberUpgrading";
+    /// Event: a released PVC was deleted.
+    pub const PVC_DELETED: &str = "PvcDeleted";
+}
+
+/// An event to publish about the EtcdCluster for an action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActionEvent {
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+    /// PascalCase reason, see [`reasons`].
+    pub reason: &'static str,
+    /// What happened, for humans.
+    pub note: String,
+}
+
+/// The status to report for `observed` when the planner chose `action`.
+///
+/// `previous` is the status last written: conditions keep their `lastTransitionTime` unless
+/// their status flips, and what nothing observed now can tell (cluster ID, current version, the
+/// members when no member answers) is carried over from it. `generation` is the
+/// `metadata.generation` the spec was read at.
+pub fn status_from(
+    observed: &Observed,
+    action: &Action,
+    generation: Option<i64>,
+    previous: &EtcdClusterStatus,
+    now: Time,
+) -> EtcdClusterStatus {
+    let current_version = current_version(observed, previous);
+    let facts = Facts::new(observed, current_version.as_deref());
+    let mut conditions = previous.conditions.clone();
+    for update in [
+        available(&facts),
+        progressing(&facts, action),
+        degraded(&facts, action),
+    ] {
+        set_condition(&mut conditions, update, generation, &now);
+    }
+    EtcdClusterStatus {
+        observed_generation: generation,
+        phase: Some(phase(&facts, action)),
+        conditions,
+        ready_members: i32::try_from(facts.healthy_voters).unwrap_or(i32::MAX),
+        members: members(observed, previous),
+        current_version,
+        cluster_id: observed
+            .cluster_id
+            .map(|id| format!("{id:x}"))
+            .or_else(|| previous.cluster_id.clone()),
+        client_endpoint: Some(observed.cluster.client_service_url()),
+    }
+}
+
+/// Names of the members etcd reported in `status` (entries with an ID): what the planner may
+/// restart when no member answers. Pods that were not members are listed in status without an
+/// ID and are left out, so they are never mistaken for members.
+pub fn last_known_members(status: &EtcdClusterStatus) -> Vec<String> {
+    status
+        .members
+        .iter()
+        .filter(|m| m.id.is_some())
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// `status.currentVersion`, parsed.
+pub fn last_known_version(status: &EtcdClusterStatus) -> Option<EtcdVersion> {
+    status
+        .current_version
+        .as_deref()
+        .and_then(EtcdVersion::parse)
+}
+
+/// The event for an action, to publish once the action succeeded: one per membership or version
+/// change and every refusal; none for quiet waits (the seed or a learner starting, a Pod
+/// terminating, pause, convergence). Warnings (refusals, quorum trouble, an unhealthy member)
+/// should be published only when the status changed, so a long wait does not repeat them.
+pub fn event_for(action: &Action) -> Option<ActionEvent> {
+    let normal = |reason, note: String| {
+        Some(ActionEvent {
+            warning: false,
+            reason,
+            note,
+        })
+    };
+    let warning = |reason, note: String| {
+        Some(ActionEvent {
+            warning: true,
+            reason,
+            note,
+        })
+    };
+    match action {
+        Action::BootstrapSeed { member, version } => normal(
+            reasons::SEED_CREATED,
+            format!("Created seed member {member} (etcd {version}) of a new cluster"),
+        ),
+        Action::CreateMemberPod {
+            member,
+            version,
+            reason: PodReason::NewMember,
+            ..
+        } => normal(
+            reasons::MEMBER_POD_CREATED,
+            format!(
+                "Created the Pod of new member {member} (etcd {version}); it joins the cluster"
+            ),
+        ),
+        Action::CreateMemberPod {
+            member,
+            version,
+            reason: PodReason::Restart,
+            ..
+        } => normal(
+            reasons::MEMBER_POD_CREATED,
+            format!("Recreated the Pod of member {member} (etcd {version}) on its data"),
+        ),
+        Action::AddLearner { member, peer_url } => normal(
+            reasons::MEMBER_ADDED,
+            format!("Added member {member} as a learner (peer URL {peer_url}); its Pod follows"),
+        ),
+        Action::PromoteLearner { member, id } => normal(
+            reasons::LEARNER_PROMOTED,
+            format!("Promoted learner {member} (ID {id:x}) to a voting member"),
+        ),
+        Action::RemoveMember {
+            member,
+            id,
+            reason: RemovalReason::ScaleDown,
+        } => normal(
+            reasons::MEMBER_REMOVED,
+            format!("Removed member {member} (ID {id:x}) to scale down; its Pod is deleted next"),
+        ),
+        Action::RemoveMember {
+            member,
+            id,
+            reason: RemovalReason::Dead,
+        } => normal(
+            reasons::MEMBER_REMOVED,
+            format!(
+                "Removed dead member {member} (ID {id:x}): {}; a new member replaces it",
+                DEAD_WHY
+            ),
+        ),
+        Action::DeletePod { member } => normal(
+            reasons::MEMBER_POD_DELETED,
+            format!("Deleted Pod {member}: it is not an etcd member"),
+        ),
+        Action::UpgradeMember { member, from, to } => normal(
+            reasons::MEMBER_UPGRADING,
+            format!(
+                "Took member {member} down to upgrade it from etcd {from} to {to}: its Pod is recreated on the \
+                 new version, its data is kept"
+            ),
+        ),
+        Action::DeletePvc { name } => normal(
+            reasons::PVC_DELETED,
+            format!("Deleted PVC {name} of a removed member (reclaimPolicy: Delete)"),
+        ),
+        Action::Refuse(errors) => warning(reasons::INVALID_SPEC, invalid_spec_message(errors)),
+        Action::Wait(WaitReason::QuorumLost { healthy, voters }) => warning(
+            reasons::QUORUM_LOST,
+            quorum_lost_message(*healthy, *voters, &[]),
+        ),
+        Action::Wait(WaitReason::ClusterLost) => {
+            warning(reasons::CLUSTER_LOST, cluster_lost_message(&[]))
+        }
+        Action::Wait(WaitReason::WouldLoseQuorum {
+            member,
+            healthy,
+            voters,
+        }) => warning(
+            reasons::WOULD_LOSE_QUORUM,
+            would_lose_quorum_message(member, *healthy, *voters),
+        ),
+        Action::Wait(WaitReason::MemberUnhealthy { member }) => warning(
+            reasons::MEMBER_UNHEALTHY,
+            format!(
+                "Member {member} does not answer; nothing else changes until it does, and it is \
+                 replaced if it stays down past the grace period"
+            ),
+        ),
+        Action::Wait(
+            WaitReason::Paused
+            | WaitReason::SeedStarting
+            | WaitReason::PodTerminating { .. }
+            | WaitReason::LearnerCatchingUp { .. },
+        )
+        | Action::Converged => None,
+    }
+}
+
+const DEAD_WHY: &str = "it did not answer past the grace period, or its data is gone";
+
+/// What the observation says, computed once for the three conditions and the phase.
+struct Facts<'a> {
+    observed: &'a Observed,
+    /// etcd's member list, when a member in quorum gave one.
+    known: Option<&'a [Member]>,
+    voters: usize,
+    healthy_voters: usize,
+    /// Names of voters that do not answer, by ordinal.
+    unhealthy_voters: Vec<String>,
+    /// `spec.version`, when it parses.
+    target: Option<EtcdVersion>,
+    /// Some member (or the version they all last agreed on) is behind `target`.
+    upgrading: bool,
+    /// Healthy members that report `target`.
+    on_target: usize,
+}
+
+impl<'a> Facts<'a> {
+    fn new(observed: &'a Observed, current_version: Option<&str>) -> Self {
+        let target = EtcdVersion::parse(&observed.spec.version);
+        let known = match &observed.membership {
+            Membership::Known(members) => Some(members.as_slice()),
+            Membership::Unknown => None,
+        };
+        let members = known.unwrap_or_default();
+        let voters: Vec<&Member> = members.iter().filter(|m| !m.learner).collect();
+        let healthy_voters = voters.iter().filter(|m| m.healthy()).count();
+        let mut unhealthy_voters: Vec<String> = voters
+            .iter()
+            .filter(|m| !m.healthy())
+            .map(|m| display_name(&observed.cluster, m))
+            .collect();
+        sort_by_ordinal(&observed.cluster, &mut unhealthy_voters, |name| name);
+        let lowest = members
+            .iter()
+            .filter_map(Member::version)
+            .chain(current_version.and_then(EtcdVersion::parse))
+            .min();
+        let upgrading = matches!((lowest, target), (Some(lowest), Some(target)) if lowest < target);
+        let on_target = members
+            .iter()
+            .filter(|m| m.version().is_some() && m.version() == target)
+            .count();
+        Facts {
+            observed,
+            known,
+            voters: voters.len(),
+            healthy_voters,
+            unhealthy_voters,
+            target,
+            upgrading,
+            on_target,
+        }
+    }
+
+    /// No member answers and the cluster never existed: the seed is on its way.
+    fn bootstrapping(&self) -> bool {
+        self.known.is_none()
+            && self.observed.recorded_cluster_id.is_none()
+            && self.observed.last_known_members.is_empty()
+    }
+
+    fn quorum_lost(&self) -> bool {
+        match self.known {
+            None => !self.bootstrapping(),
+            Some(_) => self.healthy_voters < quorum(self.voters),
+        }
+    }
+
+    fn size(&self) -> i32 {
+        self.observed.spec.size
+    }
+
+    fn target_text(&self) -> String {
+        self.target
+            .map_or_else(|| self.observed.spec.version.clone(), |v| v.to_string())
+    }
+
+    /// "2 of 3 members on 3.5.1", for upgrade messages.
+    fn upgrade_progress(&self) -> String {
+        let members = self.known.map_or(0, <[Member]>::len);
+        format!(
+            "{} of {members} members on etcd {}",
+            self.on_target,
+            self.target_text()
+        )
+    }
+
+    fn quorum_lost_message(&self) -> String {
+        if self.known.is_none() {
+            return quorum_lost_message(0, 0, &self.observed.last_known_members);
+        }
+        quorum_lost_message(self.healthy_voters, self.voters, &self.unhealthy_voters)
+    }
+}
+
+fn display_name(cluster: &ClusterName, member: &Member) -> String {
+    member
+        .member_name(cluster)
+        .unwrap_or_else(|| member.peer_url.clone())
+}
+
+/// Sorts by member ordinal; names that are not ours go last, by name.
+fn sort_by_ordinal<T>(cluster: &ClusterName, items: &mut [T], name: impl Fn(&T) -> &str) {
+    items.sort_by(|a, b| {
+        let key = |item: &T| {
+            let name = name(item);
+            (
+                cluster.ordinal_of(name).unwrap_or(u32::MAX),
+                name.to_owned(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+}
+
+/// The version every member runs: set when every member in etcd's list answers with the same
+/// version. While they disagree (mid-upgrade) or some member does not answer (its version is
+/// unknown), the previous value stays: it is the version all members last agreed on, so it
+/// moves once, when the last member is on the new version.
+fn current_version(observed: &Observed, previous: &EtcdClusterStatus) -> Option<String> {
+    let agreed = match &observed.membership {
+        Membership::Known(members) if !members.is_empty() => {
+            let versions: Option<Vec<EtcdVersion>> = members.iter().map(Member::version).collect();
+            versions.and_then(|versions| {
+                let first = *versions.first()?;
+                versions.iter().all(|v| *v == first).then_some(first)
+            })
+        }
+        _ => None,
+    };
+    agreed
+        .map(|v| v.to_string())
+        .or_else(|| previous.current_version.clone())
+}
+
+/// Every member etcd reports, then every member Pod that is not (yet) one (no ID, unhealthy).
+/// Without a member list, the members of the previous status stay with what cannot change
+/// (ID, URLs, learner as last seen) and nothing observed now (unhealthy, no version, no leader).
+fn members(observed: &Observed, previous: &EtcdClusterStatus) -> Vec<MemberStatus> {
+    let cluster = &observed.cluster;
+    let mut list: Vec<MemberStatus> = match &observed.membership {
+        Membership::Known(members) => members
+            .iter()
+            .map(|m| MemberStatus {
+                name: display_name(cluster, m),
+                id: Some(format!("{:x}", m.id)),
+                peer_url: Some(m.peer_url.clone()),
+                client_url: m.client_url.clone(),
+                version: m.version().map(|v| v.to_string()),
+                healthy: m.healthy(),
+                learner: m.learner,
+                leader: m.leader(),
+            })
+            .collect(),
+        Membership::Unknown => previous
+            .members
+            .iter()
+            .filter(|m| m.id.is_some())
+            .map(|m| MemberStatus {
+                healthy: false,
+                leader: false,
+                version: None,
+                ..m.clone()
+            })
+            .collect(),
+    };
+    for pod in observed.pods.keys() {
+        if !list.iter().any(|m| m.name == *pod) {
+            list.push(MemberStatus {
+                name: pod.clone(),
+                ..MemberStatus::default()
+            });
+        }
+    }
+    sort_by_ordinal(cluster, &mut list, |m| &m.name);
+    list
+}
+
+fn available(facts: &Facts) -> ConditionUpdate {
+    let (holds, reason, message) = if facts.bootstrapping() {
+        (
+            false,
+            reasons::BOOTSTRAPPING,
+            "The seed member has not answered yet".to_owned(),
+        )
+    } else if facts.quorum_lost() {
+        (false, reasons::QUORUM_LOST, facts.quorum_lost_message())
+    } else if !facts.unhealthy_voters.is_empty() {
+        (
+            false,
+            reasons::MEMBERS_UNHEALTHY,
+            format!(
+                "Quorum holds ({} of {} voting members healthy); not answering: {}",
+                facts.healthy_voters,
+                facts.voters,
+                facts.unhealthy_voters.join(", ")
+            ),
+        )
+    } else {
+        (
+            true,
+            reasons::ALL_MEMBERS_HEALTHY,
+            format!(
+                "{} of {} voting members healthy",
+                facts.healthy_voters, facts.voters
+            ),
+        )
+    };
+    ConditionUpdate::new(types::AVAILABLE, holds, reason, message)
+}
+
+fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
+    let active = |reason: &str, message: String| {
+        ConditionUpdate::new(types::PROGRESSING, true, reason, message)
+    };
+    let still = |reason: &str, message: String| {
+        ConditionUpdate::new(types::PROGRESSING, false, reason, message)
+    };
+    let target = facts.target_text();
+    match action {
+        Action::BootstrapSeed { member, version } => active(
+            reasons::BOOTSTRAPPING,
+            format!("Creating seed member {member} (etcd {version})"),
+        ),
+        Action::Wait(WaitReason::SeedStarting) => active(
+            reasons::BOOTSTRAPPING,
+            format!(
+                "Waiting for seed member {} to answer",
+                facts.observed.cluster.member_name(0)
+            ),
+        ),
+        Action::CreateMemberPod {
+            member,
+            version,
+            reason: PodReason::NewMember,
+            ..
+        } => active(
+            reasons::SCALING_UP,
+            format!("Starting the Pod of new member {member} (etcd {version})"),
+        ),
+        Action::CreateMemberPod {
+            member, version, ..
+        } if facts.upgrading => active(
+            reasons::UPGRADING,
+            format!(
+                "Starting member {member} on etcd {version}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::CreateMemberPod {
+            member, version, ..
+        } => active(
+            reasons::RESTARTING_MEMBER,
+            format!("Recreating the Pod of member {member} (etcd {version}) on its data"),
+        ),
+        Action::AddLearner { member, .. } => active(
+            reasons::SCALING_UP,
+            format!(
+                "Adding member {member} as a learner; {} of {} voting members",
+                facts.voters,
+                facts.size()
+            ),
+        ),
+        Action::PromoteLearner { member, .. } => active(
+            reasons::PROMOTING_LEARNER,
+            format!("Promoting learner {member} to a voting member"),
+        ),
+        Action::Wait(WaitReason::LearnerCatchingUp { member }) => active(
+            reasons::PROMOTING_LEARNER,
+            format!("Waiting for learner {member} to start and catch up before promoting it"),
+        ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::ScaleDown,
+            ..
+        } => active(
+            reasons::SCALING_DOWN,
+            format!(
+                "Removing member {member}; {} voting members, spec.size is {}",
+                facts.voters,
+                facts.size()
+            ),
+        ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::Dead,
+            ..
+        } => active(
+            reasons::REPLACING_MEMBER,
+            format!("Removing dead member {member}; a new member replaces it"),
+        ),
+        Action::DeletePod { member } => active(
+            reasons::DELETING_POD,
+            format!("Deleting Pod {member}: it is not an etcd member"),
+        ),
+        Action::Wait(WaitReason::PodTerminating { member }) if facts.upgrading => active(
+            reasons::UPGRADING,
+            format!(
+                "Waiting for Pod {member} to stop before starting it on etcd {target}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::Wait(WaitReason::PodTerminating { member }) => active(
+            reasons::DELETING_POD,
+            format!("Waiting for Pod {member} to terminate"),
+        ),
+        Action::UpgradeMember { member, from, to } => active(
+            reasons::UPGRADING,
+            format!(
+                "Upgrading member {member} from etcd {from} to {to}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::DeletePvc { name } => active(
+            reasons::DELETING_VOLUME,
+            format!("Deleting PVC {name} of a removed member (reclaimPolicy: Delete)"),
+        ),
+        // Within its grace period an unhealthy member is most likely the one just restarted
+        // on the new version: the upgrade is what is in flight.
+        Action::Wait(WaitReason::MemberUnhealthy { member }) if facts.upgrading => active(
+            reasons::UPGRADING,
+            format!(
+                "Waiting for member {member} to answer on etcd {target}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::Wait(WaitReason::MemberUnhealthy { member }) => still(
+            reasons::MEMBER_UNHEALTHY,
+            format!("Waiting for member {member} to answer before changing anything"),
+        ),
+        Action::Wait(WaitReason::Paused) => still(
+            reasons::PAUSED,
+            "spec.paused is set: no member is added, removed or restarted".to_owned(),
+        ),
+        Action::Refuse(_) => still(
+            reasons::INVALID_SPEC,
+            "The spec cannot be acted on; the Degraded condition names the field".to_owned(),
+        ),
+        Action::Wait(WaitReason::QuorumLost { .. }) => still(
+            reasons::QUORUM_LOST,
+            "Nothing is changed while quorum is lost".to_owned(),
+        ),
+        Action::Wait(WaitReason::ClusterLost) => still(
+            reasons::CLUSTER_LOST,
+            "Nothing is changed: the cluster needs a restore from a backup".to_owned(),
+        ),
+        Action::Wait(WaitReason::WouldLoseQuorum { member, .. }) => still(
+            reasons::WOULD_LOSE_QUORUM,
+            format!("Waiting: taking member {member} down now would lose quorum"),
+        ),
+        Action::Converged => still(
+            reasons::CONVERGED,
+            format!(
+                "The cluster matches the spec: {} voting members on etcd {target}",
+                facts.voters
+            ),
+        ),
+    }
+}
+
+fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
+    let wrong = |reason: &str, message: String| {
+        ConditionUpdate::new(types::DEGRADED, true, reason, message)
+    };
+    match action {
+        Action::Refuse(errors) => wrong(reasons::INVALID_SPEC, invalid_spec_message(errors)),
+        Action::Wait(WaitReason::QuorumLost { .. }) => {
+            wrong(reasons::QUORUM_LOST, facts.quorum_lost_message())
+        }
+        Action::Wait(WaitReason::ClusterLost) => {
+            let observed = facts.observed;
+            let lost: Vec<String> = observed
+                .last_known_members
+                .iter()
+                .filter(|m| !observed.pvcs.contains_key(*m))
+                .cloned()
+                .collect();
+            wrong(reasons::CLUSTER_LOST, cluster_lost_message(&lost))
+        }
+        Action::Wait(WaitReason::WouldLoseQuorum {
+            member,
+            healthy,
+            voters,
+        }) => wrong(
+            reasons::WOULD_LOSE_QUORUM,
+            would_lose_quorum_message(member, *healthy, *voters),
+        ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::Dead,
+            ..
+        } => wrong(
+            reasons::MEMBER_UNHEALTHY,
+            format!("Member {member} is dead ({DEAD_WHY}); it is removed and replaced"),
+        ),
+        _ if facts.quorum_lost() => wrong(reasons::QUORUM_LOST, facts.quorum_lost_message()),
+        _ if !facts.unhealthy_voters.is_empty() => wrong(
+            reasons::MEMBER_UNHEALTHY,
+            format!(
+                "Not answering: {}; quorum holds ({} of {} voting members healthy)",
+                facts.unhealthy_voters.join(", "),
+                facts.healthy_voters,
+                facts.voters
+            ),
+        ),
+        _ => ConditionUpdate::new(types::DEGRADED, false, reasons::HEALTHY, ""),
+    }
+}
+
+fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
+    let upgrade_step = match action {
+        Action::UpgradeMember { .. } => true,
+        Action::CreateMemberPod {
+            reason: PodReason::Restart,
+            ..
+        }
+        | Action::Wait(WaitReason::PodTerminating { .. } | WaitReason::MemberUnhealthy { .. }) => {
+            facts.upgrading
+        }
+        _ => false,
+    };
+    match action {
+        Action::Refuse(_) => ClusterPhase::Invalid,
+        Action::Wait(WaitReason::Paused) => ClusterPhase::Paused,
+        Action::BootstrapSeed { .. } | Action::Wait(WaitReason::SeedStarting) => {
+            ClusterPhase::Creating
+        }
+        _ if facts.bootstrapping() => ClusterPhase::Creating,
+        Action::Wait(WaitReason::QuorumLost { .. } | WaitReason::ClusterLost) => {
+            ClusterPhase::QuorumLost
+        }
+        _ if facts.quorum_lost() => ClusterPhase::QuorumLost,
+        Action::Wait(WaitReason::WouldLoseQuorum { .. })
+        | Action::RemoveMember {
+            reason: RemovalReason::Dead,
+            ..
+        } => ClusterPhase::Degraded,
+        _ if upgrade_step => ClusterPhase::Upgrading,
+        _ if !facts.unhealthy_voters.is_empty() => ClusterPhase::Degraded,
+        Action::Converged => ClusterPhase::Running,
+        _ => ClusterPhase::Scaling,
+    }
+}
+
+fn invalid_spec_message(errors: &[etcd_api::validation::FieldError]) -> String {
+    let fields: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    format!(
+        "{}. Nothing is changed until the spec is fixed",
+        fields.join("; ")
+    )
+}
+
+fn quorum_lost_message(healthy: usize, voters: usize, not_answering: &[String]) -> String {
+    let what = if voters == 0 {
+        "No member answers".to_owned()
+    } else {
+        format!(
+            "{healthy} of {voters} voting members answer, a quorum needs {}",
+            quorum(voters)
+        )
+    };
+    let names = if not_answering.is_empty() {
+        String::new()
+    } else if voters == 0 {
+        format!(" (members: {})", not_answering.join(", "))
+    } else {
+        format!(" (not answering: {})", not_answering.join(", "))
+    };
+    format!(
+        "{what}{names}. Nothing destructive is done: the members may come back, or restore the \
+         cluster from a backup with an EtcdRestore"
+    )
+}
+
+fn cluster_lost_message(lost: &[String]) -> String {
+    let which = if lost.is_empty() {
+        "The data of a majority of the members is gone".to_owned()
+    } else {
+        format!(
+            "The data of {} is gone (no PVC), a majority of the members",
+            lost.join(", ")
+        )
+    };
+    format!(
+        "{which}: the cluster cannot recover by itself. Restore it from a backup with an \
+         EtcdRestore"
+    )
+}
+
+fn would_lose_quorum_message(member: &str, healthy: usize, voters: usize) -> String {
+    let hint = if voters == 2 {
+        "; a two-member cluster has no spare member: scale it to 3 first"
+    } else {
+        ""
+    };
+    format!(
+        "Taking member {member} down would leave {} of {voters} voting members healthy, below \
+         the quorum of {}; waiting{hint}",
+        healthy.saturating_sub(1),
+        quorum(voters)
+    )
+}

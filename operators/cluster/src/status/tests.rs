@@ -1,0 +1,1073 @@
+//! Status tests. The table pairs each observation with the action the planner really picks for
+//! it (asserted), so the status is checked on states the loop meets; it covers every `Action`
+//! variant and every `WaitReason`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_api::condition::{Condition, find_condition};
+use etcd_api::{EtcdClusterSpec, ReclaimPolicy, StorageSpec};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::plan::{Policy, next_action};
+use crate::state::{MemberHealth, PodState, PvcState};
+
+const V34: &str = "3.4.23";
+const V35: &str = "3.5.1";
+
+fn v(text: &str) -> EtcdVersion {
+    EtcdVersion::parse(text).unwrap()
+}
+
+fn at(seconds: i64) -> Time {
+    Time(Timestamp::from_second(seconds).unwrap())
+}
+
+fn main() -> ClusterName {
+    ClusterName::new("db", "main")
+}
+
+fn name(ordinal: u32) -> String {
+    main().member_name(ordinal)
+}
+
+fn cluster(size: i32, version: &str) -> Observed {
+    Observed {
+        cluster: main(),
+        spec: EtcdClusterSpec {
+            size,
+            version: version.into(),
+            repository: "gcr.io/etcd-development/etcd".into(),
+            paused: false,
+            storage: StorageSpec::default(),
+            pod: None,
+            etcd_options: None,
+        },
+        recorded_cluster_id: None,
+        last_known_members: vec![],
+        last_known_version: None,
+        member_storage: None,
+        membership: Membership::Unknown,
+        cluster_id: None,
+        pods: BTreeMap::new(),
+        pvcs: BTreeMap::new(),
+    }
+}
+
+fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
+    Member {
+        id: 0xa0 + u64::from(ordinal),
+        name: name(ordinal),
+        peer_url: main().peer_url(&name(ordinal)),
+        client_url: Some(main().client_url(&name(ordinal))),
+        learner: false,
+        health: MemberHealth::Healthy {
+            version: v(version),
+            leader,
+        },
+    }
+}
+
+fn unhealthy(ordinal: u32, seconds: u64) -> Member {
+    Member {
+        health: MemberHealth::Unhealthy {
+            unhealthy_for: Duration::from_secs(seconds),
+        },
+        ..healthy(ordinal, V35, false)
+    }
+}
+
+fn learner(ordinal: u32, answers: bool) -> Member {
+    let base = if answers {
+        healthy(ordinal, V35, false)
+    } else {
+        Member {
+            name: String::new(),
+            client_url: None,
+            ..unhealthy(ordinal, 0)
+        }
+    };
+    Member {
+        learner: true,
+        ..base
+    }
+}
+
+trait Build {
+    fn members(self, members: Vec<Member>) -> Self;
+    fn pods(self, ordinals: &[u32]) -> Self;
+    fn terminating(self, ordinal: u32) -> Self;
+    fn pvcs(self, ordinals: &[u32]) -> Self;
+    fn existed(self, ordinals: &[u32], version: &str) -> Self;
+}
+
+impl Build for Observed {
+    fn members(mut self, members: Vec<Member>) -> Self {
+        self.recorded_cluster_id = Some("c0ffee".into());
+        self.cluster_id = Some(0xc0ffee);
+        self.membership = Membership::Known(members);
+        self
+    }
+    fn pods(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            self.pods.insert(name(o), PodState { terminating: false });
+        }
+        self
+    }
+    fn terminating(mut self, ordinal: u32) -> Self {
+        self.pods
+            .insert(name(ordinal), PodState { terminating: true });
+        self
+    }
+    fn pvcs(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            let pvc = PvcState {
+                retained_by_restore: false,
+                terminating: false,
+            };
+            self.pvcs.insert(name(o), pvc);
+        }
+        self
+    }
+    fn existed(mut self, ordinals: &[u32], version: &str) -> Self {
+        self.recorded_cluster_id = Some("c0ffee".into());
+        self.last_known_members = ordinals.iter().map(|&o| name(o)).collect();
+        self.last_known_version = Some(v(version));
+        self
+    }
+}
+
+/// The status a cluster that ran `ordinals` at `version` last wrote.
+fn previous_of(ordinals: &[u32], version: &str) -> EtcdClusterStatus {
+    EtcdClusterStatus {
+        members: ordinals
+            .iter()
+            .map(|&o| MemberStatus {
+                name: name(o),
+                id: Some(format!("{:x}", 0xa0 + o)),
+                peer_url: Some(main().peer_url(&name(o))),
+                client_url: Some(main().client_url(&name(o))),
+                version: Some(version.into()),
+                healthy: true,
+                learner: false,
+                leader: o == 0,
+            })
+            .collect(),
+        current_version: Some(version.into()),
+        cluster_id: Some("c0ffee".into()),
+        ..EtcdClusterStatus::default()
+    }
+}
+
+fn three(version: &str) -> Vec<Member> {
+    vec![
+        healthy(0, version, true),
+        healthy(1, version, false),
+        healthy(2, version, false),
+    ]
+}
+
+fn condition<'a>(status: &'a EtcdClusterStatus, type_: &str) -> &'a Condition {
+    find_condition(&status.conditions, type_).unwrap()
+}
+
+/// (holds, reason) of a condition.
+fn summary(status: &EtcdClusterStatus, type_: &str) -> (bool, String) {
+    let c = condition(status, type_);
+    (c.status == "True", c.reason.clone())
+}
+
+struct Case {
+    name: &'static str,
+    observed: Observed,
+    previous: EtcdClusterStatus,
+    action: Action,
+    phase: ClusterPhase,
+    available: (bool, &'static str),
+    progressing: (bool, &'static str),
+    degraded: (bool, &'static str),
+    event: Option<(bool, &'static str)>,
+    /// Words the Degraded message must contain (member names, fields, counts).
+    degraded_mentions: &'static [&'static str],
+}
+
+fn cases() -> Vec<Case> {
+    let none = EtcdClusterStatus::default;
+    let seed = || cluster(3, V35).pods(&[0]).pvcs(&[0]);
+    let one = || cluster(3, V35).pods(&[0]).pvcs(&[0]);
+    let full = || cluster(3, V35).pods(&[0, 1, 2]).pvcs(&[0, 1, 2]);
+    let upgrading = |m1: Member| vec![healthy(0, V34, true), m1, healthy(2, V34, false)];
+    vec![
+        Case {
+            name: "nothing exists: bootstrap the seed",
+            observed: cluster(3, V35),
+            previous: none(),
+            action: Action::BootstrapSeed {
+                member: name(0),
+                version: v(V35),
+            },
+            phase: ClusterPhase::Creating,
+            available: (false, "Bootstrapping"),
+            progressing: (true, "Bootstrapping"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "SeedCreated")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "seed Pod exists, etcd silent",
+            observed: seed(),
+            previous: none(),
+            action: Action::Wait(WaitReason::SeedStarting),
+            phase: ClusterPhase::Creating,
+            available: (false, "Bootstrapping"),
+            progressing: (true, "Bootstrapping"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "seed Pod terminating before the cluster ever answered",
+            observed: cluster(3, V35).terminating(0),
+            previous: none(),
+            action: Action::Wait(WaitReason::PodTerminating { member: name(0) }),
+            phase: ClusterPhase::Creating,
+            available: (false, "Bootstrapping"),
+            progressing: (true, "DeletingPod"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "seed answers: add a learner",
+            observed: one().members(vec![healthy(0, V35, true)]),
+            previous: none(),
+            action: Action::AddLearner {
+                member: name(1),
+                peer_url: main().peer_url(&name(1)),
+            },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "ScalingUp"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "MemberAdded")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "learner added, its Pod missing",
+            observed: one().members(vec![healthy(0, V35, true), learner(1, false)]),
+            previous: none(),
+            action: Action::CreateMemberPod {
+                member: name(1),
+                initial_cluster: vec![
+                    (name(0), main().peer_url(&name(0))),
+                    (name(1), main().peer_url(&name(1))),
+                ],
+                version: v(V35),
+                reason: PodReason::NewMember,
+            },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "ScalingUp"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "MemberPodCreated")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "learner Pod starting",
+            observed: one()
+                .pods(&[1])
+                .pvcs(&[1])
+                .members(vec![healthy(0, V35, true), learner(1, false)]),
+            previous: none(),
+            action: Action::Wait(WaitReason::LearnerCatchingUp { member: name(1) }),
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "PromotingLearner"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "learner answers: promote it",
+            observed: one()
+                .pods(&[1])
+                .pvcs(&[1])
+                .members(vec![healthy(0, V35, true), learner(1, true)]),
+            previous: none(),
+            action: Action::PromoteLearner {
+                member: name(1),
+                id: 0xa1,
+            },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "PromotingLearner"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "LearnerPromoted")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "converged",
+            observed: full().members(three(V35)),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Converged,
+            phase: ClusterPhase::Running,
+            available: (true, "AllMembersHealthy"),
+            progressing: (false, "Converged"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "one member too many: scale down",
+            observed: cluster(3, V35)
+                .pods(&[0, 1, 2, 3])
+                .pvcs(&[0, 1, 2, 3])
+                .members(
+                    three(V35)
+                        .into_iter()
+                        .chain([healthy(3, V35, false)])
+                        .collect(),
+                ),
+            previous: previous_of(&[0, 1, 2, 3], V35),
+            action: Action::RemoveMember {
+                member: name(3),
+                id: 0xa3,
+                reason: RemovalReason::ScaleDown,
+            },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "ScalingDown"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "MemberRemoved")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "Pod of a removed member",
+            observed: full().pods(&[3]).pvcs(&[3]).members(three(V35)),
+            previous: previous_of(&[0, 1, 2, 3], V35),
+            action: Action::DeletePod { member: name(3) },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "DeletingPod"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "MemberPodDeleted")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "Pod of a removed member terminating",
+            observed: full().terminating(3).members(three(V35)),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::PodTerminating { member: name(3) }),
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "DeletingPod"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "released PVC under reclaimPolicy Delete",
+            observed: {
+                let mut o = full().pvcs(&[3]).members(three(V35));
+                o.spec.storage.reclaim_policy = ReclaimPolicy::Delete;
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::DeletePvc { name: name(3) },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "DeletingVolume"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "PvcDeleted")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "new version: upgrade a follower",
+            observed: full().members(three(V34)),
+            previous: previous_of(&[0, 1, 2], V34),
+            action: Action::UpgradeMember {
+                member: name(1),
+                from: v(V34),
+                to: v(V35),
+            },
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "MemberUpgrading")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "upgraded member's Pod gone: recreate it on the new version",
+            observed: cluster(3, V35)
+                .pods(&[0, 2])
+                .pvcs(&[0, 1, 2])
+                .members(upgrading(unhealthy(1, 5))),
+            previous: previous_of(&[0, 1, 2], V34),
+            action: Action::CreateMemberPod {
+                member: name(1),
+                initial_cluster: [0, 1, 2]
+                    .map(|o| (name(o), main().peer_url(&name(o))))
+                    .to_vec(),
+                version: v(V35),
+                reason: PodReason::Restart,
+            },
+            phase: ClusterPhase::Upgrading,
+            available: (false, "MembersUnhealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((false, "MemberPodCreated")),
+            degraded_mentions: &["main-1", "2 of 3"],
+        },
+        Case {
+            name: "upgraded member starting",
+            observed: full().members(upgrading(unhealthy(1, 5))),
+            previous: previous_of(&[0, 1, 2], V34),
+            action: Action::Wait(WaitReason::MemberUnhealthy { member: name(1) }),
+            phase: ClusterPhase::Upgrading,
+            available: (false, "MembersUnhealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((true, "MemberUnhealthy")),
+            degraded_mentions: &["main-1"],
+        },
+        Case {
+            name: "a member stops answering, within its grace period",
+            observed: full().members(vec![
+                healthy(0, V35, true),
+                unhealthy(1, 30),
+                healthy(2, V35, false),
+            ]),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::MemberUnhealthy { member: name(1) }),
+            phase: ClusterPhase::Degraded,
+            available: (false, "MembersUnhealthy"),
+            progressing: (false, "MemberUnhealthy"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((true, "MemberUnhealthy")),
+            degraded_mentions: &["main-1", "2 of 3"],
+        },
+        Case {
+            name: "a member's Pod is gone, its data kept: restart it",
+            observed: cluster(3, V35).pods(&[0, 2]).pvcs(&[0, 1, 2]).members(vec![
+                healthy(0, V35, true),
+                unhealthy(1, 5),
+                healthy(2, V35, false),
+            ]),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::CreateMemberPod {
+                member: name(1),
+                initial_cluster: [0, 1, 2]
+                    .map(|o| (name(o), main().peer_url(&name(o))))
+                    .to_vec(),
+                version: v(V35),
+                reason: PodReason::Restart,
+            },
+            phase: ClusterPhase::Degraded,
+            available: (false, "MembersUnhealthy"),
+            progressing: (true, "RestartingMember"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((false, "MemberPodCreated")),
+            degraded_mentions: &["main-1"],
+        },
+        Case {
+            name: "a member dead past its grace period: remove it",
+            observed: full().members(vec![
+                healthy(0, V35, true),
+                unhealthy(1, 3600),
+                healthy(2, V35, false),
+            ]),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::RemoveMember {
+                member: name(1),
+                id: 0xa1,
+                reason: RemovalReason::Dead,
+            },
+            phase: ClusterPhase::Degraded,
+            available: (false, "MembersUnhealthy"),
+            progressing: (true, "ReplacingMember"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((false, "MemberRemoved")),
+            degraded_mentions: &["main-1", "dead"],
+        },
+        Case {
+            name: "two of three silent: quorum lost",
+            observed: full().members(vec![
+                healthy(0, V35, false),
+                unhealthy(1, 30),
+                unhealthy(2, 30),
+            ]),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::QuorumLost {
+                healthy: 1,
+                voters: 3,
+            }),
+            phase: ClusterPhase::QuorumLost,
+            available: (false, "QuorumLost"),
+            progressing: (false, "QuorumLost"),
+            degraded: (true, "QuorumLost"),
+            event: Some((true, "QuorumLost")),
+            degraded_mentions: &["1 of 3", "needs 2", "main-1, main-2", "EtcdRestore"],
+        },
+        Case {
+            name: "no member answers at all",
+            observed: full().existed(&[0, 1, 2], V35),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::QuorumLost {
+                healthy: 0,
+                voters: 0,
+            }),
+            phase: ClusterPhase::QuorumLost,
+            available: (false, "QuorumLost"),
+            progressing: (false, "QuorumLost"),
+            degraded: (true, "QuorumLost"),
+            event: Some((true, "QuorumLost")),
+            degraded_mentions: &["No member answers", "main-0, main-1, main-2"],
+        },
+        Case {
+            name: "no member answers, a Pod is missing: restart it",
+            observed: cluster(3, V35)
+                .pods(&[0, 1])
+                .pvcs(&[0, 1, 2])
+                .existed(&[0, 1, 2], V35),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::CreateMemberPod {
+                member: name(2),
+                initial_cluster: [0, 1, 2]
+                    .map(|o| (name(o), main().peer_url(&name(o))))
+                    .to_vec(),
+                version: v(V35),
+                reason: PodReason::Restart,
+            },
+            phase: ClusterPhase::QuorumLost,
+            available: (false, "QuorumLost"),
+            progressing: (true, "RestartingMember"),
+            degraded: (true, "QuorumLost"),
+            event: Some((false, "MemberPodCreated")),
+            degraded_mentions: &["No member answers"],
+        },
+        Case {
+            name: "most members' data gone: cluster lost",
+            observed: cluster(3, V35)
+                .pods(&[0])
+                .pvcs(&[0])
+                .existed(&[0, 1, 2], V35),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::ClusterLost),
+            phase: ClusterPhase::QuorumLost,
+            available: (false, "QuorumLost"),
+            progressing: (false, "ClusterLost"),
+            degraded: (true, "ClusterLost"),
+            event: Some((true, "ClusterLost")),
+            degraded_mentions: &["main-1, main-2", "EtcdRestore"],
+        },
+        Case {
+            name: "two members cannot roll without an outage",
+            observed: cluster(2, V35)
+                .pods(&[0, 1])
+                .pvcs(&[0, 1])
+                .members(vec![healthy(0, V34, true), healthy(1, V34, false)]),
+            previous: previous_of(&[0, 1], V34),
+            action: Action::Wait(WaitReason::WouldLoseQuorum {
+                member: name(1),
+                healthy: 2,
+                voters: 2,
+            }),
+            phase: ClusterPhase::Degraded,
+            available: (true, "AllMembersHealthy"),
+            progressing: (false, "WouldLoseQuorum"),
+            degraded: (true, "WouldLoseQuorum"),
+            event: Some((true, "WouldLoseQuorum")),
+            degraded_mentions: &["main-1", "1 of 2", "quorum of 2", "scale it to 3"],
+        },
+        Case {
+            name: "unsupported version refused",
+            observed: {
+                let mut o = full().members(three(V35));
+                o.spec.version = "3.3.0".into();
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Refuse(vec![validation_error("3.3.0")]),
+            phase: ClusterPhase::Invalid,
+            available: (true, "AllMembersHealthy"),
+            progressing: (false, "InvalidSpec"),
+            degraded: (true, "InvalidSpec"),
+            event: Some((true, "InvalidSpec")),
+            degraded_mentions: &["spec.version", "3.3.0", "not supported"],
+        },
+        Case {
+            name: "paused",
+            observed: {
+                let mut o = full().members(three(V35));
+                o.spec.paused = true;
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::Paused),
+            phase: ClusterPhase::Paused,
+            available: (true, "AllMembersHealthy"),
+            progressing: (false, "Paused"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+    ]
+}
+
+fn validation_error(version: &str) -> etcd_api::validation::FieldError {
+    etcd_api::validation::validate_version(version).unwrap_err()
+}
+
+#[test]
+fn every_planned_action_gets_its_phase_conditions_and_event() {
+    for case in cases() {
+        let name = case.name;
+        assert_eq!(
+            next_action(&case.observed, &Policy::default()),
+            case.action,
+            "{name}: the planner picks another action for this observation"
+        );
+        let status = status_from(
+            &case.observed,
+            &case.action,
+            Some(7),
+            &case.previous,
+            at(100),
+        );
+        assert_eq!(status.phase, Some(case.phase), "{name}");
+        let expect = |(holds, reason): (bool, &str)| (holds, reason.to_owned());
+        assert_eq!(
+            summary(&status, "Available"),
+            expect(case.available),
+            "{name}"
+        );
+        assert_eq!(
+            summary(&status, "Progressing"),
+            expect(case.progressing),
+            "{name}"
+        );
+        assert_eq!(
+            summary(&status, "Degraded"),
+            expect(case.degraded),
+            "{name}"
+        );
+        let degraded = &condition(&status, "Degraded").message;
+        for word in case.degraded_mentions {
+            assert!(
+                degraded.contains(word),
+                "{name}: {degraded:?} lacks {word:?}"
+            );
+        }
+        for c in &status.conditions {
+            assert_eq!(c.observed_generation, Some(7), "{name}");
+            assert!(
+                !c.message.is_empty() || c.type_ == "Degraded",
+                "{name}: {c:?}"
+            );
+        }
+        assert_eq!(status.observed_generation, Some(7), "{name}");
+        assert_eq!(
+            status.client_endpoint.as_deref(),
+            Some("http://main-client.db.svc:2379"),
+            "{name}"
+        );
+        let event = event_for(&case.action);
+        assert_eq!(
+            event.as_ref().map(|e| (e.warning, e.reason)),
+            case.event,
+            "{name}"
+        );
+        if let Some(event) = event {
+            assert!(event.note.len() <= 1024, "{name}");
+            assert!(!event.note.is_empty(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_table_covers_every_action_and_wait_reason() {
+    let mut seen: Vec<String> = cases()
+        .iter()
+        .map(|c| match &c.action {
+            Action::Wait(reason) => format!("Wait::{}", variant(reason)),
+            Action::CreateMemberPod { reason, .. } => format!("CreateMemberPod::{reason:?}"),
+            Action::RemoveMember { reason, .. } => format!("RemoveMember::{reason:?}"),
+            other => variant(other),
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [
+            "AddLearner",
+            "BootstrapSeed",
+            "Converged",
+            "CreateMemberPod::NewMember",
+            "CreateMemberPod::Restart",
+            "DeletePod",
+            "DeletePvc",
+            "PromoteLearner",
+            "Refuse",
+            "RemoveMember::Dead",
+            "RemoveMember::ScaleDown",
+            "UpgradeMember",
+            "Wait::ClusterLost",
+            "Wait::LearnerCatchingUp",
+            "Wait::MemberUnhealthy",
+            "Wait::Paused",
+            "Wait::PodTerminating",
+            "Wait::QuorumLost",
+            "Wait::SeedStarting",
+            "Wait::WouldLoseQuorum",
+        ]
+    );
+}
+
+/// The name of an enum variant from its Debug form.
+fn variant(value: &impl std::fmt::Debug) -> String {
+    let debug = format!("{value:?}");
+    debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn members_list_etcd_members_then_pods_by_ordinal() {
+    let foreign = Member {
+        id: 0xbeef,
+        name: String::new(),
+        peer_url: "http://10.0.0.9:2380".into(),
+        client_url: None,
+        learner: false,
+        health: MemberHealth::Unhealthy {
+            unhealthy_for: Duration::ZERO,
+        },
+    };
+    let observed = cluster(3, V35)
+        .pods(&[0, 2, 10, 11])
+        .pvcs(&[0, 2, 10])
+        .members(vec![
+            healthy(10, V35, false),
+            foreign,
+            healthy(2, V35, true),
+            learner(11, false),
+            healthy(0, V34, false),
+        ]);
+    let status = status_from(
+        &observed,
+        &Action::Converged,
+        None,
+        &EtcdClusterStatus::default(),
+        at(1),
+    );
+    let names: Vec<&str> = status.members.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "main-0",
+            "main-2",
+            "main-10",
+            "main-11",
+            "http://10.0.0.9:2380"
+        ]
+    );
+    assert_eq!(
+        status.members[1],
+        MemberStatus {
+            name: "main-2".into(),
+            id: Some("a2".into()),
+            peer_url: Some("http://main-2.main.db.svc:2380".into()),
+            client_url: Some("http://main-2.main.db.svc:2379".into()),
+            version: Some(V35.into()),
+            healthy: true,
+            learner: false,
+            leader: true,
+        }
+    );
+    assert_eq!(status.members[0].version.as_deref(), Some(V34));
+    assert_eq!(
+        status.members[3],
+        MemberStatus {
+            name: "main-11".into(),
+            id: Some("ab".into()),
+            peer_url: Some("http://main-11.main.db.svc:2380".into()),
+            client_url: None,
+            version: None,
+            healthy: false,
+            learner: true,
+            leader: false,
+        }
+    );
+    assert_eq!(status.members[4].id.as_deref(), Some("beef"));
+    assert!(!status.members[4].healthy);
+    // Healthy voters only: the learner and the silent foreign member do not count.
+    assert_eq!(status.ready_members, 3);
+    assert_eq!(status.cluster_id.as_deref(), Some("c0ffee"));
+    // Mixed versions: no version they all run yet.
+    assert_eq!(status.current_version, None);
+}
+
+#[test]
+fn pods_that_are_not_members_are_listed_without_id() {
+    let observed = full3().pods(&[3]).members(three(V35));
+    let status = status_from(
+        &observed,
+        &Action::DeletePod { member: name(3) },
+        None,
+        &EtcdClusterStatus::default(),
+        at(1),
+    );
+    assert_eq!(
+        status.members.last(),
+        Some(&MemberStatus {
+            name: "main-3".into(),
+            ..MemberStatus::default()
+        })
+    );
+    // ...and are therefore not remembered as members.
+    assert_eq!(last_known_members(&status), [name(0), name(1), name(2)]);
+}
+
+fn full3() -> Observed {
+    cluster(3, V35).pods(&[0, 1, 2]).pvcs(&[0, 1, 2])
+}
+
+#[test]
+fn unknown_membership_keeps_the_previous_members_without_inventing_health() {
+    let mut previous = previous_of(&[0, 1, 2], V35);
+    // A Pod that was not a member last time and is gone now.
+    previous.members.push(MemberStatus {
+        name: name(5),
+        ..MemberStatus::default()
+    });
+    previous.members[1].learner = true;
+    previous.ready_members = 3;
+    let observed = cluster(3, V35)
+        .pods(&[0, 1, 2, 4])
+        .pvcs(&[0, 1, 2])
+        .existed(&[0, 1, 2], V35);
+    let action = next_action(&observed, &Policy::default());
+    let status = status_from(&observed, &action, Some(2), &previous, at(50));
+    let expected: Vec<MemberStatus> = previous.members[..3]
+        .iter()
+        .map(|m| MemberStatus {
+            healthy: false,
+            leader: false,
+            version: None,
+            ..m.clone()
+        })
+        .chain([MemberStatus {
+            name: name(4),
+            ..MemberStatus::default()
+        }])
+        .collect();
+    assert_eq!(status.members, expected);
+    assert!(status.members[1].learner, "learner as last seen");
+    assert_eq!(status.ready_members, 0);
+    assert_eq!(status.current_version.as_deref(), Some(V35));
+    assert_eq!(status.cluster_id.as_deref(), Some("c0ffee"));
+    // What the observer feeds back to the planner survives the outage unchanged.
+    assert_eq!(last_known_members(&status), observed.last_known_members);
+    assert_eq!(last_known_version(&status), Some(v(V35)));
+}
+
+#[test]
+fn current_version_moves_only_when_every_member_answers_the_same() {
+    let previous = previous_of(&[0, 1, 2], V34);
+    let version_for = |members: Vec<Member>| {
+        status_from(
+            &full3().members(members),
+            &Action::Converged,
+            None,
+            &previous,
+            at(1),
+        )
+        .current_version
+    };
+    assert_eq!(version_for(three(V35)).as_deref(), Some(V35));
+    assert_eq!(version_for(three(V34)).as_deref(), Some(V34));
+    let mixed = vec![
+        healthy(0, V34, true),
+        healthy(1, V35, false),
+        healthy(2, V35, false),
+    ];
+    assert_eq!(version_for(mixed).as_deref(), Some(V34));
+    let one_silent = vec![
+        healthy(0, V35, true),
+        unhealthy(1, 1),
+        healthy(2, V35, false),
+    ];
+    assert_eq!(version_for(one_silent).as_deref(), Some(V34));
+    let fresh = status_from(
+        &full3().members(three(V35)),
+        &Action::Converged,
+        None,
+        &EtcdClusterStatus::default(),
+        at(1),
+    );
+    assert_eq!(fresh.current_version.as_deref(), Some(V35));
+    assert_eq!(last_known_version(&fresh), Some(v(V35)));
+}
+
+#[test]
+fn last_member_back_on_the_new_version_ends_the_upgrade() {
+    // The leader was upgraded last; everything now answers on 3.5.1.
+    let observed = full3().members(three(V35));
+    let status = status_from(
+        &observed,
+        &Action::Converged,
+        None,
+        &previous_of(&[0, 1, 2], V34),
+        at(1),
+    );
+    assert_eq!(status.phase, Some(ClusterPhase::Running));
+    assert_eq!(status.current_version.as_deref(), Some(V35));
+}
+
+#[test]
+fn cluster_id_is_hex_and_kept_when_nobody_answers() {
+    let mut observed = full3().members(three(V35));
+    observed.cluster_id = Some(0x8e9e_05c5_2164_694d);
+    let status = status_from(
+        &observed,
+        &Action::Converged,
+        None,
+        &Default::default(),
+        at(1),
+    );
+    assert_eq!(status.cluster_id.as_deref(), Some("8e9e05c52164694d"));
+
+    let silent = full3().existed(&[0, 1, 2], V35);
+    let later = status_from(
+        &silent,
+        &next_action(&silent, &Policy::default()),
+        None,
+        &status,
+        at(2),
+    );
+    assert_eq!(later.cluster_id.as_deref(), Some("8e9e05c52164694d"));
+}
+
+#[test]
+fn transition_times_move_only_when_a_condition_flips() {
+    let calm = full3().members(three(V35));
+    let first = status_from(
+        &calm,
+        &Action::Converged,
+        Some(1),
+        &Default::default(),
+        at(100),
+    );
+    for c in &first.conditions {
+        assert_eq!(c.last_transition_time, at(100), "{c:?}");
+    }
+    // Nothing changed: the whole status is identical, so the controller writes nothing.
+    let again = status_from(&calm, &Action::Converged, Some(1), &first, at(200));
+    assert_eq!(again, first);
+
+    // A member stops answering: Available and Degraded flip, Progressing stays False.
+    let sick = full3().members(vec![
+        healthy(0, V35, true),
+        unhealthy(1, 10),
+        healthy(2, V35, false),
+    ]);
+    let action = next_action(&sick, &Policy::default());
+    let worse = status_from(&sick, &action, Some(1), &again, at(300));
+    assert_eq!(condition(&worse, "Available").last_transition_time, at(300));
+    assert_eq!(condition(&worse, "Degraded").last_transition_time, at(300));
+    let progressing = condition(&worse, "Progressing");
+    assert_eq!(progressing.status, "False");
+    assert_eq!(progressing.reason, "MemberUnhealthy");
+    assert_eq!(progressing.last_transition_time, at(100));
+
+    // Still sick a minute later (a longer unhealthy_for): nothing moves.
+    let sicker = full3().members(vec![
+        healthy(0, V35, true),
+        unhealthy(1, 70),
+        healthy(2, V35, false),
+    ]);
+    let still = status_from(&sicker, &action, Some(1), &worse, at(400));
+    assert_eq!(still, worse);
+}
+
+#[test]
+fn conditions_of_other_types_are_kept() {
+    let mut previous = EtcdClusterStatus::default();
+    previous.conditions.push(Condition {
+        type_: "Restored".into(),
+        status: "True".into(),
+        reason: "FromBackup".into(),
+        message: "x".into(),
+        observed_generation: Some(1),
+        last_transition_time: at(5),
+    });
+    let status = status_from(
+        &full3().members(three(V35)),
+        &Action::Converged,
+        Some(1),
+        &previous,
+        at(9),
+    );
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Restored", "Available", "Progressing", "Degraded"]);
+}
+
+#[test]
+fn event_notes_name_the_member_field_and_counts() {
+    let note = |action: Action| event_for(&action).unwrap().note;
+    assert!(
+        note(Action::AddLearner {
+            member: name(3),
+            peer_url: main().peer_url(&name(3))
+        })
+        .contains("main-3")
+    );
+    assert!(
+        note(Action::PromoteLearner {
+            member: name(3),
+            id: 0x1f
+        })
+        .contains("(ID 1f)")
+    );
+    assert!(
+        note(Action::UpgradeMember {
+            member: name(1),
+            from: v(V34),
+            to: v(V35)
+        })
+        .contains("from etcd 3.4.23 to 3.5.1")
+    );
+    let refused = note(Action::Refuse(vec![
+        validation_error("3.3.0"),
+        validation_error("x"),
+    ]));
+    assert!(
+        refused.starts_with("spec.version: etcd 3.3.0 is not supported"),
+        "{refused}"
+    );
+    assert!(refused.contains("; spec.version: \"x\""), "{refused}");
+    let lost = note(Action::Wait(WaitReason::QuorumLost {
+        healthy: 2,
+        voters: 5,
+    }));
+    assert!(
+        lost.starts_with("2 of 5 voting members answer, a quorum needs 3"),
+        "{lost}"
+    );
+    let silent = note(Action::Wait(WaitReason::QuorumLost {
+        healthy: 0,
+        voters: 0,
+    }));
+    assert!(silent.starts_with("No member answers."), "{silent}");
+    assert_eq!(
+        event_for(&Action::Wait(WaitReason::PodTerminating {
+            member: name(1)
+        })),
+        None
+    );
+}
