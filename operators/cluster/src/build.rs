@@ -288,7 +288,10 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
             ..VolumeMount::default()
         }]),
         // Ready = answers /health: has a leader, no alarm, serves a read. Not-ready members drop
-        // out of the client Service; the headless peer Service still publishes them.
+        // out of the client Service; the headless peer Service still publishes them. A learner
+        // answers /health too (measured on 3.5.1), so between its start and its promotion (the
+        // planner promotes it as soon as it answers) the client Service may send it requests it
+        // refuses ("rpc not supported for learner").
         readiness_probe: Some(Probe {
             http_get: Some(HTTPGetAction {
                 path: Some("/health".to_owned()),
