@@ -14,7 +14,7 @@ use std::error::Error as StdError;
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use etcd_api::{BackupArtifact, EtcdBackup, EtcdCluster};
+use etcd_api::{BackupArtifact, EtcdBackup, EtcdCluster, S3Destination};
 use etcd_snapshot::{DEFAULT_PART_SIZE, SnapshotKey, UploadError, snapshot_stream, stream_to_s3};
 use futures_util::{Stream, StreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
@@ -215,28 +215,7 @@ pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<Backu
             ));
         }
     };
-    let connection = &spec.s3.connection;
-    let (credentials, credentials_source) = match &connection.credentials_secret_ref {
-        Some(secret_ref) => {
-            let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-            let secret = api
-                .get_opt(&secret_ref.name)
-                .await
-                .map_err(|e| BackupError::Kubernetes {
-                    what: format!("Secret {namespace}/{}", secret_ref.name),
-                    source: Box::new(e),
-                })?
-                .ok_or_else(|| CredentialsError::SecretNotFound {
-                    namespace: namespace.clone(),
-                    secret: secret_ref.name.clone(),
-                })?;
-            (
-                Some(credentials_from_secret(&namespace, &secret)?),
-                format!("Secret {namespace}/{}", secret_ref.name),
-            )
-        }
-        None => (None, "the ambient AWS credential chain".to_owned()),
-    };
+    let s3 = resolve_s3(client, &namespace, &spec.s3).await?;
     let seconds = spec
         .timeout_seconds
         .unwrap_or(etcd_api::backup::DEFAULT_BACKUP_TIMEOUT_SECONDS);
@@ -245,16 +224,47 @@ pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<Backu
         uid: backup.metadata.uid.clone().unwrap_or_default(),
         backup: format!("{namespace}/{name}"),
         endpoints,
-        s3: S3Target {
-            bucket: connection.bucket.clone(),
-            prefix: spec.s3.prefix.clone().unwrap_or_default(),
-            endpoint: connection.endpoint.clone(),
-            region: connection.region_or_default().to_owned(),
-            force_path_style: connection.force_path_style,
-            credentials,
-            credentials_source,
-        },
+        s3,
         timeout: Duration::from_secs(u64::try_from(seconds).unwrap_or(1)),
+    })
+}
+
+/// The S3 destination of an EtcdBackup in `namespace`, with the credentials from its Secret.
+pub async fn resolve_s3(
+    client: &kube::Client,
+    namespace: &str,
+    destination: &S3Destination,
+) -> Result<S3Target, BackupError> {
+    let connection = &destination.connection;
+    let (credentials, credentials_source) = match &connection.credentials_secret_ref {
+        Some(secret_ref) => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+            let secret = api
+                .get_opt(&secret_ref.name)
+                .await
+                .map_err(|e| BackupError::Kubernetes {
+                    what: format!("Secret {namespace}/{}", secret_ref.name),
+                    source: Box::new(e),
+                })?
+                .ok_or_else(|| CredentialsError::SecretNotFound {
+                    namespace: namespace.to_owned(),
+                    secret: secret_ref.name.clone(),
+                })?;
+            (
+                Some(credentials_from_secret(namespace, &secret)?),
+                format!("Secret {namespace}/{}", secret_ref.name),
+            )
+        }
+        None => (None, "the ambient AWS credential chain".to_owned()),
+    };
+    Ok(S3Target {
+        bucket: connection.bucket.clone(),
+        prefix: destination.prefix.clone().unwrap_or_default(),
+        endpoint: connection.endpoint.clone(),
+        region: connection.region_or_default().to_owned(),
+        force_path_style: connection.force_path_style,
+        credentials,
+        credentials_source,
     })
 }
 

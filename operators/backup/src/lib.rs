@@ -12,6 +12,8 @@
 //! I/O: [`execute`] (etcd, S3, Kubernetes reads).
 #![forbid(unsafe_code)]
 
+pub mod controller;
+pub mod create;
 pub mod credentials;
 pub mod execute;
 pub mod plan;

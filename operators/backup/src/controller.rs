@@ -1,0 +1,314 @@
+//! The EtcdBackup controller (I/O): a kube-runtime `Controller` on EtcdBackup whose reconcile
+//! plans ([`crate::plan::next_step`]) and, for a new backup, writes `Running` and hands the
+//! backup to a task that runs it to completion and writes the outcome.
+//!
+//! Concurrency: at most `max_concurrent_backups` run at once (a semaphore; each holds a permit for
+//! its whole run). A backup that finds no free slot stays `Pending` and is requeued every
+//! [`QUEUE_POLL`]. The reconcile itself stays short, so the controller keeps serving other
+//! objects (skips, interrupted ones) while long uploads run.
+//!
+//! Ordering: the UID is recorded as running in this process before `Running` is written, and
+//! `Running` is written before the task starts. So a `Running` backup that no process remembers
+//! was interrupted (see `plan`). The outcome is written with retries; if it can never be
+//! written (API down for longer than [`OUTCOME_WRITE_DEADLINE`]) the backup stays `Running` and
+//! the next operator start marks it `Interrupted`.
+//!
+//! Shutdown (SIGTERM or leadership lost): the token is cancelled, the running snapshot sources
+//! fail, uploads are aborted, each task writes `Failed`/`Interrupted`, and [`run`] returns once
+//! they are done (bounded by the executor's grace period).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use etcd_api::condition::Time;
+use etcd_api::{EtcdBackup, EtcdBackupStatus};
+use futures_util::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::execute::{execute, resolve};
+use crate::plan::{LocalState, Step, next_step};
+use crate::status;
+
+/// Field manager of every status write, and the events' reporting controller.
+pub const FIELD_MANAGER: &str = "etcd-backup-operator";
+/// How often a backup waiting for a free slot is looked at again.
+pub const QUEUE_POLL: Duration = Duration::from_secs(10);
+/// How long a finished backup's task keeps retrying its status write.
+pub const OUTCOME_WRITE_DEADLINE: Duration = Duration::from_secs(300);
+
+/// What [`run`] needs besides the client.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch only this namespace; `None` watches all.
+    pub namespace: Option<String>,
+    /// Backups running at once in this process.
+    pub max_concurrent_backups: usize,
+    /// This Pod's name (the events' reporting instance).
+    pub pod_name: Option<String>,
+}
+
+/// Why a reconcile failed (it is retried with per-object back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The object has no UID or namespace (it did not come from the API server).
+    #[error("EtcdBackup {0} has no uid or namespace")]
+    Incomplete(String),
+    /// Writing the status failed.
+    #[error("writing the status of EtcdBackup {namespace}/{name}: {source}")]
+    StatusWrite {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The API error.
+        source: Box<kube::Error>,
+    },
+}
+
+impl ReconcileError {
+    /// PascalCase reason for logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Incomplete(_) => "IncompleteObject",
+            ReconcileError::StatusWrite { .. } => "StatusWriteFailed",
+        }
+    }
+}
+
+/// Shared by reconciles and backup tasks.
+struct Context {
+    client: kube::Client,
+    events: Events,
+    /// Backups this process is running or has finished, by UID (see `plan::LocalState`).
+    local: Mutex<HashMap<String, LocalState>>,
+    slots: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    tasks: Mutex<JoinSet<()>>,
+    backoff: FailureBackoff,
+}
+
+impl Context {
+    fn local(&self) -> std::sync::MutexGuard<'_, HashMap<String, LocalState>> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// Runs the controller until `shutdown` is cancelled, then waits for running backups to wind
+/// down. `readiness` turns ready once the first list of EtcdBackups is in the cache.
+pub async fn run(
+    client: kube::Client,
+    settings: Settings,
+    shutdown: CancellationToken,
+    readiness: Readiness,
+) {
+    let api: Api<EtcdBackup> = match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), FIELD_MANAGER, settings.pod_name.clone()),
+        client,
+        local: Mutex::new(HashMap::new()),
+        slots: Arc::new(Semaphore::new(settings.max_concurrent_backups.max(1))),
+        shutdown: shutdown.clone(),
+        tasks: Mutex::new(JoinSet::new()),
+        backoff: FailureBackoff::new(Duration::from_secs(2), Duration::from_secs(300)),
+    });
+    let controller = Controller::new(api, watcher::Config::default())
+        .with_config(ControllerConfig::default().concurrency(16));
+    let store = controller.store();
+    tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            readiness.set_ready(true);
+        }
+    });
+    controller
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(reconcile, error_policy, Arc::clone(&ctx))
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile failed");
+            }
+        })
+        .await;
+    // The tasks saw the same cancellation: they abort their uploads and record the outcome.
+    let mut tasks = std::mem::take(&mut *ctx.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn reconcile(backup: Arc<EtcdBackup>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let name = backup.name_any();
+    let (Some(uid), Some(namespace)) = (backup.uid(), backup.namespace()) else {
+        return Err(ReconcileError::Incomplete(name));
+    };
+    // Reap finished tasks so the set does not grow.
+    {
+        let mut tasks = ctx.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        while tasks.try_join_next().is_some() {}
+    }
+    let local = ctx.local().get(&uid).copied();
+    let step = next_step(&backup, local);
+    let api: Api<EtcdBackup> = Api::namespaced(ctx.client.clone(), &namespace);
+    let write = |status: EtcdBackupStatus| {
+        let (api, name, namespace) = (api.clone(), name.clone(), namespace.clone());
+        async move {
+            apply_status(&api, &name, FIELD_MANAGER, &status)
+                .await
+                .map_err(|e| ReconcileError::StatusWrite {
+                    namespace,
+                    name,
+                    source: Box::new(e),
+                })
+        }
+    };
+    let action = match step {
+        Step::Skip(_) => Action::await_change(),
+        Step::FailInterrupted => {
+            let previous = backup.status.as_ref();
+            let message = status::interrupted_message(previous.and_then(|s| s.start_time.as_ref()));
+            let failed = status::failed(
+                previous,
+                backup.meta().generation,
+                status::REASON_INTERRUPTED,
+                &message,
+                &now(),
+            );
+            write(failed).await?;
+            ctx.local().insert(uid.clone(), LocalState::Finished);
+            tracing::warn!(%namespace, %name, "backup was running when the operator stopped: marked Interrupted");
+            ctx.events
+                .warning(
+                    &backup.object_ref(&()),
+                    "BackupFailed",
+                    format!("Interrupted: {message}"),
+                )
+                .await;
+            Action::await_change()
+        }
+        Step::Start => {
+            let Ok(permit) = Arc::clone(&ctx.slots).try_acquire_owned() else {
+                tracing::info!(%namespace, %name, "all backup slots busy; staying Pending");
+                ctx.backoff.success(&uid);
+                return Ok(Action::requeue(QUEUE_POLL));
+            };
+            // Remembered before Running is written, so the watch event of our own write finds
+            // it running here rather than interrupted.
+            ctx.local().insert(uid.clone(), LocalState::Running);
+            let running = status::running(backup.status.as_ref(), backup.meta().generation, &now());
+            if let Err(e) = write(running.clone()).await {
+                ctx.local().remove(&uid);
+                return Err(e);
+            }
+            tracing::info!(%namespace, %name, "backup started");
+            ctx.events
+                .normal(
+                    &backup.object_ref(&()),
+                    "BackupStarted",
+                    "streaming an etcd snapshot to S3",
+                )
+                .await;
+            let task = run_backup(Arc::clone(&ctx), backup, running, uid.clone(), permit);
+            ctx.tasks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .spawn(task);
+            Action::await_change()
+        }
+    };
+    ctx.backoff.success(&uid);
+    Ok(action)
+}
+
+/// Runs one backup to completion and records the outcome.
+async fn run_backup(
+    ctx: Arc<Context>,
+    backup: Arc<EtcdBackup>,
+    running: EtcdBackupStatus,
+    uid: String,
+    _permit: OwnedSemaphorePermit,
+) {
+    let name = backup.name_any();
+    let namespace = backup.namespace().unwrap_or_default();
+    let result = match resolve(&ctx.client, &backup).await {
+        Ok(job) => execute(&job, &ctx.shutdown).await,
+        Err(e) => Err(e),
+    };
+    let generation = backup.meta().generation;
+    let object = backup.object_ref(&());
+    let outcome = match result {
+        Ok(artifact) => {
+            let note = format!(
+                "stored {} ({} bytes, revision {})",
+                artifact.uri, artifact.size_bytes, artifact.revision
+            );
+            tracing::info!(%namespace, %name, uri = %artifact.uri, size = artifact.size_bytes, revision = artifact.revision, "backup succeeded");
+            (
+                status::succeeded(Some(&running), generation, artifact, &now()),
+                None,
+                note,
+            )
+        }
+        Err(e) => {
+            let (reason, message) = (e.reason(), e.to_string());
+            tracing::warn!(%namespace, %name, reason, error = %message, "backup failed");
+            (
+                status::failed(Some(&running), generation, reason, &message, &now()),
+                Some(reason),
+                format!("{reason}: {message}"),
+            )
+        }
+    };
+    let (final_status, failure, note) = outcome;
+    let api: Api<EtcdBackup> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deadline = tokio::time::Instant::now() + OUTCOME_WRITE_DEADLINE;
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match apply_status(&api, &name, FIELD_MANAGER, &final_status).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                tracing::info!(%namespace, %name, "backup deleted while running; outcome not recorded");
+                break;
+            }
+            Err(error) if tokio::time::Instant::now() + delay < deadline => {
+                tracing::warn!(%namespace, %name, %error, "writing the outcome failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+            Err(error) => {
+                tracing::error!(%namespace, %name, %error, "could not record the outcome; the next start marks the backup Interrupted");
+                break;
+            }
+        }
+    }
+    ctx.local().insert(uid, LocalState::Finished);
+    match failure {
+        None => ctx.events.normal(&object, "BackupSucceeded", note).await,
+        Some(_) => ctx.events.warning(&object, "BackupFailed", note).await,
+    }
+}
+
+fn error_policy(backup: Arc<EtcdBackup>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let uid = backup.uid().unwrap_or_default();
+    let delay = ctx.backoff.failure(&uid);
+    tracing::warn!(
+        namespace = backup.namespace().unwrap_or_default(),
+        name = backup.name_any(),
+        reason = error.reason(),
+        %error,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}

@@ -1,0 +1,242 @@
+//! `etcd-backup-operator`: flags and wiring only (see the library for what it does).
+//!
+//! - `run`: the EtcdBackup controller (the chart's Deployment).
+//! - `create-backup`: create one EtcdBackup, optionally wait for it and apply retention (the
+//!   chart's CronJob).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use etcd_api::{LocalObjectReference, S3Connection, S3Destination};
+use etcd_backup_operator::controller::{self, Settings};
+use etcd_backup_operator::create::{CreateBackup, create_backup};
+use operator_runtime::{
+    LeaseConfig, LogFormat, Readiness, acquire, init_logging, serve_probes, shutdown_signal,
+};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "etcd-backup-operator",
+    version,
+    about = "Verified, streaming etcd snapshots to S3"
+)]
+struct Cli {
+    /// Log filter: a level (`info`) or tracing directives (`info,etcd_backup_operator=debug`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
+    log_level: String,
+    /// `json` or `text`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "json", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the EtcdBackup controller.
+    Run(RunArgs),
+    /// Create one EtcdBackup of a cluster; optionally wait for it and delete old ones.
+    CreateBackup(CreateArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Elect one active replica through a Lease.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "etcd-backup-operator")]
+    lease_name: String,
+    /// This replica's identity (the Pod name).
+    #[arg(long, env = "POD_NAME", default_value = "etcd-backup-operator")]
+    pod_name: String,
+    /// Address of the /healthz and /readyz endpoints.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    probe_addr: SocketAddr,
+    /// Watch EtcdBackups in this namespace only (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Backups running at once; more stay Pending until a slot frees.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    max_concurrent_backups: u16,
+}
+
+#[derive(Args, Debug)]
+struct CreateArgs {
+    /// The EtcdCluster to back up.
+    #[arg(long)]
+    cluster: String,
+    /// Its namespace.
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: String,
+    /// S3 bucket (must exist).
+    #[arg(long)]
+    bucket: String,
+    /// Key prefix, e.g. `prod/etcd/`.
+    #[arg(long)]
+    prefix: Option<String>,
+    /// S3-compatible endpoint URL (default: AWS).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Region to sign for.
+    #[arg(long)]
+    region: Option<String>,
+    /// Path-style bucket addressing (MinIO, SeaweedFS, Ceph).
+    #[arg(long)]
+    force_path_style: bool,
+    /// Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (default: the ambient AWS chain).
+    #[arg(long)]
+    credentials_secret: Option<String>,
+    /// spec.timeoutSeconds of the backup.
+    #[arg(long)]
+    timeout_seconds: Option<i64>,
+    /// Wait until the backup finished; exit non-zero unless it Succeeded.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits, in seconds.
+    #[arg(long, default_value_t = 2100)]
+    wait_timeout_seconds: u64,
+    /// Keep this many Succeeded scheduled backups of the cluster; delete older ones.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    retain: Option<u32>,
+    /// With --retain: also delete the deleted backups' S3 objects.
+    #[arg(long, requires = "retain")]
+    delete_objects: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    if let Err(error) = init_logging(&cli.log_level, cli.log_format) {
+        eprintln!("etcd-backup-operator: {error}");
+        return ExitCode::from(2);
+    }
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(%error, "no Kubernetes client configuration");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run(client, args).await,
+        Command::CreateBackup(args) => create(client, args).await,
+    }
+}
+
+async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
+    let readiness = Readiness::new();
+    let probes = readiness.clone();
+    let addr = args.probe_addr;
+    tokio::spawn(async move {
+        if let Err(error) = serve_probes(addr, probes).await {
+            tracing::error!(%error, %addr, "cannot serve probes");
+        }
+    });
+    let shutdown_requested = CancellationToken::new();
+    let signal = shutdown_requested.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        signal.cancel();
+    });
+    let mut leadership = None;
+    if args.leader_elect {
+        // A standby is healthy and ready to take over.
+        readiness.set_ready(true);
+        let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name);
+        tokio::select! {
+            acquired = acquire(client.clone(), config) => match acquired {
+                Ok(l) => leadership = Some(l),
+                Err(error) => {
+                    tracing::error!(%error, reason = error.reason(), "leader election failed");
+                    return ExitCode::FAILURE;
+                }
+            },
+            _ = shutdown_requested.cancelled() => return ExitCode::SUCCESS,
+        }
+        readiness.set_ready(false);
+        tracing::info!(identity = %args.pod_name, "leading");
+    }
+    let settings = Settings {
+        namespace: args.namespace,
+        max_concurrent_backups: usize::from(args.max_concurrent_backups),
+        pod_name: Some(args.pod_name),
+    };
+    let stop = CancellationToken::new();
+    let controller = tokio::spawn(controller::run(client, settings, stop.clone(), readiness));
+    let lost = match leadership.as_mut() {
+        Some(l) => tokio::select! {
+            _ = l.lost() => true,
+            _ = shutdown_requested.cancelled() => false,
+        },
+        None => {
+            shutdown_requested.cancelled().await;
+            false
+        }
+    };
+    if lost {
+        tracing::error!("leadership lost; stopping the running backups and exiting");
+    }
+    stop.cancel();
+    let _ = controller.await;
+    match (leadership, lost) {
+        (_, true) => ExitCode::FAILURE,
+        (Some(l), false) => {
+            l.release().await;
+            ExitCode::SUCCESS
+        }
+        (None, false) => ExitCode::SUCCESS,
+    }
+}
+
+async fn create(client: kube::Client, args: CreateArgs) -> ExitCode {
+    let request = CreateBackup {
+        cluster: args.cluster,
+        namespace: args.namespace,
+        s3: S3Destination {
+            connection: S3Connection {
+                bucket: args.bucket,
+                endpoint: args.endpoint,
+                region: args.region,
+                force_path_style: args.force_path_style,
+                credentials_secret_ref: args
+                    .credentials_secret
+                    .map(|name| LocalObjectReference { name }),
+            },
+            prefix: args.prefix,
+        },
+        timeout_seconds: args.timeout_seconds,
+        wait: args
+            .wait
+            .then(|| Duration::from_secs(args.wait_timeout_seconds)),
+        retain: args.retain.map(|n| n as usize),
+        delete_objects: args.delete_objects,
+    };
+    match create_backup(&client, &request).await {
+        Ok(outcome) => {
+            tracing::info!(
+                name = %outcome.name,
+                phase = ?outcome.phase,
+                message = outcome.message.as_deref().unwrap_or_default(),
+                deleted = ?outcome.retention.delete.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+                "create-backup done"
+            );
+            if outcome.succeeded(args.wait) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, "create-backup failed");
+            ExitCode::FAILURE
+        }
+    }
+}
