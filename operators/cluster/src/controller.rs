@@ -1,1 +1,292 @@
-//! (in progress)
+//! The reconcile loop: observe → plan → execute one action → report. I/O.
+//!
+//! Watch-driven: a change to an EtcdCluster, or to a Pod or PVC of one, triggers its reconcile.
+//! Each reconcile also asks to be run again after an interval that depends on what it is waiting
+//! for (a learner catching up is looked at again in seconds, a converged cluster in a minute), so
+//! an etcd member that fails without any Kubernetes object changing is still noticed.
+//!
+//! A reconcile never asks why it was triggered: it computes the next step from what it observes,
+//! so a crash at any line converges on the next pass.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_api::condition::conditions_equal_ignoring_time;
+use etcd_api::{EtcdCluster, EtcdClusterStatus};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Api;
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::execute::{ExecError, Executor};
+use crate::observe::{self, ObserveError, UnhealthySince};
+use crate::plan::{self, Action, Policy, WaitReason};
+use crate::{build, status};
+
+/// Shared by every reconcile.
+pub struct Context {
+    /// API client.
+    pub client: kube::Client,
+    /// Event publisher.
+    pub events: Events,
+    /// Per-object back-off after failures.
+    pub backoff: FailureBackoff,
+    /// Planner tunables.
+    pub policy: Policy,
+    /// Timeout of each etcd call.
+    pub etcd_timeout: Duration,
+    /// When members were first seen unhealthy.
+    pub unhealthy: UnhealthySince,
+}
+
+/// A failed reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Observing failed.
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    /// Executing the action failed.
+    #[error(transparent)]
+    Execute(#[from] ExecError),
+    /// Writing the status failed.
+    #[error("writing the status of {cluster}: {source}")]
+    Status {
+        /// namespace/name.
+        cluster: String,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+impl ReconcileError {
+    /// PascalCase cause, for logs and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Observe(e) => e.reason(),
+            ReconcileError::Execute(e) => e.reason(),
+            ReconcileError::Status { .. } => "StatusWriteFailed",
+        }
+    }
+}
+
+/// Runs the controller until the stream ends (shutdown). `namespace` limits it to one namespace.
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readiness) {
+    let client = ctx.client.clone();
+    let (clusters, pods, pvcs) = match &namespace {
+        Some(ns) => (
+            Api::<EtcdCluster>::namespaced(client.clone(), ns),
+            Api::<Pod>::namespaced(client.clone(), ns),
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client),
+        ),
+    };
+    // Only our members: Pods and PVCs carrying the cluster label.
+    let ours = watcher::Config::default().labels(build::LABEL_CLUSTER);
+    let controller = Controller::new(clusters, watcher::Config::default())
+        .watches(pods, ours.clone(), |pod| cluster_of(&pod))
+        .watches(pvcs, ours, |pvc| cluster_of(&pvc))
+        .shutdown_on_signal();
+    // Ready once the controller runs; the first reconciles follow the initial lists.
+    readiness.set_ready(true);
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile stream");
+            }
+        })
+        .await;
+}
+
+/// The EtcdCluster a member Pod or PVC belongs to, from its cluster label.
+fn cluster_of<K: Resource>(object: &K) -> Option<ObjectRef<EtcdCluster>> {
+    let name = object.meta().labels.as_ref()?.get(build::LABEL_CLUSTER)?;
+    let namespace = object.meta().namespace.as_deref()?;
+    Some(ObjectRef::new(name).within(namespace))
+}
+
+async fn reconcile(
+    cluster: Arc<EtcdCluster>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, ReconcileError> {
+    let span = info_span!(
+        "reconcile",
+        namespace = cluster.namespace().unwrap_or_default(),
+        name = cluster.name_any()
+    );
+    async move {
+        if cluster.meta().deletion_timestamp.is_some() {
+            // Owned objects go with the garbage collector; PVCs stay unless the policy said Delete.
+            return Ok(Requeue::await_change());
+        }
+        let result = reconcile_once(&cluster, &ctx).await;
+        if result.is_ok() {
+            ctx.backoff.success(&cluster.uid().unwrap_or_default());
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
+    // Observe.
+    let kube = observe::observe_kube(&ctx.client, cluster).await?;
+    let endpoints = observe::endpoints_to_ask(cluster, &kube);
+    let view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
+    let observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+
+    // Plan.
+    let action = plan::next_action(&observed, &ctx.policy);
+
+    // Execute (nothing is touched for a refusal or while paused).
+    let acts = !matches!(action, Action::Refuse(_) | Action::Wait(WaitReason::Paused));
+    let answering: Vec<String> = view
+        .statuses
+        .values()
+        .filter_map(|s| s.as_ref().ok())
+        .filter_map(|s| observed_client_url(&observed, s.id))
+        .collect();
+    let executor = Executor {
+        client: &ctx.client,
+        cluster,
+        etcd_endpoints: if answering.is_empty() {
+            &endpoints
+        } else {
+            &answering
+        },
+        etcd_timeout: ctx.etcd_timeout,
+    };
+    let mut executed = Ok(());
+    if acts {
+        executor.ensure_cluster_objects().await?;
+        executor.sync_pvc_ownership(&kube.pvcs).await?;
+        executed = executor.execute(&action).await;
+    }
+    let side_effect = acts && !matches!(action, Action::Wait(_) | Action::Converged);
+    match &executed {
+        Ok(()) if side_effect => info!(action = ?action, "executed"),
+        Ok(()) => tracing::debug!(action = ?action, "nothing to do"),
+        Err(error) if error.is_retry_later() => {
+            info!(action = ?action, %error, "etcd asked to retry later")
+        }
+        Err(error) => warn!(action = ?action, %error, reason = error.reason(), "action failed"),
+    }
+
+    // Report.
+    let previous = cluster.status.clone().unwrap_or_default();
+    let status = status::status_from(
+        &observed,
+        &action,
+        cluster.meta().generation,
+        &previous,
+        Time(jiff::Timestamp::now()),
+    );
+    let changed = status_changed(&previous, &status);
+    if changed {
+        let api: Api<EtcdCluster> =
+            Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+        apply_status(&api, &cluster.name_any(), build::FIELD_MANAGER, &status)
+            .await
+            .map_err(|source| ReconcileError::Status {
+                cluster: format!(
+                    "{}/{}",
+                    cluster.namespace().unwrap_or_default(),
+                    cluster.name_any()
+                ),
+                source,
+            })?;
+    }
+    // An event for every executed change, and for a refusal or wait when it is news.
+    let newsworthy = (side_effect && executed.is_ok()) || (!side_effect && changed);
+    if newsworthy && let Some(event) = status::event_for(&action) {
+        let reference = cluster.object_ref(&());
+        if event.warning {
+            ctx.events
+                .warning(&reference, event.reason, event.note)
+                .await;
+        } else {
+            ctx.events
+                .normal(&reference, event.reason, event.note)
+                .await;
+        }
+    }
+    match executed {
+        Err(error) if error.is_retry_later() => Ok(Requeue::requeue(Duration::from_secs(2))),
+        Err(error) => Err(error.into()),
+        Ok(()) => Ok(Requeue::requeue(requeue_after(&action))),
+    }
+}
+
+/// The client URL of the member with this ID, as etcd lists it.
+fn observed_client_url(observed: &crate::state::Observed, id: u64) -> Option<String> {
+    match &observed.membership {
+        crate::state::Membership::Known(members) => members
+            .iter()
+            .find(|m| m.id == id)
+            .and_then(|m| m.client_url.clone()),
+        crate::state::Membership::Unknown => None,
+    }
+}
+
+/// Whether the status differs in anything but condition timestamps.
+fn status_changed(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> bool {
+    let strip = |s: &EtcdClusterStatus| EtcdClusterStatus {
+        conditions: vec![],
+        ..s.clone()
+    };
+    strip(previous) != strip(next)
+        || !conditions_equal_ignoring_time(&previous.conditions, &next.conditions)
+}
+
+/// When to look again if nothing changes in the API meanwhile.
+fn requeue_after(action: &Action) -> Duration {
+    match action {
+        // A step was taken: look at its effect soon (etcd changes do not show in the API).
+        Action::BootstrapSeed { .. }
+        | Action::CreateMemberPod { .. }
+        | Action::AddLearner { .. }
+        | Action::PromoteLearner { .. }
+        | Action::RemoveMember { .. }
+        | Action::DeletePod { .. }
+        | Action::UpgradeMember { .. }
+        | Action::DeletePvc { .. } => Duration::from_secs(1),
+        Action::Wait(reason) => match reason {
+            WaitReason::SeedStarting
+            | WaitReason::LearnerCatchingUp { .. }
+            | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
+            WaitReason::MemberUnhealthy { .. } | WaitReason::WouldLoseQuorum { .. } => {
+                Duration::from_secs(10)
+            }
+            WaitReason::QuorumLost { .. } | WaitReason::ClusterLost => Duration::from_secs(15),
+            WaitReason::Paused => Duration::from_secs(300),
+        },
+        // A bad spec waits for the user to change it (the change triggers a reconcile).
+        Action::Refuse(_) => Duration::from_secs(300),
+        // A resync that notices a member failing without any API change.
+        Action::Converged => Duration::from_secs(30),
+    }
+}
+
+fn error_policy(cluster: Arc<EtcdCluster>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+    let delay = ctx.backoff.failure(&cluster.uid().unwrap_or_default());
+    warn!(
+        namespace = cluster.namespace().unwrap_or_default(),
+        name = cluster.name_any(),
+        reason = error.reason(),
+        %error,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Requeue::requeue(delay)
+}

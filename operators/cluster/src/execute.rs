@@ -1,1 +1,322 @@
-//! (in progress)
+//! Performs one planned action, then returns: the controller re-observes before the next one.
+//! I/O only; what to do was decided by [`crate::plan`].
+//!
+//! Every step is idempotent against the state it leaves behind, because a crash can come
+//! between any two calls: creating an object that exists is success, removing a member etcd no
+//! longer has is success, adding a learner whose peer URL etcd already has is success (the
+//! planner then sees the learner and creates its Pod).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_admin::{AdminError, EtcdAdmin};
+use etcd_api::EtcdCluster;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::build::{self, InitialState, MemberPod};
+use crate::plan::Action;
+
+/// A failed step.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// Building an object from the EtcdCluster failed.
+    #[error("building the objects of {cluster}: {source}")]
+    Build {
+        /// namespace/name of the cluster.
+        cluster: String,
+        /// Why.
+        source: build::BuildError,
+    },
+    /// A Kubernetes API call failed.
+    #[error("{verb} {kind} {name}: {source}")]
+    Kube {
+        /// create, delete, apply.
+        verb: &'static str,
+        /// Object kind.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// An etcd membership call failed.
+    #[error("{step} {member}: {source}")]
+    Etcd {
+        /// add learner, promote, remove.
+        step: &'static str,
+        /// Member name.
+        member: String,
+        /// etcd's answer.
+        source: AdminError,
+    },
+}
+
+impl ExecError {
+    /// PascalCase cause, for metrics and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ExecError::Build { .. } => "BuildFailed",
+            ExecError::Kube { .. } => "KubeApiFailed",
+            ExecError::Etcd { source, .. } if source.is_retry_later() => "EtcdRetryLater",
+            ExecError::Etcd { .. } => "EtcdMembershipFailed",
+        }
+    }
+
+    /// etcd asked to retry later (right after a membership change, or a learner not caught up):
+    /// not a failure worth a warning.
+    pub fn is_retry_later(&self) -> bool {
+        matches!(self, ExecError::Etcd { source, .. } if source.is_retry_later())
+    }
+}
+
+/// What the executor needs.
+pub struct Executor<'a> {
+    /// API client.
+    pub client: &'a kube::Client,
+    /// The cluster the action is for.
+    pub cluster: &'a EtcdCluster,
+    /// Client URLs of members that answered, for membership changes.
+    pub etcd_endpoints: &'a [String],
+    /// Timeout of each etcd call.
+    pub etcd_timeout: Duration,
+}
+
+impl Executor<'_> {
+    fn namespace(&self) -> String {
+        self.cluster.namespace().unwrap_or_default()
+    }
+
+    fn id(&self) -> String {
+        format!("{}/{}", self.namespace(), self.cluster.name_any())
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace())
+    }
+
+    fn built<T>(&self, result: Result<T, build::BuildError>) -> Result<T, ExecError> {
+        result.map_err(|source| ExecError::Build {
+            cluster: self.id(),
+            source,
+        })
+    }
+
+    /// The peer and client Services and the PodDisruptionBudget, applied (server-side) on every
+    /// pass that may act: a Service deleted by hand comes back, and the budget follows the size.
+    pub async fn ensure_cluster_objects(&self) -> Result<(), ExecError> {
+        let peer = self.built(build::peer_service(self.cluster))?;
+        let client = self.built(build::client_service(self.cluster))?;
+        let pdb = self.built(build::pod_disruption_budget(self.cluster))?;
+        apply(&self.api::<Service>(), "Service", &peer).await?;
+        apply(&self.api::<Service>(), "Service", &client).await?;
+        apply(
+            &self.api::<PodDisruptionBudget>(),
+            "PodDisruptionBudget",
+            &pdb,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Makes each member PVC's owner reference follow `spec.storage.reclaimPolicy` as it is now:
+    /// owned by the EtcdCluster (deleted with it by the garbage collector) only under `Delete`,
+    /// and never when an EtcdRestore retained it. Without this, switching Delete → Retain would
+    /// leave existing volumes to be deleted with the cluster object.
+    pub async fn sync_pvc_ownership(
+        &self,
+        pvcs: &BTreeMap<String, PersistentVolumeClaim>,
+    ) -> Result<(), ExecError> {
+        let api = self.api::<PersistentVolumeClaim>();
+        for (member, pvc) in pvcs {
+            let retained = pvc
+                .labels()
+                .contains_key(crate::observe::RETAINED_BY_RESTORE_LABEL);
+            let wanted = if retained {
+                None
+            } else {
+                self.built(build::member_pvc(self.cluster, member))?
+                    .metadata
+                    .owner_references
+            };
+            let current = pvc
+                .metadata
+                .owner_references
+                .clone()
+                .filter(|o| !o.is_empty());
+            if current == wanted {
+                continue;
+            }
+            let name = pvc.name_any();
+            let patch = serde_json::json!({"metadata": {"ownerReferences": wanted}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch",
+                    kind: "PersistentVolumeClaim",
+                    name,
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Performs `action`. Waits, refusals and `Converged` do nothing.
+    pub async fn execute(&self, action: &Action) -> Result<(), ExecError> {
+        match action {
+            Action::BootstrapSeed { member, version } => {
+                let peer_url = crate::observe::cluster_name(self.cluster).peer_url(member);
+                let initial = [(member.clone(), peer_url)];
+                self.create_member(
+                    member,
+                    &MemberPod {
+                        member,
+                        version: *version,
+                        initial_cluster: &initial,
+                        state: InitialState::New,
+                    },
+                )
+                .await
+            }
+            Action::CreateMemberPod {
+                member,
+                initial_cluster,
+                version,
+                ..
+            } => {
+                // `existing` for both reasons: a new member joins the running cluster, and a
+                // restarting member has its data directory, so etcd ignores the flag.
+                self.create_member(
+                    member,
+                    &MemberPod {
+                        member,
+                        version: *version,
+                        initial_cluster,
+                        state: InitialState::Existing,
+                    },
+                )
+                .await
+            }
+            Action::AddLearner { member, peer_url } => {
+                let mut admin = self.admin(member, "add learner").await?;
+                match admin.add_learner(peer_url).await {
+                    Ok(_) | Err(AdminError::PeerUrlExists { .. }) => Ok(()),
+                    Err(source) => Err(self.etcd_error("add learner", member, source)),
+                }
+            }
+            Action::PromoteLearner { member, id } => {
+                let mut admin = self.admin(member, "promote").await?;
+                admin
+                    .promote(*id)
+                    .await
+                    .map_err(|source| self.etcd_error("promote", member, source))
+            }
+            Action::RemoveMember { member, id, .. } => {
+                let mut admin = self.admin(member, "remove").await?;
+                match admin.remove(*id).await {
+                    Ok(()) | Err(AdminError::NotFound { .. }) => Ok(()),
+                    Err(source) => Err(self.etcd_error("remove", member, source)),
+                }
+            }
+            Action::DeletePod { member } | Action::UpgradeMember { member, .. } => {
+                delete(&self.api::<Pod>(), "Pod", member).await
+            }
+            Action::DeletePvc { name } => {
+                delete(
+                    &self.api::<PersistentVolumeClaim>(),
+                    "PersistentVolumeClaim",
+                    name,
+                )
+                .await
+            }
+            Action::Wait(_) | Action::Refuse(_) | Action::Converged => Ok(()),
+        }
+    }
+
+    /// Creates the member's PVC (if missing) before its Pod, so the Pod never starts without its
+    /// data volume.
+    async fn create_member(&self, member: &str, pod: &MemberPod<'_>) -> Result<(), ExecError> {
+        let pvc = self.built(build::member_pvc(self.cluster, member))?;
+        create(
+            &self.api::<PersistentVolumeClaim>(),
+            "PersistentVolumeClaim",
+            &pvc,
+        )
+        .await?;
+        let pod = self.built(build::member_pod(self.cluster, pod))?;
+        create(&self.api::<Pod>(), "Pod", &pod).await
+    }
+
+    async fn admin(&self, member: &str, step: &'static str) -> Result<EtcdAdmin, ExecError> {
+        EtcdAdmin::connect(self.etcd_endpoints, self.etcd_timeout)
+            .await
+            .map_err(|source| self.etcd_error(step, member, source))
+    }
+
+    fn etcd_error(&self, step: &'static str, member: &str, source: AdminError) -> ExecError {
+        ExecError::Etcd {
+            step,
+            member: member.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Creates `object`; one that already exists is success (a crash after the create).
+async fn create<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(ExecError::Kube {
+            verb: "create",
+            kind,
+            name: object.meta().name.clone().unwrap_or_default(),
+            source,
+        }),
+    }
+}
+
+/// Deletes `name`; one already gone is success.
+async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<(), ExecError>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(ExecError::Kube {
+            verb: "delete",
+            kind,
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Server-side applies `object` under the operator's field manager.
+async fn apply<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    let params = PatchParams::apply(build::FIELD_MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(object))
+        .await
+        .map(|_| ())
+        .map_err(|source| ExecError::Kube {
+            verb: "apply",
+            kind,
+            name,
+            source,
+        })
+}

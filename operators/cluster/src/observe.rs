@@ -1,1 +1,336 @@
-//! (in progress)
+//! Gathers the observed state of one cluster: its Pods and PVCs from the API, and etcd's own
+//! answers (member list from a member in quorum, each member's status). I/O at the edges; the
+//! conversion into [`Observed`] is pure and unit-tested.
+//!
+//! Which endpoints are asked: the client URL of every member Pod and of every member the last
+//! status listed. etcd is asked through the members' DNS names (the headless peer Service
+//! publishes not-ready addresses), so the operator sees what the members see.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use etcd_admin::{ClusterView, MemberInfo, MemberStatus};
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{EtcdCluster, StorageSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+
+use crate::naming::ClusterName;
+use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
+use crate::{build, status};
+
+/// Label an EtcdRestore puts on the PVCs of the members it replaced: never deleted here.
+pub const RETAINED_BY_RESTORE_LABEL: &str = "etcd.operator.rs/retained-by-restore";
+
+/// A failed observation step.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    /// The EtcdCluster has no namespace (it is a namespaced kind: a bug elsewhere).
+    #[error("EtcdCluster {0} has no namespace")]
+    NoNamespace(String),
+    /// Listing the cluster's Pods or PVCs failed.
+    #[error("listing the {kind}s of {cluster}: {source}")]
+    List {
+        /// Pod or PersistentVolumeClaim.
+        kind: &'static str,
+        /// namespace/name of the cluster.
+        cluster: String,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+impl ObserveError {
+    /// PascalCase cause, for metrics and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ObserveError::NoNamespace(_) => "NoNamespace",
+            ObserveError::List { .. } => "ListFailed",
+        }
+    }
+}
+
+/// When each member was first seen unhealthy, per cluster UID and member ID: the planner replaces
+/// a member only after a grace period, which must survive between reconciles. Lost on restart,
+/// which only delays a replacement (state.rs).
+#[derive(Default)]
+pub struct UnhealthySince(Mutex<HashMap<(String, u64), Instant>>);
+
+impl UnhealthySince {
+    /// How long `member` of cluster `uid` has been unhealthy, starting the clock now if it was not.
+    fn unhealthy_for(&self, uid: &str, member: u64, now: Instant) -> Duration {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let since = *map.entry((uid.to_owned(), member)).or_insert(now);
+        now.saturating_duration_since(since)
+    }
+
+    /// Forgets a member that answered.
+    fn healthy(&self, uid: &str, member: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&(uid.to_owned(), member));
+    }
+}
+
+/// What the API says about a cluster: its member Pods and PVCs.
+pub struct KubeObservation {
+    /// Member Pods by member name.
+    pub pods: BTreeMap<String, Pod>,
+    /// Member PVCs by member name.
+    pub pvcs: BTreeMap<String, PersistentVolumeClaim>,
+}
+
+/// Lists the cluster's Pods and PVCs by its labels.
+pub async fn observe_kube(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+) -> Result<KubeObservation, ObserveError> {
+    let namespace = cluster
+        .namespace()
+        .ok_or_else(|| ObserveError::NoNamespace(cluster.name_any()))?;
+    let id = format!("{namespace}/{}", cluster.name_any());
+    let params = ListParams::default().labels(&build::selector(cluster));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
+    let pods = pods
+        .list(&params)
+        .await
+        .map_err(|source| ObserveError::List {
+            kind: "Pod",
+            cluster: id.clone(),
+            source,
+        })?;
+    let pvcs = pvcs
+        .list(&params)
+        .await
+        .map_err(|source| ObserveError::List {
+            kind: "PersistentVolumeClaim",
+            cluster: id,
+            source,
+        })?;
+    Ok(KubeObservation {
+        pods: pods
+            .items
+            .into_iter()
+            .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
+            .collect(),
+        pvcs: pvcs
+            .items
+            .into_iter()
+            .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
+            .collect(),
+    })
+}
+
+fn member_label<K: Resource>(object: &K) -> Option<String> {
+    object
+        .meta()
+        .labels
+        .as_ref()?
+        .get(build::LABEL_MEMBER)
+        .cloned()
+}
+
+/// The client URLs to ask: every member Pod's and every member the last status listed.
+pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
+    let name = cluster_name(cluster);
+    let mut members: Vec<String> = kube.pods.keys().cloned().collect();
+    if let Some(previous) = &cluster.status {
+        members.extend(status::last_known_members(previous));
+    }
+    members.sort();
+    members.dedup();
+    members.iter().map(|m| name.client_url(m)).collect()
+}
+
+/// The cluster's namespace and name.
+pub fn cluster_name(cluster: &EtcdCluster) -> ClusterName {
+    ClusterName::new(cluster.namespace().unwrap_or_default(), cluster.name_any())
+}
+
+/// Builds the planner's input from the API objects and etcd's answers. Pure but for the clock
+/// of unhealthy members (`unhealthy` and `now`).
+pub fn to_observed(
+    cluster: &EtcdCluster,
+    kube: &KubeObservation,
+    view: &ClusterView,
+    unhealthy: &UnhealthySince,
+    now: Instant,
+) -> Observed {
+    let name = cluster_name(cluster);
+    let uid = cluster.uid().unwrap_or_default();
+    let previous = cluster.status.clone().unwrap_or_default();
+    let membership = match &view.membership {
+        None => Membership::Unknown,
+        Some((_, members)) => Membership::Known(
+            members
+                .iter()
+                .map(|m| member_from(m, view.statuses.get(&m.id), &uid, unhealthy, now))
+                .collect(),
+        ),
+    };
+    Observed {
+        cluster: name,
+        spec: cluster.spec.clone(),
+        recorded_cluster_id: previous.cluster_id.clone(),
+        last_known_members: status::last_known_members(&previous),
+        last_known_version: status::last_known_version(&previous),
+        member_storage: member_storage(&cluster.spec.storage, kube.pvcs.values()),
+        membership,
+        cluster_id: view.membership.as_ref().map(|(id, _)| *id),
+        pods: kube
+            .pods
+            .iter()
+            .map(|(member, pod)| {
+                let state = PodState {
+                    terminating: pod.metadata.deletion_timestamp.is_some(),
+                };
+                (member.clone(), state)
+            })
+            .collect(),
+        pvcs: kube
+            .pvcs
+            .iter()
+            .map(|(member, pvc)| {
+                let state = PvcState {
+                    retained_by_restore: pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
+                    terminating: pvc.metadata.deletion_timestamp.is_some(),
+                };
+                (member.clone(), state)
+            })
+            .collect(),
+    }
+}
+
+fn member_from(
+    info: &MemberInfo,
+    status: Option<&Result<MemberStatus, String>>,
+    uid: &str,
+    unhealthy: &UnhealthySince,
+    now: Instant,
+) -> Member {
+    let answered = status
+        .and_then(|s| s.as_ref().ok())
+        .filter(|s| s.healthy())
+        .and_then(|s| Some((EtcdVersion::parse(&s.version)?, s.is_leader())));
+    let health = match answered {
+        Some((version, leader)) => {
+            unhealthy.healthy(uid, info.id);
+            MemberHealth::Healthy { version, leader }
+        }
+        None => MemberHealth::Unhealthy {
+            unhealthy_for: unhealthy.unhealthy_for(uid, info.id, now),
+        },
+    };
+    Member {
+        id: info.id,
+        name: info.name.clone(),
+        peer_url: info.peer_urls.first().cloned().unwrap_or_default(),
+        client_url: info.client_urls.first().cloned(),
+        learner: info.learner,
+        health,
+    }
+}
+
+/// The storage the existing members' PVCs were created with, as far as a change matters: the
+/// largest requested size, and the class only when the spec names one and a PVC has another (an
+/// unset class is filled in by the cluster's default class, which is not a change).
+fn member_storage<'a>(
+    desired: &StorageSpec,
+    pvcs: impl Iterator<Item = &'a PersistentVolumeClaim>,
+) -> Option<StorageSpec> {
+    let mut current: Option<StorageSpec> = None;
+    for pvc in pvcs {
+        let spec = pvc.spec.as_ref();
+        let size = spec
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .cloned();
+        let Some(size) = size else { continue };
+        let class = spec.and_then(|s| s.storage_class_name.clone());
+        let class = match (&desired.storage_class_name, class) {
+            (Some(wanted), Some(actual)) if *wanted != actual => Some(actual),
+            _ => desired.storage_class_name.clone(),
+        };
+        let bigger = current.as_ref().is_none_or(|c| {
+            etcd_api::validation::quantity_to_bytes(&size.0)
+                > etcd_api::validation::quantity_to_bytes(&c.size.0)
+        });
+        let class_differs = class != desired.storage_class_name;
+        if bigger || class_differs {
+            current = Some(StorageSpec {
+                size,
+                storage_class_name: class,
+                reclaim_policy: desired.reclaim_policy,
+            });
+        }
+    }
+    current
+}
+
+/// Asks etcd: the member list from a member in quorum and every member's status.
+pub async fn observe_etcd(endpoints: &[String], timeout: Duration) -> ClusterView {
+    etcd_admin::observe(endpoints, timeout).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, VolumeResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn pvc(size: &str, class: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: class.map(str::to_owned),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some([("storage".to_owned(), Quantity(size.into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn storage(size: &str, class: Option<&str>) -> StorageSpec {
+        StorageSpec {
+            size: Quantity(size.into()),
+            storage_class_name: class.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn member_storage_reports_the_largest_size_and_only_real_class_changes() {
+        let none: Vec<PersistentVolumeClaim> = vec![];
+        assert_eq!(member_storage(&storage("1Gi", None), none.iter()), None);
+
+        // The default class filled in by admission is not a change.
+        let pvcs = [pvc("1Gi", Some("standard")), pvc("2Gi", Some("standard"))];
+        assert_eq!(
+            member_storage(&storage("4Gi", None), pvcs.iter()),
+            Some(storage("2Gi", None))
+        );
+        // A named class that differs from the PVCs' is reported, so the planner refuses it.
+        let pvcs = [pvc("1Gi", Some("fast"))];
+        assert_eq!(
+            member_storage(&storage("1Gi", Some("slow")), pvcs.iter()),
+            Some(storage("1Gi", Some("fast")))
+        );
+    }
+
+    #[test]
+    fn unhealthy_clock_starts_at_the_first_failure_and_resets_on_an_answer() {
+        let clock = UnhealthySince::default();
+        let t0 = Instant::now();
+        assert_eq!(clock.unhealthy_for("u", 1, t0), Duration::ZERO);
+        let later = t0 + Duration::from_secs(30);
+        assert_eq!(clock.unhealthy_for("u", 1, later), Duration::from_secs(30));
+        assert_eq!(clock.unhealthy_for("other", 1, later), Duration::ZERO);
+        clock.healthy("u", 1);
+        assert_eq!(clock.unhealthy_for("u", 1, later), Duration::ZERO);
+    }
+}

@@ -1,0 +1,120 @@
+//! `etcd-cluster-operator`: flags and wiring. The loop itself is in the library's `controller`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use etcd_cluster_operator::controller::{self, Context};
+use etcd_cluster_operator::observe::UnhealthySince;
+use etcd_cluster_operator::plan::Policy;
+use operator_runtime::{Events, FailureBackoff, LeaseConfig, LogFormat, Readiness};
+use tracing::{error, info};
+
+/// The EtcdCluster operator: quorum-safe membership, scaling, replacement and upgrades.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Log filter: a level (`info`) or tracing-subscriber directives (`info,kube=warn`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    log_level: String,
+    /// Log format: `json` or `text`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "json")]
+    log_format: LogFormat,
+    /// Watch EtcdClusters in this namespace only (default: every namespace).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Elect one active replica through a Lease.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "etcd-cluster-operator")]
+    lease_name: String,
+    /// This replica's identity in the Lease (the Pod name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Address of the /healthz and /readyz endpoints.
+    #[arg(long, env = "PROBE_ADDR", default_value = "0.0.0.0:8080")]
+    probe_addr: SocketAddr,
+    /// How long a voting member may be unhealthy before it is replaced.
+    #[arg(long, default_value = "300", value_name = "SECONDS")]
+    dead_member_after_seconds: u64,
+    /// Timeout of each etcd call.
+    #[arg(long, default_value = "5", value_name = "SECONDS")]
+    etcd_timeout_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(e) = operator_runtime::init_logging(&args.log_level, args.log_format) {
+        eprintln!("etcd-cluster-operator: --log-level: {e}");
+        return ExitCode::from(2);
+    }
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!(error = %e, "exiting");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    // kube-rs and etcd-client bring two rustls crypto providers; pick one for the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = kube::Client::try_default().await?;
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("etcd-cluster-operator-{}", std::process::id()));
+
+    let readiness = Readiness::default();
+    let probes = tokio::spawn(operator_runtime::serve_probes(
+        args.probe_addr,
+        readiness.clone(),
+    ));
+
+    let leadership = if args.leader_elect {
+        let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity);
+        info!(lease = %args.lease_name, %identity, "waiting for leadership");
+        let leadership = operator_runtime::acquire(client.clone(), config).await?;
+        info!(%identity, "leading");
+        Some(leadership)
+    } else {
+        None
+    };
+
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), "etcd-cluster-operator", Some(identity)),
+        client,
+        backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+        policy: Policy {
+            dead_after: Duration::from_secs(args.dead_member_after_seconds),
+        },
+        etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
+        unhealthy: UnhealthySince::default(),
+    });
+    let controller = controller::run(ctx, args.namespace.clone(), readiness);
+    let result = match leadership {
+        Some(mut leadership) => {
+            tokio::select! {
+                () = controller => {
+                    leadership.release().await;
+                    Ok(())
+                }
+                () = leadership.lost() => Err("lost the leader Lease: stopping so that only one replica acts".into()),
+            }
+        }
+        None => {
+            controller.await;
+            Ok(())
+        }
+    };
+    probes.abort();
+    result
+}
