@@ -44,8 +44,8 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Elect one active replica through a Lease.
-    #[arg(long)]
+    /// Elect one active replica through a Lease (`--leader-elect` or `--leader-elect=true`).
+    #[arg(long, num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
     leader_elect: bool,
     /// Namespace of the Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -57,7 +57,7 @@ struct RunArgs {
     #[arg(long, env = "POD_NAME", default_value = "etcd-backup-operator")]
     pod_name: String,
     /// Address of the /healthz and /readyz endpoints.
-    #[arg(long, default_value = "0.0.0.0:8081")]
+    #[arg(long, default_value = "0.0.0.0:8080")]
     probe_addr: SocketAddr,
     /// Watch EtcdBackups in this namespace only (default: all namespaces).
     #[arg(long, env = "WATCH_NAMESPACE")]
