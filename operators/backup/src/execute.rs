@@ -297,32 +297,20 @@ pub async fn s3_client(target: &S3Target) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(builder.force_path_style(target.force_path_style).build())
 }
 
-/// Asks one member for its status.
+/// Asks one member for its status (through `etcd_admin`, bounded by [`PROBE_TIMEOUT`]).
 pub async fn probe_member(endpoint: &str) -> Result<MemberProbe, String> {
-    let work = async {
-        let options = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(PROBE_TIMEOUT)
-            .with_timeout(PROBE_TIMEOUT);
-        let mut client = etcd_client::Client::connect([endpoint], Some(options))
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = client.status().await.map_err(|e| e.to_string())?;
-        let header = status
-            .header()
-            .ok_or_else(|| "status response without a header".to_owned())?;
-        Ok(MemberProbe {
-            member_id: header.member_id(),
-            cluster_id: header.cluster_id(),
-            version: status.version().to_owned(),
-            revision: header.revision(),
-            leader_id: status.leader(),
-            errors: status.errors().to_vec(),
-            learner: status.is_learner(),
-        })
-    };
-    tokio::time::timeout(PROBE_TIMEOUT * 2, work)
+    let status = etcd_admin::member_status(endpoint, PROBE_TIMEOUT)
         .await
-        .unwrap_or_else(|_| Err(format!("no answer within {:?}", PROBE_TIMEOUT * 2)))
+        .map_err(|e| e.to_string())?;
+    Ok(MemberProbe {
+        member_id: status.id,
+        cluster_id: status.cluster_id,
+        version: status.version,
+        revision: status.revision,
+        leader_id: status.leader_id,
+        errors: status.errors,
+        learner: status.learner,
+    })
 }
 
 /// Probes every endpoint concurrently.
