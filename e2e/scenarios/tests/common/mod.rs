@@ -26,7 +26,7 @@ pub fn workspace() -> PathBuf {
 
 /// The operator binaries the chart runs; localkube maps the chart's image to the workspace's
 /// build of them, next to the localkube binary.
-const OPERATOR_BINARIES: &[&str] = &["etcd-cluster-operator"];
+const OPERATOR_BINARIES: &[&str] = &["etcd-cluster-operator", "etcd-backup-operator"];
 
 fn check_binaries(localkube: &Path) {
     let dir = localkube.parent().unwrap();
