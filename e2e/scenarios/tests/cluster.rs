@@ -81,18 +81,29 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     env.wait_available("repair", 3, V35, STEP).await;
     writer.check().await;
 
-    // A member whose Pod and data are gone is removed and replaced by a new member.
+    // A member whose Pod and data are gone is removed and replaced by a new member (a new etcd
+    // member ID; the name is reused only once nothing of the old member is left).
+    let status = env.clusters().get("repair").await.unwrap().status.unwrap();
+    let old_id = status
+        .members
+        .iter()
+        .find(|m| m.name == "repair-2")
+        .and_then(|m| m.id.clone())
+        .unwrap();
     env.kubectl(&["delete", "pvc", "repair-2", "-n", NS, "--wait=false"]);
     env.kubectl(&["delete", "pod", "repair-2", "-n", NS, "--wait=false"]);
-    env.wait_status("repair", "repair-2 replaced", STEP, |c| {
+    env.wait_status("repair", "the member without data removed", STEP, |c| {
         c.status.as_ref().is_some_and(|s| {
-            !s.members.iter().any(|m| m.name == "repair-2")
-                && s.members.iter().any(|m| m.name == "repair-3")
+            !s.members
+                .iter()
+                .any(|m| m.id.as_deref() == Some(old_id.as_str()))
         })
     })
     .await;
     env.wait_available("repair", 3, V35, STEP).await;
     writer.check().await;
+    let events = env.events_for("repair").await.join("\n");
+    assert!(events.contains("MemberRemoved"), "{events}");
 
     // The operator restarted mid-scale converges: delete its Pod right after asking for 5.
     env.apply(&cluster_yaml("repair", 5, V35)).unwrap();

@@ -6,8 +6,9 @@
 //! started (a crash between `MemberAdd` and creating its Pod) can be matched to its Pod name
 //! from etcd's member list alone.
 //!
-//! Ordinals only grow: a replacement member gets a new ordinal, so it never meets the data
-//! directory of the member it replaces (that PVC may be retained).
+//! A new member takes the lowest ordinal above every ordinal still in use (etcd members, Pods,
+//! PVCs, retained ones included), so it never meets another member's data directory; a name
+//! comes back only once nothing of its previous member is left.
 
 /// etcd's peer port.
 pub const PEER_PORT: u16 = 2380;
