@@ -61,8 +61,8 @@ bench: deps ## Benchmarks: figures and ratios against baselines measured in the 
 
 .PHONY: localkube
 localkube: deps ## Run the local control plane in the foreground (state in .localkube/, Ctrl-C stops it)
-	cargo build -q -p localkube
-	target/debug/localkube up --state-dir .localkube --etcd-binary $(TOOLS)/bin/etcd-3.5
+	cargo build -q --workspace --bins   # the operator image maps to these binaries
+	target/debug/localkube up --state-dir .localkube --etcd-binary $(TOOLS)/bin/etcd-3.5 --tools-dir $(TOOLS)/bin
 
 .PHONY: demo
 demo: ## The end-to-end demo (needs the local control plane and the operators: not built yet)
