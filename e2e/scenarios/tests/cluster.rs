@@ -174,4 +174,28 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
     let status = refused.status.unwrap();
     assert_eq!(status.current_version.as_deref(), Some(V35));
     assert!(status.members.iter().all(|m| m.healthy), "{status:?}");
+
+    // Volumes cannot shrink: refused, naming the field; the member's PVC keeps its size.
+    let shrink = cluster_yaml("live", 1, V35).replace("size: 1Gi", "size: 512Mi");
+    env.apply(&shrink).unwrap();
+    env.wait_status("live", "storage shrink refused", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Degraded"
+                    && c.status == "True"
+                    && c.message.contains("spec.storage.size")
+            })
+        })
+    })
+    .await;
+    let size = env.kubectl(&[
+        "get",
+        "pvc",
+        "live-0",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.spec.resources.requests.storage}",
+    ]);
+    assert_eq!(size, "1Gi");
 }
