@@ -1,0 +1,366 @@
+//! `make bench` (backup part): the operator's backup path (member probe and selection, etcd's
+//! snapshot stream straight into an S3 multipart upload, trailer verification; `execute::execute`)
+//! against the usual two-step way (`etcdctl snapshot save` to a file, then `aws s3 cp`) and
+//! against the floor (that `aws s3 cp` alone), on the same ~1 GiB etcd DB and the same SeaweedFS
+//! in the same run; plus the backup's peak RSS at ~100 MiB and ~1 GiB, which must stay flat
+//! (bounded by the part size, not the DB size).
+//!
+//! Does I/O: starts one etcd 3.5 member (`--quota-backend-bytes` 4 GiB) and `weed mini`, writes
+//! 1 GiB of random values, runs etcdctl and the aws CLI. Every operator backup runs in a child
+//! process (this binary re-executed with [`CHILD_ENV`] set) so that its VmHWM is its own; all
+//! three timings are wall times of processes (start-up included), so they compare like for like.
+//! `BENCH_ROUNDS` (default 1) repeats the three timings; the medians are printed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etcd_backup_operator::credentials::S3Credentials;
+use etcd_backup_operator::execute::{BackupJob, S3Target, execute};
+use futures_util::StreamExt;
+use test_support::process::TestDir;
+use test_support::{
+    AddressBlock, ClusterState, EtcdMember, EtcdMemberConfig, EtcdVersion, S3Server, Tools,
+};
+use tokio_util::sync::CancellationToken;
+
+/// Set (to anything) in the child process: run one backup and report.
+const CHILD_ENV: &str = "BACKUP_BENCH_CHILD";
+const BUCKET: &str = "bench";
+const MIB: usize = 1024 * 1024;
+/// One value; 1024 of them make the 1 GiB DB.
+const VALUE_LEN: usize = MIB;
+const SMALL_KEYS: usize = 100;
+const LARGE_KEYS: usize = 1024;
+/// Puts in flight while filling (etcd batches them into fewer fsyncs).
+const PIPELINE: usize = 4;
+/// What the child prints before its figures.
+const CHILD_MARK: &str = "BACKUP_BENCH_RESULT";
+
+/// Incompressible bytes (xorshift64), different for each `seed`.
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Writes keys `from..to` with random 1 MiB values, [`PIPELINE`] at a time.
+async fn fill(client: &etcd_client::Client, from: usize, to: usize) {
+    futures_util::stream::iter(from..to)
+        .map(|i| {
+            let mut client = client.clone();
+            async move {
+                client
+                    .put(
+                        format!("/bench/{i:05}"),
+                        random_bytes(VALUE_LEN, i as u64),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+            }
+        })
+        .buffer_unordered(PIPELINE)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Child mode: one backup with `execute`, then its size and the process's peak RSS.
+async fn child() {
+    let env = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} not set"));
+    let job = BackupJob {
+        cluster: "bench".into(),
+        uid: env("BENCH_UID"),
+        backup: "bench/backup".into(),
+        endpoints: vec![env("BENCH_ETCD")],
+        s3: S3Target {
+            bucket: BUCKET.into(),
+            prefix: "operator/".into(),
+            endpoint: Some(env("BENCH_S3")),
+            region: "us-east-1".into(),
+            force_path_style: true,
+            credentials: Some(S3Credentials {
+                access_key_id: env("BENCH_S3_ACCESS"),
+                secret_access_key: env("BENCH_S3_SECRET"),
+                session_token: None,
+            }),
+            credentials_source: "the bench".into(),
+        },
+        timeout: Duration::from_secs(600),
+    };
+    let artifact = execute(&job, &CancellationToken::new()).await.unwrap();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let hwm_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM in /proc/self/status");
+    println!(
+        "{CHILD_MARK} {} {hwm_kib} {}",
+        artifact.size_bytes, artifact.uri
+    );
+}
+
+/// One operator backup in a child process.
+struct ChildRun {
+    wall: Duration,
+    size_bytes: u64,
+    hwm_kib: u64,
+    uri: String,
+}
+
+fn run_child(etcd: &str, s3: &S3Server, uid: &str) -> ChildRun {
+    let start = Instant::now();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env(CHILD_ENV, "1")
+        .env("BENCH_UID", uid)
+        .env("BENCH_ETCD", etcd)
+        .env("BENCH_S3", s3.endpoint())
+        .env("BENCH_S3_ACCESS", s3.access_key())
+        .env("BENCH_S3_SECRET", s3.secret_key())
+        .output()
+        .unwrap();
+    let wall = start.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "operator backup child failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields: Vec<&str> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(CHILD_MARK))
+        .expect("child result line")
+        .split_whitespace()
+        .collect();
+    ChildRun {
+        wall,
+        size_bytes: fields[0].parse().unwrap(),
+        hwm_kib: fields[1].parse().unwrap(),
+        uri: fields[2].to_owned(),
+    }
+}
+
+/// Runs `command` to success and returns its wall time.
+fn timed(mut command: Command, what: &str) -> Duration {
+    let start = Instant::now();
+    let out = command.output().unwrap();
+    let wall = start.elapsed();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wall
+}
+
+/// `aws s3 cp file s3://BUCKET/key` against `s3`, nothing read from `~/.aws` or the environment.
+fn aws_cp(tools: &Tools, s3: &S3Server, dir: &Path, file: &Path, key: &str) -> Command {
+    let config = dir.join("aws-config");
+    std::fs::write(&config, "[default]\ns3 =\n  addressing_style = path\n").unwrap();
+    let mut command = Command::new(tools.aws().unwrap());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            command.env_remove(k);
+        }
+    }
+    command
+        .env("AWS_CONFIG_FILE", &config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .env("AWS_DEFAULT_REGION", s3.region())
+        .args(["s3", "cp", "--only-show-errors", "--endpoint-url"])
+        .arg(s3.endpoint())
+        .arg(file)
+        .arg(format!("s3://{BUCKET}/{key}"));
+    command
+}
+
+async fn object_size(s3: &S3Server, key: &str) -> u64 {
+    let head = s3
+        .client()
+        .head_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    u64::try_from(head.content_length().unwrap()).unwrap()
+}
+
+/// Deletes every object so that rounds do not pile up gigabytes in SeaweedFS.
+async fn empty_bucket(s3: &S3Server) {
+    let client = s3.client();
+    let listed = client
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .unwrap();
+    for object in listed.contents() {
+        client
+            .delete_object()
+            .bucket(BUCKET)
+            .key(object.key().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn mb_per_s(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64()
+}
+
+struct Round {
+    operator: Duration,
+    save: Duration,
+    upload: Duration,
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return child().await;
+    }
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .map(|v| v.parse().expect("BENCH_ROUNDS is a number"))
+        .unwrap_or(1)
+        .max(1);
+    let tools = Tools::from_env();
+    let total = Instant::now();
+
+    // Dropped in reverse order: etcd dies before its address block and dir go.
+    let block = AddressBlock::claim().unwrap();
+    let dir = TestDir::new("backup-bench-").unwrap();
+    let ip = block.ip(1);
+    let config = EtcdMemberConfig {
+        name: "m1".into(),
+        ip,
+        data_dir: dir.path().join("m1"),
+        log_path: dir.path().join("m1.log"),
+        initial_cluster: format!("m1=http://{ip}:2380"),
+        initial_cluster_state: ClusterState::New,
+        initial_cluster_token: format!("backup-bench-{}", std::process::id()),
+        // The default 2 GiB quota is too tight for 1 GiB of values plus bbolt's free pages.
+        extra_args: vec![format!("--quota-backend-bytes={}", 4u64 << 30)],
+    };
+    let mut member = EtcdMember::spawn(&tools, EtcdVersion::V3_5, config).unwrap();
+    member
+        .wait_ready(None, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let etcd = member.client_url();
+    let s3 = S3Server::start_with(&tools).await.unwrap();
+    s3.create_bucket(BUCKET).await.unwrap();
+    let client = member.client().await.unwrap();
+
+    // Peak RSS at ~100 MiB, then grow the same DB to ~1 GiB.
+    let t = Instant::now();
+    fill(&client, 0, SMALL_KEYS).await;
+    let small = run_child(&etcd, &s3, "rss-small");
+    fill(&client, SMALL_KEYS, LARGE_KEYS).await;
+    let fill_time = t.elapsed() - small.wall;
+    let data_bytes = (LARGE_KEYS * VALUE_LEN) as u64;
+    assert!(small.size_bytes >= (SMALL_KEYS * VALUE_LEN) as u64);
+
+    let snapshot = dir.path().join("snapshot.db");
+    let mut results = Vec::new();
+    let mut large_hwm_kib = 0;
+    let mut size_bytes = 0;
+    for round in 0..rounds {
+        // (1) the operator's path, in a child process.
+        let op = run_child(&etcd, &s3, &format!("round-{round}"));
+        assert!(
+            op.size_bytes >= data_bytes,
+            "snapshot smaller than the data"
+        );
+        large_hwm_kib = large_hwm_kib.max(op.hwm_kib);
+        size_bytes = op.size_bytes;
+        let op_key = op.uri.trim_start_matches(&format!("s3://{BUCKET}/"));
+        assert_eq!(object_size(&s3, op_key).await, op.size_bytes);
+
+        // (2) etcdctl snapshot save, then (3) aws s3 cp of that file (the upload alone).
+        let mut save = Command::new(tools.etcdctl(EtcdVersion::V3_5).unwrap());
+        save.env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={etcd}"))
+            .args(["snapshot", "save"])
+            .arg(&snapshot);
+        let save_time = timed(save, "etcdctl snapshot save");
+        let file_size = std::fs::metadata(&snapshot).unwrap().len();
+        let key = format!("baseline/round-{round}.db");
+        let upload_time = timed(
+            aws_cp(&tools, &s3, dir.path(), &snapshot, &key),
+            "aws s3 cp",
+        );
+        assert_eq!(object_size(&s3, &key).await, file_size);
+        std::fs::remove_file(&snapshot).unwrap();
+        empty_bucket(&s3).await;
+        results.push(Round {
+            operator: op.wall,
+            save: save_time,
+            upload: upload_time,
+        });
+    }
+
+    let operator = median(results.iter().map(|r| r.operator).collect());
+    let two_step = median(results.iter().map(|r| r.save + r.upload).collect());
+    let upload = median(results.iter().map(|r| r.upload).collect());
+    let secs = |d: Duration| d.as_secs_f64();
+    println!(
+        "\nbackup: etcd 3.5 (1 member), SeaweedFS weed mini, {} MiB of random 1 MiB values \
+         (filled in {:.1} s), snapshot {:.0} MB, {rounds} round(s), medians, same run",
+        data_bytes / MIB as u64,
+        secs(fill_time),
+        size_bytes as f64 / 1e6,
+    );
+    println!(
+        "backup 1GiB  operator  {:.1} s  ({:.0} MB/s) | save+upload {:.1} s | upload alone {:.1} s | ratio {:.2} {:.2}",
+        secs(operator),
+        mb_per_s(size_bytes, operator),
+        secs(two_step),
+        secs(upload),
+        secs(operator) / secs(two_step),
+        secs(operator) / secs(upload),
+    );
+    let save = median(results.iter().map(|r| r.save).collect());
+    println!(
+        "  MB/s: operator {:.0} | save+upload {:.0} | upload alone {:.0} | save alone {:.1} s ({:.0} MB/s)",
+        mb_per_s(size_bytes, operator),
+        mb_per_s(size_bytes, two_step),
+        mb_per_s(size_bytes, upload),
+        secs(save),
+        mb_per_s(size_bytes, save),
+    );
+    println!("  ratio = operator / save+upload, operator / upload alone (time; below 1 is faster)");
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "backup RSS   100MiB DB {:.1} MiB | 1GiB DB {:.1} MiB | ratio {:.2}  (part size {} MiB)",
+        mib(small.hwm_kib),
+        mib(large_hwm_kib),
+        large_hwm_kib as f64 / small.hwm_kib as f64,
+        etcd_snapshot::DEFAULT_PART_SIZE / MIB,
+    );
+    println!("total {:.0} s", secs(total.elapsed()));
+    drop(client);
+    drop(s3);
+    drop(member);
+}
