@@ -1,0 +1,415 @@
+//! `make bench` (cluster part, issue #6): how long the operator takes from `kubectl apply` of a
+//! 3-member EtcdCluster to status Available with 3 healthy voters, against the same membership
+//! steps done by hand on real etcd processes (seed with `new`, then per member `member add
+//! --learner`, start with `existing`, `member promote`), measured in the same run.
+//!
+//! Does I/O throughout: starts the local control plane with the chart installed (as the
+//! scenarios do), etcd processes on loopback, kubectl and etcd clients. Needs the workspace's
+//! binaries built (`cargo build --workspace --bins`): localkube runs the operator binary next to
+//! itself. `BENCH_ROUNDS` (default 3) sets the rounds of each side; rounds alternate operator,
+//! by hand, so a change in the machine's load hits both sides alike.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+use etcd_client::{Client, MemberAddOptions};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use test_support::{ClusterState, EtcdCluster, EtcdMember, EtcdVersion};
+
+const VERSION: EtcdVersion = EtcdVersion::V3_5;
+const SIZE: usize = 3;
+/// Both sides poll their end condition (and the by-hand side its retries) at this interval.
+const POLL: Duration = Duration::from_millis(100);
+/// A round that takes longer than this is a failure, not a figure.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Offsets from the start of a round (seconds) of each step, keyed `Reason #n` (the n-th
+/// occurrence of that reason in the round, so rounds line up), in the order first seen.
+#[derive(Default)]
+struct Steps(Vec<(String, f64)>);
+
+impl Steps {
+    fn push(&mut self, reason: &str, offset: f64) {
+        let n = self.0.iter().filter(|(k, _)| k.starts_with(reason)).count() + 1;
+        self.0.push((format!("{reason} #{n}"), offset));
+    }
+}
+
+struct Round {
+    total: Duration,
+    steps: Steps,
+}
+
+#[tokio::main]
+async fn main() {
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .map(|v| v.parse().expect("BENCH_ROUNDS is a number"))
+        .unwrap_or(3);
+    assert!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+    let setup = Instant::now();
+    let env = Env::start().await;
+    println!(
+        "local control plane up and chart installed in {:.1} s",
+        setup.elapsed().as_secs_f64()
+    );
+
+    let mut operator = Vec::new();
+    let mut by_hand = Vec::new();
+    for round in 1..=rounds {
+        let a = operator_round(&env, &format!("bench-{round}")).await;
+        let b = by_hand_round().await;
+        println!(
+            "round {round}/{rounds}: operator {:.2} s, by hand {:.2} s",
+            a.total.as_secs_f64(),
+            b.total.as_secs_f64()
+        );
+        operator.push(a);
+        by_hand.push(b);
+    }
+    report(&operator, &by_hand);
+}
+
+/// (a) `kubectl apply`, then the EtcdCluster's status polled every 100 ms until Available with
+/// `SIZE` healthy voters on the version; the cluster and its PVCs are deleted afterwards (not
+/// timed) so the next round starts on an idle machine.
+async fn operator_round(env: &Env, name: &str) -> Round {
+    let version = VERSION.version_string();
+    let wall_start = jiff::Timestamp::now();
+    let start = Instant::now();
+    env.apply(&cluster_yaml(name, SIZE as u32, version))
+        .unwrap_or_else(|e| panic!("kubectl apply {name}: {e}"));
+    let clusters = env.clusters();
+    loop {
+        if let Ok(c) = clusters.get(name).await {
+            let status = c.status.clone().unwrap_or_default();
+            let available = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Available" && c.status == "True");
+            let healthy_voters = status
+                .members
+                .iter()
+                .filter(|m| !m.learner && m.healthy)
+                .count();
+            if available
+                && healthy_voters == SIZE
+                && status.observed_generation == c.metadata.generation
+                && status.current_version.as_deref() == Some(version)
+            {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < ROUND_TIMEOUT,
+            "{name} not Available after {ROUND_TIMEOUT:?}\n{}",
+            env.diagnostics()
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    let total = start.elapsed();
+    let steps = operator_steps(env, name, wall_start).await;
+    delete_cluster(env, name);
+    Round { total, steps }
+}
+
+/// The operator's steps from the EtcdCluster's events (events.k8s.io/v1, times set by the
+/// operator on this machine's clock), as offsets from the apply.
+///
+/// kube-runtime's recorder folds a repeated reason about the same object into one Event with a
+/// series (the second member's MemberAdded is the first's Event, count 2): `eventTime` is the
+/// first occurrence, `series.lastObservedTime` the latest. With 3 members no reason occurs more
+/// than twice, so both occurrences are known.
+async fn operator_steps(env: &Env, name: &str, start: jiff::Timestamp) -> Steps {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), NS);
+    let list = events.list(&ListParams::default()).await.unwrap();
+    let since = |at: jiff::Timestamp| at.duration_since(start).as_secs_f64();
+    let mut timed: Vec<(f64, String)> = Vec::new();
+    for e in list
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+    {
+        let reason = e.reason.unwrap_or_default();
+        if let Some(first) = e.event_time {
+            timed.push((since(first.0), reason.clone()));
+        }
+        if let Some(series) = e.series {
+            timed.push((since(series.last_observed_time.0), reason));
+        }
+    }
+    timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut steps = Steps::default();
+    for (offset, reason) in timed {
+        steps.push(&reason, offset);
+    }
+    steps
+}
+
+fn delete_cluster(env: &Env, name: &str) {
+    let selector = format!("app.kubernetes.io/instance={name}");
+    env.kubectl(&["delete", "etcd", name, "-n", NS, "--wait=true"]);
+    // Pods and PVCs go explicitly (the PVCs are kept by the default reclaim policy), and the
+    // bench waits for them so no etcd of this round still runs during the next measurement.
+    env.kubectl(&[
+        "delete",
+        "pods,pvc",
+        "-n",
+        NS,
+        "-l",
+        &selector,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=120s",
+    ]);
+}
+
+/// (b) The operator's membership steps without Kubernetes, on real etcd processes on loopback.
+async fn by_hand_round() -> Round {
+    let start = Instant::now();
+    let mut steps = Steps::default();
+    let offset = |start: Instant| start.elapsed().as_secs_f64();
+
+    // The seed: `--initial-cluster-state=new` with itself only. The harness returns once it
+    // answers as a one-member cluster with a leader.
+    steps.push("SeedCreated", 0.0);
+    let seed = EtcdCluster::start(VERSION, 1)
+        .await
+        .expect("seed member starts");
+    let mut client = seed.client().await.expect("client for the seed");
+    // Dropped before `seed`, whose temp dir holds their data.
+    let mut joined: Vec<EtcdMember> = Vec::new();
+
+    for i in 2..=SIZE {
+        let peer = seed
+            .member_config(i, ClusterState::Existing, "")
+            .expect("member config")
+            .peer_url();
+        let added = retry_later(start, "member add --learner", || {
+            let mut client = client.clone();
+            let peer = peer.clone();
+            async move {
+                client
+                    .member_add([peer], Some(MemberAddOptions::new().with_is_learner()))
+                    .await
+            }
+        })
+        .await;
+        let id = added.member().expect("the added member").id();
+        steps.push("MemberAdded", offset(start));
+
+        // What `member add` prints as ETCD_INITIAL_CLUSTER, the new member named.
+        let initial_cluster = added
+            .member_list()
+            .iter()
+            .flat_map(|m| {
+                let name = if m.id() == id {
+                    format!("m{i}")
+                } else {
+                    m.name().to_owned()
+                };
+                m.peer_urls()
+                    .iter()
+                    .map(move |u| format!("{name}={u}"))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let config = seed
+            .member_config(i, ClusterState::Existing, &initial_cluster)
+            .expect("member config");
+        joined.push(EtcdMember::spawn(seed.tools(), VERSION, config).expect("member starts"));
+        steps.push("MemberPodCreated", offset(start));
+
+        retry_later(start, "member promote", || {
+            let mut client = client.clone();
+            async move { client.member_promote(id).await }
+        })
+        .await;
+        steps.push("LearnerPromoted", offset(start));
+    }
+
+    // Done when etcd lists SIZE voters and every one of them answers status with a leader: what
+    // the operator's status calls healthy voters.
+    let endpoints: Vec<String> = std::iter::once(seed.member(1).unwrap().client_url())
+        .chain(joined.iter().map(EtcdMember::client_url))
+        .collect();
+    loop {
+        if healthy_voters(&mut client, &endpoints).await == SIZE {
+            break;
+        }
+        assert!(
+            start.elapsed() < ROUND_TIMEOUT,
+            "by hand: {SIZE} healthy voters not seen after {ROUND_TIMEOUT:?}\n{}",
+            seed.log_tails(20)
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    let total = start.elapsed();
+    drop(joined);
+    drop(seed);
+    Round { total, steps }
+}
+
+/// Calls `op` until etcd stops answering "retry later" (the messages the operator's etcd-admin
+/// treats so: unhealthy cluster for ~5 s after a change, learner not in sync, no leader), every
+/// `POLL`, as the operator retries.
+async fn retry_later<T, F, Fut>(start: Instant, what: &str, mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    loop {
+        match op().await {
+            Ok(value) => return value,
+            Err(e) if start.elapsed() < ROUND_TIMEOUT && is_retry_later(&e.to_string()) => {
+                tokio::time::sleep(POLL).await;
+            }
+            Err(e) => panic!("by hand: {what}: {e}"),
+        }
+    }
+}
+
+fn is_retry_later(message: &str) -> bool {
+    [
+        "unhealthy cluster",
+        "in sync with leader",
+        "no leader",
+        "not leader",
+        "leader changed",
+        "not enough started members",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
+/// Voters in etcd's member list whose endpoint answers status with a leader.
+async fn healthy_voters(client: &mut Client, endpoints: &[String]) -> usize {
+    let Ok(list) = client.member_list().await else {
+        return 0;
+    };
+    let voters: Vec<&etcd_client::Member> =
+        list.members().iter().filter(|m| !m.is_learner()).collect();
+    let mut healthy = 0;
+    for endpoint in endpoints {
+        let Ok(mut member) = test_support::etcd::connect(std::slice::from_ref(endpoint)).await
+        else {
+            continue;
+        };
+        if let Ok(status) = member.status().await
+            && status.leader() != 0
+            && voters
+                .iter()
+                .any(|v| status.header().is_some_and(|h| h.member_id() == v.id()))
+        {
+            healthy += 1;
+        }
+    }
+    healthy
+}
+
+struct Summary {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn summary(values: &[f64]) -> Summary {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    let median = if sorted.len().is_multiple_of(2) {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    };
+    Summary {
+        median,
+        min: sorted[0],
+        max: sorted[sorted.len() - 1],
+    }
+}
+
+fn report(operator: &[Round], by_hand: &[Round]) {
+    let secs =
+        |rounds: &[Round]| -> Vec<f64> { rounds.iter().map(|r| r.total.as_secs_f64()).collect() };
+    let a = summary(&secs(operator));
+    let b = summary(&secs(by_hand));
+    let n = operator.len();
+    println!(
+        "\nEtcdCluster size {SIZE}, etcd {}: apply → Available with {SIZE} healthy voters, {n} rounds each, same run",
+        VERSION.version_string()
+    );
+    println!(
+        "{:<44} {:>9} {:>9} {:>9}",
+        "figure", "median s", "min s", "max s"
+    );
+    for (label, s) in [
+        ("(a) operator: kubectl apply → Available", &a),
+        ("(b) by hand: seed, 2× add learner/start/promote", &b),
+    ] {
+        println!(
+            "{label:<44} {:>9.2} {:>9.2} {:>9.2}",
+            s.median, s.min, s.max
+        );
+    }
+    println!(
+        "{:<44} {:>9.2}",
+        "ratio (a)/(b), medians",
+        a.median / b.median
+    );
+    println!(
+        "The ratio contains what Kubernetes and the operator add to etcd's own steps: the API \
+         round trips and watch delays, Pod scheduling and start (localkube's node agent), the \
+         member's DNS name resolving, the operator's observe → act → requeue cycle (1 s after a \
+         step; 2 s while the seed starts, a learner catches up or etcd answers \"unhealthy \
+         cluster\", which it does until every voter has been connected for 5 s, where the \
+         by-hand side retries every {poll} ms; 10 s while a member is unhealthy), and status \
+         polling by both sides every {poll} ms.",
+        poll = POLL.as_millis()
+    );
+
+    // Steps: median offset from the start of the round, operator (from its events) beside the
+    // same step by hand.
+    let medians = |rounds: &[Round]| -> BTreeMap<String, Summary> {
+        let mut offsets: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for round in rounds {
+            for (step, offset) in &round.steps.0 {
+                offsets.entry(step.clone()).or_default().push(*offset);
+            }
+        }
+        offsets.into_iter().map(|(k, v)| (k, summary(&v))).collect()
+    };
+    let op_steps = medians(operator);
+    let hand_steps = medians(by_hand);
+    // In the operator's order (from its first round), then any step only one side has.
+    let mut order: Vec<String> = operator[0].steps.0.iter().map(|(k, _)| k.clone()).collect();
+    for key in op_steps.keys().chain(hand_steps.keys()) {
+        if !order.contains(key) {
+            order.push(key.clone());
+        }
+    }
+    println!(
+        "\nsteps: median seconds since the start of the round (operator: its events' eventTime)"
+    );
+    println!("{:<28} {:>10} {:>10}", "step", "operator", "by hand");
+    let cell = |s: Option<&Summary>| s.map_or("-".to_owned(), |s| format!("{:.2}", s.median));
+    for key in &order {
+        println!(
+            "{key:<28} {:>10} {:>10}",
+            cell(op_steps.get(key)),
+            cell(hand_steps.get(key))
+        );
+    }
+    println!(
+        "{:<28} {:>10.2} {:>10.2}",
+        "Available (observed)", a.median, b.median
+    );
+}
