@@ -365,3 +365,26 @@ pub fn kill_member_process(member: &str, token_part: &str) -> u32 {
     }
     panic!("no etcd process for member {member} ({token_part})");
 }
+
+impl Env {
+    /// `helm upgrade --reuse-values --wait` of the installed release with more values (e.g. the
+    /// scheduled backup, once what it points at exists).
+    pub fn helm_upgrade(&self, extra: &[&str]) {
+        let chart = workspace().join("charts/etcd-operator");
+        let mut args = vec![
+            "upgrade",
+            "etcd-operator",
+            chart.to_str().unwrap(),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--reuse-values",
+            "--wait",
+            "--timeout",
+            "180s",
+        ];
+        args.extend_from_slice(extra);
+        if let Err(e) = self.lk.helm(&self.kc, &args) {
+            panic!("helm upgrade failed: {e}\n{}", self.diagnostics());
+        }
+    }
+}
