@@ -39,13 +39,33 @@ impl Events {
 
     /// A `Normal` event: something the operator did or observed that needs no action.
     pub async fn normal(&self, object: &ObjectReference, reason: &str, note: impl Into<String>) {
-        self.publish(EventType::Normal, object, reason, note.into())
+        self.publish(EventType::Normal, object, None, reason, note.into())
             .await;
     }
 
     /// A `Warning` event: something the user should look at (a bad spec, lost quorum).
     pub async fn warning(&self, object: &ObjectReference, reason: &str, note: impl Into<String>) {
-        self.publish(EventType::Warning, object, reason, note.into())
+        self.publish(EventType::Warning, object, None, reason, note.into())
+            .await;
+    }
+
+    /// An event that also names a secondary object (`related`), e.g. the member Pod a
+    /// `MemberAdded` is about. The recorder folds repeats by (type, reason, action, regarding,
+    /// related), so two members' events stay two events instead of one series.
+    pub async fn publish_related(
+        &self,
+        warning: bool,
+        object: &ObjectReference,
+        related: &ObjectReference,
+        reason: &str,
+        note: impl Into<String>,
+    ) {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.publish(type_, object, Some(related.clone()), reason, note.into())
             .await;
     }
 
@@ -53,6 +73,7 @@ impl Events {
         &self,
         type_: EventType,
         object: &ObjectReference,
+        related: Option<ObjectReference>,
         reason: &str,
         note: String,
     ) {
@@ -64,7 +85,7 @@ impl Events {
             action: reason.clone(),
             reason,
             note: Some(truncate_note(&note)),
-            secondary: None,
+            secondary: related,
         };
         if let Err(error) = self.recorder.publish(&event, object).await {
             tracing::warn!(

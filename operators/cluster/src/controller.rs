@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use etcd_api::condition::conditions_equal_ignoring_time;
 use etcd_api::{EtcdCluster, EtcdClusterStatus};
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -211,21 +211,56 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let newsworthy = (side_effect && executed.is_ok()) || (!side_effect && changed);
     if newsworthy && let Some(event) = status::event_for(&action) {
         let reference = cluster.object_ref(&());
-        if event.warning {
-            ctx.events
-                .warning(&reference, event.reason, event.note)
-                .await;
-        } else {
-            ctx.events
-                .normal(&reference, event.reason, event.note)
-                .await;
+        match member_pod_of(cluster, &action) {
+            // Per-member events name the member's Pod as the related object, so each member's
+            // step is its own event rather than a repeat of the previous member's.
+            Some(pod) => {
+                ctx.events
+                    .publish_related(event.warning, &reference, &pod, event.reason, event.note)
+                    .await
+            }
+            None if event.warning => {
+                ctx.events
+                    .warning(&reference, event.reason, event.note)
+                    .await
+            }
+            None => {
+                ctx.events
+                    .normal(&reference, event.reason, event.note)
+                    .await
+            }
         }
     }
     match executed {
-        Err(error) if error.is_retry_later() => Ok(Requeue::requeue(Duration::from_secs(2))),
+        // etcd refuses a membership change for ~5 s after the previous one (etcd-facts.md):
+        // ask again soon, so the change lands close to when etcd allows it.
+        Err(error) if error.is_retry_later() => Ok(Requeue::requeue(Duration::from_millis(500))),
         Err(error) => Err(error.into()),
         Ok(()) => Ok(Requeue::requeue(requeue_after(&action))),
     }
+}
+
+/// A reference to the Pod of the member an action is about, if it is about one.
+fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReference> {
+    let member = match action {
+        Action::BootstrapSeed { member, .. }
+        | Action::CreateMemberPod { member, .. }
+        | Action::AddLearner { member, .. }
+        | Action::PromoteLearner { member, .. }
+        | Action::RemoveMember { member, .. }
+        | Action::DeletePod { member }
+        | Action::UpgradeMember { member, .. } => member,
+        Action::DeletePvc { .. } | Action::Wait(_) | Action::Refuse(_) | Action::Converged => {
+            return None;
+        }
+    };
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: cluster.namespace(),
+        name: Some(member.clone()),
+        ..Default::default()
+    })
 }
 
 /// The client URL of the member with this ID, as etcd lists it.
