@@ -58,6 +58,8 @@ test: deps lint ## Install what tests need, lint, and run every test
 .PHONY: bench
 bench: deps ## Benchmarks: figures and ratios against baselines measured in the same run
 	$(call timed,bench-localkube,cargo bench -p localkube --bench api)
+	cargo build -q --workspace --bins   # the cluster bench runs the chart's operators from these
+	$(call timed,bench-cluster,cargo bench -p e2e-scenarios --bench cluster)
 
 .PHONY: localkube
 localkube: deps ## Run the local control plane in the foreground (state in .localkube/, Ctrl-C stops it)
