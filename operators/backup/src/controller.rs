@@ -106,7 +106,7 @@ fn now() -> Time {
 }
 
 /// Runs the controller until `shutdown` is cancelled, then waits for running backups to wind
-/// down. `readiness` turns ready once the first list of EtcdBackups is in the cache.
+/// down. `readiness` turns ready when the controller starts.
 pub async fn run(
     client: kube::Client,
     settings: Settings,
@@ -128,12 +128,10 @@ pub async fn run(
     });
     let controller = Controller::new(api, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(16));
-    let store = controller.store();
-    tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            readiness.set_ready(true);
-        }
-    });
+    // Ready once the controller runs. (Waiting on `store.wait_until_ready()` from a second task
+    // does not work in kube-runtime 5.0: the store wakes only its last waiter, which is the
+    // controller itself, so the probe stayed 503 forever.)
+    readiness.set_ready(true);
     controller
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, Arc::clone(&ctx))
