@@ -48,10 +48,12 @@ chart-lint: ## helm lint and helm template the chart with both helm majors
 	$(TOOLS)/bin/helm-4.3 template etcd-operator $(CHART) >/dev/null
 
 # Tests run under cargo-nextest (each test in its own process, in parallel); the harness in
-# crates/test-support gives every test its own loopback addresses and ports.
+# crates/test-support gives every test its own loopback addresses and ports. The end-to-end
+# scenarios run the operators' binaries through localkube's image map, so every binary is built
+# first (nextest builds only test binaries and their own package's bins).
 .PHONY: test
 test: deps lint ## Install what tests need, lint, and run every test
-	$(call timed,test-build,cargo nextest run --workspace --no-run)
+	$(call timed,test-build,cargo build --workspace --bins && cargo nextest run --workspace --no-run)
 	$(call timed,tests,cargo nextest run --workspace --no-fail-fast)
 	$(call timed,doctests,cargo test --workspace --doc)
 
