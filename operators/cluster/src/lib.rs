@@ -18,6 +18,8 @@
 pub mod build;
 pub mod controller;
 pub mod execute;
+#[cfg(test)]
+mod fixtures;
 pub mod naming;
 pub mod observe;
 pub mod plan;

@@ -1,126 +1,11 @@
 //! Planner tests: one case per rule and crash point, then a quorum-safety check across every
 //! small cluster shape.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-use etcd_api::validation::EtcdVersion;
-use etcd_api::{EtcdClusterSpec, ReclaimPolicy, StorageSpec};
+use etcd_api::{ReclaimPolicy, StorageSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
-use crate::state::{PodState, PvcState};
-
-const V34: &str = "3.4.23";
-const V35: &str = "3.5.1";
-
-fn v(text: &str) -> EtcdVersion {
-    EtcdVersion::parse(text).unwrap()
-}
-
-fn main() -> ClusterName {
-    ClusterName::new("db", "main")
-}
-
-fn name(ordinal: u32) -> String {
-    main().member_name(ordinal)
-}
-
-/// A cluster of `size` at `version` with nothing observed yet.
-fn cluster(size: i32, version: &str) -> Observed {
-    Observed {
-        cluster: main(),
-        spec: EtcdClusterSpec {
-            size,
-            version: version.into(),
-            repository: "gcr.io/etcd-development/etcd".into(),
-            paused: false,
-            storage: StorageSpec::default(),
-            pod: None,
-            etcd_options: None,
-        },
-        recorded_cluster_id: None,
-        last_known_members: vec![],
-        last_known_version: None,
-        member_storage: None,
-        membership: Membership::Unknown,
-        cluster_id: None,
-        pods: BTreeMap::new(),
-        pvcs: BTreeMap::new(),
-    }
-}
-
-fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
-    Member {
-        id: 100 + u64::from(ordinal),
-        name: name(ordinal),
-        peer_url: main().peer_url(&name(ordinal)),
-        client_url: Some(main().client_url(&name(ordinal))),
-        learner: false,
-        health: MemberHealth::Healthy {
-            version: v(version),
-            leader,
-        },
-    }
-}
-
-fn unhealthy(ordinal: u32, seconds: u64) -> Member {
-    Member {
-        health: MemberHealth::Unhealthy {
-            unhealthy_for: Duration::from_secs(seconds),
-        },
-        ..healthy(ordinal, V35, false)
-    }
-}
-
-/// A learner added by `MemberAdd` that never started (etcd does not know its name yet).
-fn unstarted_learner(ordinal: u32) -> Member {
-    Member {
-        name: String::new(),
-        client_url: None,
-        learner: true,
-        ..unhealthy(ordinal, 0)
-    }
-}
-
-trait Build {
-    fn members(self, members: Vec<Member>) -> Self;
-    fn pods(self, ordinals: &[u32]) -> Self;
-    fn pvcs(self, ordinals: &[u32]) -> Self;
-    fn existed(self, ordinals: &[u32], version: &str) -> Self;
-}
-
-impl Build for Observed {
-    fn members(mut self, members: Vec<Member>) -> Self {
-        self.recorded_cluster_id = Some("c0ffee".into());
-        self.membership = Membership::Known(members);
-        self
-    }
-    fn pods(mut self, ordinals: &[u32]) -> Self {
-        for &o in ordinals {
-            let pod = PodState { terminating: false };
-            self.pods.insert(name(o), pod);
-        }
-        self
-    }
-    fn pvcs(mut self, ordinals: &[u32]) -> Self {
-        for &o in ordinals {
-            let pvc = PvcState {
-                retained_by_restore: false,
-                terminating: false,
-            };
-            self.pvcs.insert(name(o), pvc);
-        }
-        self
-    }
-    /// Recorded in status: the cluster existed with these members at this version.
-    fn existed(mut self, ordinals: &[u32], version: &str) -> Self {
-        self.recorded_cluster_id = Some("c0ffee".into());
-        self.last_known_members = ordinals.iter().map(|&o| name(o)).collect();
-        self.last_known_version = Some(v(version));
-        self
-    }
-}
+use crate::fixtures::*;
 
 fn plan(observed: &Observed) -> Action {
     next_action(observed, &Policy::default())
@@ -280,7 +165,7 @@ fn learner_that_answers_is_promoted_before_anything_else_is_added() {
         plan(&observed),
         Action::PromoteLearner {
             member: name(1),
-            id: 101
+            id: 0xa1
         }
     );
 }
@@ -331,7 +216,7 @@ fn scale_down_removes_the_highest_follower_never_the_leader() {
         plan(&observed),
         Action::RemoveMember {
             member: name(3),
-            id: 103,
+            id: 0xa3,
             reason: RemovalReason::ScaleDown
         }
     );
@@ -429,7 +314,7 @@ fn dead_member_is_removed_when_quorum_survives() {
         plan(&observed),
         Action::RemoveMember {
             member: name(2),
-            id: 102,
+            id: 0xa2,
             reason: RemovalReason::Dead
         }
     );
@@ -517,7 +402,7 @@ fn deleted_pod_and_volume_is_replaced_without_waiting_for_the_grace_period() {
         plan(&observed),
         Action::RemoveMember {
             member: name(1),
-            id: 101,
+            id: 0xa1,
             reason: RemovalReason::Dead
         }
     );

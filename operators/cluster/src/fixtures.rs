@@ -1,0 +1,136 @@
+//! Test fixtures shared by the planner and status tests: small builders of observed states.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{EtcdClusterSpec, StorageSpec};
+
+use crate::naming::ClusterName;
+use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
+
+pub(crate) const V34: &str = "3.4.23";
+pub(crate) const V35: &str = "3.5.1";
+
+pub(crate) fn v(text: &str) -> EtcdVersion {
+    EtcdVersion::parse(text).unwrap()
+}
+
+pub(crate) fn main() -> ClusterName {
+    ClusterName::new("db", "main")
+}
+
+pub(crate) fn name(ordinal: u32) -> String {
+    main().member_name(ordinal)
+}
+
+pub(crate) fn cluster(size: i32, version: &str) -> Observed {
+    Observed {
+        cluster: main(),
+        spec: EtcdClusterSpec {
+            size,
+            version: version.into(),
+            repository: "gcr.io/etcd-development/etcd".into(),
+            paused: false,
+            storage: StorageSpec::default(),
+            pod: None,
+            etcd_options: None,
+        },
+        recorded_cluster_id: None,
+        last_known_members: vec![],
+        last_known_version: None,
+        member_storage: None,
+        membership: Membership::Unknown,
+        cluster_id: None,
+        pods: BTreeMap::new(),
+        pvcs: BTreeMap::new(),
+    }
+}
+
+pub(crate) fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
+    Member {
+        id: 0xa0 + u64::from(ordinal),
+        name: name(ordinal),
+        peer_url: main().peer_url(&name(ordinal)),
+        client_url: Some(main().client_url(&name(ordinal))),
+        learner: false,
+        health: MemberHealth::Healthy {
+            version: v(version),
+            leader,
+        },
+    }
+}
+
+pub(crate) fn unhealthy(ordinal: u32, seconds: u64) -> Member {
+    Member {
+        health: MemberHealth::Unhealthy {
+            unhealthy_for: Duration::from_secs(seconds),
+        },
+        ..healthy(ordinal, V35, false)
+    }
+}
+
+pub(crate) fn learner(ordinal: u32, answers: bool) -> Member {
+    let base = if answers {
+        healthy(ordinal, V35, false)
+    } else {
+        Member {
+            name: String::new(),
+            client_url: None,
+            ..unhealthy(ordinal, 0)
+        }
+    };
+    Member {
+        learner: true,
+        ..base
+    }
+}
+
+pub(crate) trait Build {
+    fn members(self, members: Vec<Member>) -> Self;
+    fn pods(self, ordinals: &[u32]) -> Self;
+    fn terminating(self, ordinal: u32) -> Self;
+    fn pvcs(self, ordinals: &[u32]) -> Self;
+    fn existed(self, ordinals: &[u32], version: &str) -> Self;
+}
+
+impl Build for Observed {
+    fn members(mut self, members: Vec<Member>) -> Self {
+        self.recorded_cluster_id = Some("c0ffee".into());
+        self.cluster_id = Some(0xc0ffee);
+        self.membership = Membership::Known(members);
+        self
+    }
+    fn pods(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            self.pods.insert(name(o), PodState { terminating: false });
+        }
+        self
+    }
+    fn terminating(mut self, ordinal: u32) -> Self {
+        self.pods
+            .insert(name(ordinal), PodState { terminating: true });
+        self
+    }
+    fn pvcs(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            let pvc = PvcState {
+                retained_by_restore: false,
+                terminating: false,
+            };
+            self.pvcs.insert(name(o), pvc);
+        }
+        self
+    }
+    fn existed(mut self, ordinals: &[u32], version: &str) -> Self {
+        self.recorded_cluster_id = Some("c0ffee".into());
+        self.last_known_members = ordinals.iter().map(|&o| name(o)).collect();
+        self.last_known_version = Some(v(version));
+        self
+    }
+}
+
+/// A learner added by `MemberAdd` that never started (etcd does not know its name yet).
+pub(crate) fn unstarted_learner(ordinal: u32) -> Member {
+    learner(ordinal, false)
+}
