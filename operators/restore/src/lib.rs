@@ -1,0 +1,1 @@
+//! The EtcdRestore operator (in progress: the seed preparation step first).
