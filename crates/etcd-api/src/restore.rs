@@ -10,6 +10,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::EtcdClusterSpec;
+
+/// Annotation the restore operator puts on an EtcdCluster while it rebuilds it; the value is the
+/// EtcdRestore's name. While it is present the cluster operator takes no action on that cluster
+/// (it reports phase `Restoring`), so the two operators never act on the same members at once.
+pub const RESTORING_ANNOTATION: &str = "etcd.operator.rs/restoring";
+/// Label the restore operator puts on the PVCs of the members it replaces; the value is the
+/// EtcdRestore's name. Neither operator ever deletes a PVC carrying it, and new members never
+/// reuse its ordinal.
+pub const RETAINED_BY_RESTORE_LABEL: &str = "etcd.operator.rs/retained-by-restore";
 use crate::common::{LocalObjectReference, S3Connection};
 use crate::condition::Condition;
 

@@ -198,4 +198,21 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
         "jsonpath={.spec.resources.requests.storage}",
     ]);
     assert_eq!(size, "1Gi");
+
+    // While an EtcdRestore holds a cluster (its annotation, the hand-over contract in
+    // etcd-api's restore.rs) the operator reports Restoring and takes no action.
+    env.kubectl(&[
+        "annotate",
+        "etcd",
+        "live",
+        "-n",
+        NS,
+        "etcd.operator.rs/restoring=restore-1",
+    ]);
+    env.wait_status("live", "phase Restoring", STEP, |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(etcd_api::ClusterPhase::Restoring))
+    })
+    .await;
 }

@@ -150,7 +150,10 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let action = plan::next_action(&observed, &ctx.policy);
 
     // Execute (nothing is touched for a refusal or while paused).
-    let acts = !matches!(action, Action::Refuse(_) | Action::Wait(WaitReason::Paused));
+    let acts = !matches!(
+        action,
+        Action::Refuse(_) | Action::Wait(WaitReason::Paused | WaitReason::Restoring { .. })
+    );
     let answering: Vec<String> = view
         .statuses
         .values()
@@ -168,6 +171,11 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         etcd_timeout: ctx.etcd_timeout,
     };
     let mut executed = Ok(());
+    // A restore's seed is reached through the headless Service (also for a cluster the restore
+    // created): the Services and the budget are kept while a restore holds the cluster.
+    if matches!(action, Action::Wait(WaitReason::Restoring { .. })) {
+        executor.ensure_cluster_objects().await?;
+    }
     if acts {
         executor.ensure_cluster_objects().await?;
         executor.sync_pvc_ownership(&kube.pvcs).await?;
@@ -305,6 +313,8 @@ fn requeue_after(action: &Action) -> Duration {
             }
             WaitReason::QuorumLost { .. } | WaitReason::ClusterLost => Duration::from_secs(15),
             WaitReason::Paused => Duration::from_secs(300),
+            // The annotation's removal is a change to the EtcdCluster: it triggers a reconcile.
+            WaitReason::Restoring { .. } => Duration::from_secs(60),
         },
         // A bad spec waits for the user to change it (the change triggers a reconcile).
         Action::Refuse(_) => Duration::from_secs(300),

@@ -36,6 +36,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
             pod: None,
             etcd_options: None,
         },
+        restoring: None,
         recorded_cluster_id: None,
         last_known_members: vec![],
         last_known_version: None,

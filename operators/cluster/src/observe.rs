@@ -21,8 +21,7 @@ use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
 use crate::{build, status};
 
-/// Label an EtcdRestore puts on the PVCs of the members it replaced: never deleted here.
-pub const RETAINED_BY_RESTORE_LABEL: &str = "etcd.operator.rs/retained-by-restore";
+pub use etcd_api::restore::RETAINED_BY_RESTORE_LABEL;
 
 /// A failed observation step.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +172,10 @@ pub fn to_observed(
     Observed {
         cluster: name,
         spec: cluster.spec.clone(),
+        restoring: cluster
+            .annotations()
+            .get(etcd_api::restore::RESTORING_ANNOTATION)
+            .cloned(),
         recorded_cluster_id: previous.cluster_id.clone(),
         last_known_members: status::last_known_members(&previous),
         last_known_version: status::last_known_version(&previous),

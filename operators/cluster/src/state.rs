@@ -23,6 +23,8 @@ pub struct Observed {
     pub cluster: ClusterName,
     /// Its spec.
     pub spec: EtcdClusterSpec,
+    /// The EtcdRestore rebuilding it (its `etcd.operator.rs/restoring` annotation), if any.
+    pub restoring: Option<String>,
     /// `status.clusterID`: set once a member ever answered. A cluster with a recorded ID is
     /// never bootstrapped again, whatever is left of it.
     pub recorded_cluster_id: Option<String>,

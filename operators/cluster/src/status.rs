@@ -64,6 +64,8 @@ pub mod reasons {
     pub const CONVERGED: &str = "Converged";
     /// Progressing: spec.paused is set.
     pub const PAUSED: &str = "Paused";
+    /// Progressing: an EtcdRestore is rebuilding the cluster.
+    pub const RESTORING: &str = "Restoring";
     /// Progressing, Degraded, event: the spec cannot be acted on.
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// Progressing, Degraded, event: a member's data is gone and the cluster needs a restore.
@@ -272,6 +274,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
         ),
         Action::Wait(
             WaitReason::Paused
+            | WaitReason::Restoring { .. }
             | WaitReason::SeedStarting
             | WaitReason::PodTerminating { .. }
             | WaitReason::LearnerCatchingUp { .. },
@@ -617,6 +620,13 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::PAUSED,
             "spec.paused is set: no member is added, removed or restarted".to_owned(),
         ),
+        Action::Wait(WaitReason::Restoring { restore }) => active(
+            reasons::RESTORING,
+            format!(
+                "EtcdRestore {restore} is rebuilding the cluster; this operator takes no action \
+                 until it hands the cluster back"
+            ),
+        ),
         Action::Refuse(_) => still(
             reasons::INVALID_SPEC,
             "The spec cannot be acted on; the Degraded condition names the field".to_owned(),
@@ -707,6 +717,7 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
     match action {
         Action::Refuse(_) => ClusterPhase::Invalid,
         Action::Wait(WaitReason::Paused) => ClusterPhase::Paused,
+        Action::Wait(WaitReason::Restoring { .. }) => ClusterPhase::Restoring,
         Action::BootstrapSeed { .. } | Action::Wait(WaitReason::SeedStarting) => {
             ClusterPhase::Creating
         }

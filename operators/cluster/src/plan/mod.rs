@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Rules, in priority order (the first that applies wins):
-//! 1. An invalid spec is refused; nothing is touched.  2. `paused` waits.
+//! 1. An invalid spec is refused; nothing is touched.  2. A running EtcdRestore, then `paused`,
+//!    waits.
 //! 3. Without a member list: bootstrap the seed if the cluster never existed, restart missing
 //!    Pods of members whose data survived, otherwise report quorum loss and wait.
 //! 4. With a member list: restart missing Pods; delete Pods of non-members; promote a learner;
@@ -148,6 +149,11 @@ pub enum RemovalReason {
 pub enum WaitReason {
     /// `spec.paused` is set.
     Paused,
+    /// An EtcdRestore is rebuilding the cluster; it hands the cluster back when done.
+    Restoring {
+        /// The EtcdRestore's name.
+        restore: String,
+    },
     /// The seed's Pod exists; etcd has not answered yet.
     SeedStarting,
     /// A Pod is being deleted.
@@ -212,6 +218,11 @@ pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
         && let Err(error) = validation::check_storage_change(current, &observed.spec.storage)
     {
         return Action::Refuse(vec![error]);
+    }
+    if let Some(restore) = &observed.restoring {
+        return Action::Wait(WaitReason::Restoring {
+            restore: restore.clone(),
+        });
     }
     if observed.spec.paused {
         return Action::Wait(WaitReason::Paused);

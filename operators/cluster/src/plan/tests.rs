@@ -48,6 +48,24 @@ fn paused_waits_even_when_work_is_due() {
     assert_eq!(plan(&observed), Action::Wait(WaitReason::Paused));
 }
 
+/// While an EtcdRestore holds the cluster nothing is done, not even what would otherwise be
+/// due (a missing Pod of a member with data), and it wins over `paused`.
+#[test]
+fn a_running_restore_waits_even_when_work_is_due() {
+    let mut observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true), healthy(1, V35, false)])
+        .pods(&[0])
+        .pvcs(&[0, 1]);
+    observed.restoring = Some("restore-1".into());
+    observed.spec.paused = true;
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::Restoring {
+            restore: "restore-1".into()
+        })
+    );
+}
+
 #[test]
 fn shrinking_volumes_is_refused() {
     let mut observed = cluster(3, V35)

@@ -492,6 +492,24 @@ fn cases() -> Vec<Case> {
             event: None,
             degraded_mentions: &[],
         },
+        Case {
+            name: "an EtcdRestore rebuilding the cluster",
+            observed: {
+                let mut o = full().members(three(V35));
+                o.restoring = Some("restore-1".into());
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::Restoring {
+                restore: "restore-1".into(),
+            }),
+            phase: ClusterPhase::Restoring,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "Restoring"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
     ]
 }
 
@@ -599,6 +617,7 @@ fn the_table_covers_every_action_and_wait_reason() {
             "Wait::Paused",
             "Wait::PodTerminating",
             "Wait::QuorumLost",
+            "Wait::Restoring",
             "Wait::SeedStarting",
             "Wait::WouldLoseQuorum",
         ]
