@@ -1,0 +1,326 @@
+//! The seed member's objects (pure). The seed is a member exactly as the cluster operator builds
+//! one (the same builder: same labels, owner, Services, flags), so it adopts the seed as its own
+//! member; the restore adds one init container that fills the data directory from the snapshot.
+
+use etcd_api::restore::RESTORING_ANNOTATION;
+use etcd_api::validation::{EtcdVersion, validate_version};
+use etcd_api::{EtcdCluster, EtcdRestore, common::s3_secret_keys};
+use etcd_cluster_operator::build::{
+    self, BuildError, DATA_DIR, DATA_MOUNT, DATA_VOLUME, InitialState, MemberPod,
+};
+use etcd_cluster_operator::naming::ClusterName;
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, PersistentVolumeClaim, Pod, SecretKeySelector, VolumeMount,
+};
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+
+use crate::plan::Snapshot;
+
+/// Name of the seed's preparing init container.
+pub const INIT_CONTAINER: &str = "prepare-seed";
+/// Annotation on the seed Pod and PVC: the EtcdRestore that built them.
+pub const RESTORED_BY_ANNOTATION: &str = "etcd.operator.rs/restored-by";
+/// Where the operator image keeps `etcdutl` (the Dockerfile copies it from the etcd image).
+pub const ETCDUTL: &str = "/usr/local/bin/etcdutl";
+/// The operator binary in the operator image.
+pub const RESTORE_BINARY: &str = "/usr/local/bin/etcd-restore-operator";
+
+/// Why the seed cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedBuildError {
+    /// The cluster's objects cannot be named (no namespace, no UID).
+    #[error(transparent)]
+    Cluster(#[from] BuildError),
+    /// `spec.version` of the cluster is not one the operator runs.
+    #[error("spec.version of EtcdCluster {cluster}: {message}")]
+    Version {
+        /// The cluster.
+        cluster: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The new cluster token of the restored cluster: `<cluster>-restore-<EtcdRestore UID>`. etcd
+/// derives the cluster ID from it, so the restored cluster can never be mistaken for the old one.
+pub fn restore_token(cluster: &str, restore: &EtcdRestore) -> String {
+    format!(
+        "{cluster}-restore-{}",
+        restore.metadata.uid.as_deref().unwrap_or("unknown")
+    )
+}
+
+/// The seed's PVC: the cluster operator's member PVC, marked as built by this restore.
+pub fn seed_pvc(
+    cluster: &EtcdCluster,
+    restore: &EtcdRestore,
+    seed: &str,
+) -> Result<PersistentVolumeClaim, SeedBuildError> {
+    let mut pvc = build::member_pvc(cluster, seed)?;
+    mark(&mut pvc.metadata, restore);
+    Ok(pvc)
+}
+
+/// The seed's Pod: the cluster operator's member Pod of a one-member cluster, plus the init
+/// container that prepares its data directory from `snapshot`.
+pub fn seed_pod(
+    cluster: &EtcdCluster,
+    restore: &EtcdRestore,
+    seed: &str,
+    snapshot: &Snapshot,
+    image: &str,
+) -> Result<Pod, SeedBuildError> {
+    let names = build::cluster_name(cluster)?;
+    let version = version_of(cluster)?;
+    let initial_cluster = vec![(seed.to_owned(), names.peer_url(seed))];
+    let mut pod = build::member_pod(
+        cluster,
+        &MemberPod {
+            member: seed,
+            version,
+            initial_cluster: &initial_cluster,
+            state: InitialState::New,
+        },
+    )?;
+    mark(&mut pod.metadata, restore);
+    let init = init_container(&names, restore, seed, snapshot, image);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.init_containers = Some(vec![init]);
+    }
+    Ok(pod)
+}
+
+fn version_of(cluster: &EtcdCluster) -> Result<EtcdVersion, SeedBuildError> {
+    validate_version(&cluster.spec.version).map_err(|e| SeedBuildError::Version {
+        cluster: cluster.name_any(),
+        message: e.to_string(),
+    })
+}
+
+fn mark(meta: &mut ObjectMeta, restore: &EtcdRestore) {
+    meta.annotations
+        .get_or_insert_with(Default::default)
+        .insert(RESTORED_BY_ANNOTATION.to_owned(), restore.name_any());
+}
+
+/// The init container: `etcd-restore-operator prepare-seed` in the operator image.
+fn init_container(
+    names: &ClusterName,
+    restore: &EtcdRestore,
+    seed: &str,
+    snapshot: &Snapshot,
+    image: &str,
+) -> Container {
+    let connection = &snapshot.connection;
+    let peer_url = names.peer_url(seed);
+    let mut args = vec![
+        "prepare-seed".to_owned(),
+        "--log-format=text".to_owned(),
+        format!("--bucket={}", connection.bucket),
+        format!("--key={}", snapshot.key),
+        format!("--region={}", connection.region_or_default()),
+        format!("--name={seed}"),
+        format!("--initial-cluster={seed}={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!(
+            "--initial-cluster-token={}",
+            restore_token(&names.name, restore)
+        ),
+        format!("--data-dir={DATA_DIR}"),
+        format!("--etcdutl={ETCDUTL}"),
+    ];
+    if let Some(endpoint) = &connection.endpoint {
+        args.push(format!("--endpoint={endpoint}"));
+    }
+    if connection.force_path_style {
+        args.push("--force-path-style".to_owned());
+    }
+    if let Some(sha256) = &snapshot.sha256 {
+        args.push(format!("--sha256={sha256}"));
+    }
+    let env = connection.credentials_secret_ref.as_ref().map(|secret| {
+        [
+            (s3_secret_keys::ACCESS_KEY_ID, false),
+            (s3_secret_keys::SECRET_ACCESS_KEY, false),
+            (s3_secret_keys::SESSION_TOKEN, true),
+        ]
+        .into_iter()
+        .map(|(key, optional)| EnvVar {
+            name: key.to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.name.clone(),
+                    key: key.to_owned(),
+                    optional: optional.then_some(true),
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        })
+        .collect()
+    });
+    Container {
+        name: INIT_CONTAINER.to_owned(),
+        image: Some(image.to_owned()),
+        command: Some(vec![RESTORE_BINARY.to_owned()]),
+        args: Some(args),
+        env,
+        volume_mounts: Some(vec![VolumeMount {
+            name: DATA_VOLUME.to_owned(),
+            mount_path: DATA_MOUNT.to_owned(),
+            ..VolumeMount::default()
+        }]),
+        // On a real cluster the reason reaches the Pod status even when the log is gone.
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Container::default()
+    }
+}
+
+/// The EtcdCluster a restore creates when `spec.clusterName` does not exist: `spec.clusterSpec`,
+/// held by the restore from its first moment, so the cluster operator never bootstraps it.
+pub fn new_cluster(restore: &EtcdRestore, namespace: &str) -> Option<EtcdCluster> {
+    let spec = restore.spec.cluster_spec.clone()?;
+    let mut cluster = EtcdCluster::new(&restore.spec.cluster_name, spec);
+    cluster.metadata.namespace = Some(namespace.to_owned());
+    cluster.metadata.annotations = Some(
+        [(RESTORING_ANNOTATION.to_owned(), restore.name_any())]
+            .into_iter()
+            .collect(),
+    );
+    Some(cluster)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use etcd_api::{
+        EtcdClusterSpec, LocalObjectReference, RestoreSource, S3Connection, StorageSpec,
+    };
+
+    fn cluster() -> EtcdCluster {
+        let mut c = EtcdCluster::new(
+            "main",
+            EtcdClusterSpec {
+                size: 3,
+                version: "3.5.1".into(),
+                repository: "gcr.io/etcd-development/etcd".into(),
+                paused: false,
+                storage: StorageSpec::default(),
+                pod: None,
+                etcd_options: None,
+            },
+        );
+        c.metadata.namespace = Some("db".into());
+        c.metadata.uid = Some("c-uid".into());
+        c
+    }
+
+    fn restore() -> EtcdRestore {
+        let mut r = EtcdRestore::new(
+            "r1",
+            etcd_api::EtcdRestoreSpec {
+                cluster_name: "main".into(),
+                source: RestoreSource::default(),
+                cluster_spec: None,
+                force: false,
+            },
+        );
+        r.metadata.uid = Some("r-uid".into());
+        r
+    }
+
+    fn snapshot(secret: Option<&str>) -> Snapshot {
+        Snapshot {
+            connection: S3Connection {
+                bucket: "backups".into(),
+                endpoint: Some("http://s3:8333".into()),
+                region: None,
+                force_path_style: true,
+                credentials_secret_ref: secret
+                    .map(|name| LocalObjectReference { name: name.into() }),
+            },
+            key: "main/snap.db".into(),
+            sha256: Some("ab".repeat(32)),
+            revision: Some(40),
+        }
+    }
+
+    #[test]
+    fn the_seed_is_a_one_member_cluster_member_with_a_preparing_init_container() {
+        let pod = seed_pod(
+            &cluster(),
+            &restore(),
+            "main-3",
+            &snapshot(Some("s3")),
+            "op:1",
+        )
+        .unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("main-3"));
+        let spec = pod.spec.unwrap();
+        let etcd_args = spec.containers[0].args.clone().unwrap();
+        let peer = "http://main-3.main.db.svc:2380";
+        assert!(etcd_args.contains(&format!("--initial-cluster=main-3={peer}")));
+        let init = &spec.init_containers.unwrap()[0];
+        assert_eq!(init.image.as_deref(), Some("op:1"));
+        let args = init.args.clone().unwrap();
+        for expected in [
+            "prepare-seed".to_owned(),
+            "--bucket=backups".to_owned(),
+            "--key=main/snap.db".to_owned(),
+            "--region=us-east-1".to_owned(),
+            format!("--initial-cluster=main-3={peer}"),
+            "--initial-cluster-token=main-restore-r-uid".to_owned(),
+            format!("--data-dir={DATA_DIR}"),
+            "--endpoint=http://s3:8333".to_owned(),
+            "--force-path-style".to_owned(),
+            format!("--sha256={}", "ab".repeat(32)),
+        ] {
+            assert!(args.contains(&expected), "{expected} not in {args:?}");
+        }
+        // Credentials from the Secret, the session token optional.
+        let env = init.env.clone().unwrap();
+        let names: Vec<_> = env.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN"
+            ]
+        );
+        let token = env[2].value_from.clone().unwrap().secret_key_ref.unwrap();
+        assert_eq!((token.name.as_str(), token.optional), ("s3", Some(true)));
+        // The same data volume as etcd's.
+        assert_eq!(
+            init.volume_mounts.clone().unwrap()[0].mount_path,
+            DATA_MOUNT
+        );
+        assert_eq!(
+            pod.metadata.annotations.unwrap()[RESTORED_BY_ANNOTATION],
+            "r1"
+        );
+    }
+
+    #[test]
+    fn ambient_credentials_need_no_env_and_a_bad_version_is_named() {
+        let pod = seed_pod(&cluster(), &restore(), "main-0", &snapshot(None), "op").unwrap();
+        assert!(pod.spec.unwrap().init_containers.unwrap()[0].env.is_none());
+        let mut bad = cluster();
+        bad.spec.version = "3.9".into();
+        let e = seed_pod(&bad, &restore(), "main-0", &snapshot(None), "op").unwrap_err();
+        assert!(e.to_string().contains("spec.version"), "{e}");
+    }
+
+    #[test]
+    fn a_new_cluster_is_held_from_its_first_moment() {
+        let mut r = restore();
+        assert!(new_cluster(&r, "db").is_none());
+        r.spec.cluster_spec = Some(cluster().spec);
+        let c = new_cluster(&r, "db").unwrap();
+        assert_eq!(c.metadata.annotations.unwrap()[RESTORING_ANNOTATION], "r1");
+        assert_eq!(c.metadata.namespace.as_deref(), Some("db"));
+    }
+}

@@ -1,0 +1,193 @@
+//! The reconcile loop: observe → plan → record status → execute one step. I/O.
+//!
+//! A running restore is looked at again every [`ACTIVE_POLL`] (the seed's init container, etcd
+//! and the cluster operator make progress without touching the EtcdRestore); a finished and
+//! clean one waits for a change. The status write of a step comes before its object change:
+//! a step that is a status write (start, seed revision, hand-over, outcome) is then done, and an
+//! object change repeated after a crash is idempotent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_api::{EtcdRestore, EtcdRestoreStatus};
+use futures_util::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span};
+
+use crate::execute::{ExecError, Executor};
+use crate::observe::observe;
+use crate::plan::{Step, next_step};
+use crate::status::{event_for, next_status};
+
+/// Field manager of the status and of the objects this operator changes.
+pub const FIELD_MANAGER: &str = "etcd-restore-operator";
+/// How often a running restore is observed again.
+pub const ACTIVE_POLL: Duration = Duration::from_secs(2);
+
+/// Settings of the controller.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch this namespace only.
+    pub namespace: Option<String>,
+    /// The image whose binary prepares a seed (the chart's operator image).
+    pub seed_image: String,
+    /// Timeout of each etcd call.
+    pub etcd_timeout: Duration,
+    /// This replica's Pod name (events' reporting instance).
+    pub pod_name: Option<String>,
+}
+
+struct Context {
+    client: kube::Client,
+    settings: Settings,
+    events: Events,
+    backoff: FailureBackoff,
+}
+
+/// A failed reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Reading the API failed.
+    #[error("observing: {0}")]
+    Observe(kube::Error),
+    /// Writing the status failed.
+    #[error("writing the status: {0}")]
+    Status(kube::Error),
+    /// The step failed.
+    #[error(transparent)]
+    Execute(#[from] ExecError),
+}
+
+impl ReconcileError {
+    /// PascalCase cause for logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Observe(_) => "ObserveFailed",
+            ReconcileError::Status(_) => "StatusWriteFailed",
+            ReconcileError::Execute(e) => e.reason(),
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` is cancelled.
+pub async fn run(
+    client: kube::Client,
+    settings: Settings,
+    shutdown: CancellationToken,
+    readiness: Readiness,
+) {
+    let api: Api<EtcdRestore> = match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), FIELD_MANAGER, settings.pod_name.clone()),
+        client,
+        settings,
+        backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(120)),
+    });
+    readiness.set_ready(true);
+    Controller::new(api, watcher::Config::default())
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile stream");
+            }
+        })
+        .await;
+}
+
+async fn reconcile(restore: Arc<EtcdRestore>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let span = info_span!(
+        "reconcile",
+        namespace = restore.namespace().unwrap_or_default(),
+        name = restore.name_any(),
+        cluster = %restore.spec.cluster_name,
+    );
+    async move {
+        let action = reconcile_once(&restore, &ctx).await?;
+        ctx.backoff.success(&restore.uid().unwrap_or_default());
+        Ok(action)
+    }
+    .instrument(span)
+    .await
+}
+
+async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, ReconcileError> {
+    let observation = observe(&ctx.client, restore, ctx.settings.etcd_timeout)
+        .await
+        .map_err(ReconcileError::Observe)?;
+    let observed = &observation.observed;
+    let step = next_step(observed);
+    if step == Step::Done {
+        return Ok(Action::await_change());
+    }
+
+    // Record first, then act.
+    let previous = restore.status.clone().unwrap_or_default();
+    let status = next_status(&previous, &step, observed, &Time(Timestamp::now()));
+    let mut current = restore.clone();
+    if status_changed(&previous, &status) {
+        let api: Api<EtcdRestore> =
+            Api::namespaced(ctx.client.clone(), &restore.namespace().unwrap_or_default());
+        current = apply_status(&api, &restore.name_any(), FIELD_MANAGER, &status)
+            .await
+            .map_err(ReconcileError::Status)?;
+    }
+    let executor = Executor {
+        client: &ctx.client,
+        restore: &current,
+        cluster: observation.cluster.as_ref(),
+        snapshot: observed.source.as_ref().ok(),
+        seed_image: &ctx.settings.seed_image,
+    };
+    executor.execute(&step).await?;
+    if !matches!(step, Step::Wait(_)) {
+        info!(step = ?step, "restore step done");
+    }
+    if let Some((warning, reason, note)) = event_for(&step, observed) {
+        let object = restore.object_ref(&());
+        if warning {
+            ctx.events.warning(&object, reason, note).await;
+        } else {
+            ctx.events.normal(&object, reason, note).await;
+        }
+    }
+    Ok(match step {
+        Step::Wait(_) => Action::requeue(ACTIVE_POLL),
+        // The next step follows at once (our own status write also triggers a reconcile).
+        _ => Action::requeue(Duration::from_millis(200)),
+    })
+}
+
+/// Whether anything but condition timestamps changed.
+fn status_changed(previous: &EtcdRestoreStatus, next: &EtcdRestoreStatus) -> bool {
+    let mut a = previous.clone();
+    let mut b = next.clone();
+    let same_conditions =
+        etcd_api::condition::conditions_equal_ignoring_time(&a.conditions, &b.conditions);
+    a.conditions.clear();
+    b.conditions.clear();
+    a != b || !same_conditions
+}
+
+fn error_policy(restore: Arc<EtcdRestore>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoff.failure(&restore.uid().unwrap_or_default());
+    tracing::warn!(
+        namespace = restore.namespace().unwrap_or_default(),
+        name = restore.name_any(),
+        reason = error.reason(),
+        %error,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}

@@ -1,0 +1,213 @@
+//! Performs one planned step against the API (I/O). Status-only steps (start, seed revision,
+//! hand-over, outcome) are written by the controller; this module does the object changes.
+//! Every change is idempotent: creating what exists or deleting what is gone is success.
+
+use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
+use etcd_api::{EtcdCluster, EtcdRestore};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::build::{self, SeedBuildError};
+use crate::plan::{Snapshot, Step};
+
+/// A step that could not be performed (the reconcile retries with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// An API call failed.
+    #[error("{verb} {kind} {name}: {source}")]
+    Kube {
+        /// create, patch, delete.
+        verb: &'static str,
+        /// The kind.
+        kind: &'static str,
+        /// The object.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The seed could not be built.
+    #[error(transparent)]
+    Build(#[from] SeedBuildError),
+    /// The step needs an object the observation did not find (it changed meanwhile).
+    #[error("{0}")]
+    Missing(String),
+}
+
+impl ExecError {
+    /// PascalCase cause for logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ExecError::Kube { .. } => "ApiError",
+            ExecError::Build(_) => "SeedBuildFailed",
+            ExecError::Missing(_) => "ObjectChanged",
+        }
+    }
+}
+
+/// What a step acts on.
+pub struct Executor<'a> {
+    /// API client.
+    pub client: &'a kube::Client,
+    /// The EtcdRestore.
+    pub restore: &'a EtcdRestore,
+    /// The EtcdCluster, when it exists.
+    pub cluster: Option<&'a EtcdCluster>,
+    /// The resolved snapshot, when it resolved.
+    pub snapshot: Option<&'a Snapshot>,
+    /// The image whose `etcd-restore-operator prepare-seed` prepares the seed.
+    pub seed_image: &'a str,
+}
+
+impl Executor<'_> {
+    fn namespace(&self) -> String {
+        self.restore.namespace().unwrap_or_default()
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace())
+    }
+
+    fn cluster(&self) -> Result<&EtcdCluster, ExecError> {
+        self.cluster.ok_or_else(|| {
+            ExecError::Missing(format!(
+                "EtcdCluster {} is gone",
+                self.restore.spec.cluster_name
+            ))
+        })
+    }
+
+    fn seed(&self) -> Result<String, ExecError> {
+        self.restore
+            .status
+            .as_ref()
+            .and_then(|s| s.seed_member.clone())
+            .ok_or_else(|| ExecError::Missing("no seed member recorded".to_owned()))
+    }
+
+    /// Performs the object changes of `step`; status-only steps and waits do nothing here.
+    pub async fn execute(&self, step: &Step) -> Result<(), ExecError> {
+        match step {
+            Step::CreateCluster => {
+                let namespace = self.namespace();
+                let cluster = build::new_cluster(self.restore, &namespace)
+                    .ok_or_else(|| ExecError::Missing("spec.clusterSpec is not set".to_owned()))?;
+                create(&self.api::<EtcdCluster>(), "EtcdCluster", &cluster).await
+            }
+            Step::Hold => self.annotate(Some(self.restore.name_any())).await,
+            Step::Release => self.annotate(None).await,
+            Step::RetainPvc { name } => {
+                let patch = serde_json::json!({"metadata": {"labels": {
+                    RETAINED_BY_RESTORE_LABEL: self.restore.name_any()
+                }}});
+                self.api::<PersistentVolumeClaim>()
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(|source| ExecError::Kube {
+                        verb: "label",
+                        kind: "PersistentVolumeClaim",
+                        name: name.clone(),
+                        source,
+                    })
+            }
+            Step::DeleteOldPod { name } => delete(&self.api::<Pod>(), "Pod", name).await,
+            Step::CreateSeedPvc => {
+                let pvc = build::seed_pvc(self.cluster()?, self.restore, &self.seed()?)?;
+                create(
+                    &self.api::<PersistentVolumeClaim>(),
+                    "PersistentVolumeClaim",
+                    &pvc,
+                )
+                .await
+            }
+            Step::CreateSeedPod => {
+                let snapshot = self
+                    .snapshot
+                    .ok_or_else(|| ExecError::Missing("the snapshot source is gone".to_owned()))?;
+                let pod = build::seed_pod(
+                    self.cluster()?,
+                    self.restore,
+                    &self.seed()?,
+                    snapshot,
+                    self.seed_image,
+                )?;
+                create(&self.api::<Pod>(), "Pod", &pod).await
+            }
+            Step::DeleteSeedPod => delete(&self.api::<Pod>(), "Pod", &self.seed()?).await,
+            Step::DeleteSeedPvc => {
+                let seed = self.seed()?;
+                delete(
+                    &self.api::<PersistentVolumeClaim>(),
+                    "PersistentVolumeClaim",
+                    &seed,
+                )
+                .await
+            }
+            Step::Done
+            | Step::Fail(_)
+            | Step::Start { .. }
+            | Step::RecordSeed { .. }
+            | Step::HandOver
+            | Step::Succeed
+            | Step::Wait(_) => Ok(()),
+        }
+    }
+
+    /// Sets (Some) or removes (None) the hold annotation on the cluster.
+    async fn annotate(&self, value: Option<String>) -> Result<(), ExecError> {
+        let name = &self.restore.spec.cluster_name;
+        let patch = serde_json::json!({"metadata": {"annotations": {RESTORING_ANNOTATION: value}}});
+        match self
+            .api::<EtcdCluster>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Releasing a cluster that is gone: nothing is held.
+            Err(kube::Error::Api(e)) if e.code == 404 && value.is_none() => Ok(()),
+            Err(source) => Err(ExecError::Kube {
+                verb: "annotate",
+                kind: "EtcdCluster",
+                name: name.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+async fn create<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(source) => Err(ExecError::Kube {
+            verb: "create",
+            kind,
+            name: object.meta().name.clone().unwrap_or_default(),
+            source,
+        }),
+    }
+}
+
+async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<(), ExecError>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(ExecError::Kube {
+            verb: "delete",
+            kind,
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}

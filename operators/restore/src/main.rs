@@ -1,0 +1,256 @@
+//! `etcd-restore-operator`: flags and wiring only (see the library for what it does).
+//!
+//! - `run`: the EtcdRestore controller (the chart's Deployment).
+//! - `prepare-seed`: the seed Pod's init container; prepares etcd's data directory from a
+//!   snapshot in S3 (exits 0 if it already holds a member).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use etcd_restore_operator::controller::{self, Settings};
+use etcd_restore_operator::seed::{SeedOutcome, SeedSpec, prepare_seed, s3_client};
+use operator_runtime::{
+    LeaseConfig, LogFormat, Readiness, acquire, init_logging, serve_probes, shutdown_signal,
+};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "etcd-restore-operator",
+    version,
+    about = "Rebuilds a lost etcd cluster from a snapshot in S3"
+)]
+struct Cli {
+    /// Log filter: a level (`info`) or tracing directives.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
+    log_level: String,
+    /// `json` or `text`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "text", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the EtcdRestore controller.
+    Run(RunArgs),
+    /// Prepare a seed member's data directory from a snapshot in S3 (an init container).
+    /// Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) or the
+    /// ambient AWS chain.
+    PrepareSeed(PrepareSeedArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The image of this operator: seed Pods run its `prepare-seed` (and its etcdutl).
+    #[arg(long, env = "SEED_IMAGE")]
+    seed_image: String,
+    /// Elect one active replica through a Lease (`--leader-elect` or `--leader-elect=true`).
+    #[arg(long, num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "etcd-restore-operator")]
+    lease_name: String,
+    /// This replica's identity (the Pod name).
+    #[arg(long, env = "POD_NAME", default_value = "etcd-restore-operator")]
+    pod_name: String,
+    /// Address of the /healthz and /readyz endpoints.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    probe_addr: SocketAddr,
+    /// Watch EtcdRestores in this namespace only (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Timeout of each etcd call.
+    #[arg(long, default_value = "5", value_name = "SECONDS")]
+    etcd_timeout_seconds: u64,
+}
+
+#[derive(Args, Debug)]
+struct PrepareSeedArgs {
+    /// Bucket of the snapshot.
+    #[arg(long)]
+    bucket: String,
+    /// Object key of the snapshot.
+    #[arg(long)]
+    key: String,
+    /// S3-compatible endpoint URL (default: AWS).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Region to sign for.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Path-style bucket addressing (MinIO, SeaweedFS, Ceph).
+    #[arg(long)]
+    force_path_style: bool,
+    /// The recorded SHA-256 of the whole object (hex). Without it only etcd's trailer is checked.
+    #[arg(long)]
+    sha256: Option<String>,
+    /// The seed member's name.
+    #[arg(long)]
+    name: String,
+    /// `NAME=PEERURL` of the seed.
+    #[arg(long)]
+    initial_cluster: String,
+    /// The seed's peer URL.
+    #[arg(long)]
+    initial_advertise_peer_urls: String,
+    /// The restored cluster's new token.
+    #[arg(long)]
+    initial_cluster_token: String,
+    /// etcd's data directory.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// The etcdutl binary.
+    #[arg(long)]
+    etcdutl: PathBuf,
+    /// Where to download the snapshot (default: the data directory's parent).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+impl From<PrepareSeedArgs> for SeedSpec {
+    fn from(a: PrepareSeedArgs) -> Self {
+        SeedSpec {
+            bucket: a.bucket,
+            key: a.key,
+            endpoint: a.endpoint,
+            region: a.region,
+            force_path_style: a.force_path_style,
+            sha256: a.sha256,
+            name: a.name,
+            initial_cluster: a.initial_cluster,
+            initial_advertise_peer_urls: a.initial_advertise_peer_urls,
+            initial_cluster_token: a.initial_cluster_token,
+            data_dir: a.data_dir,
+            etcdutl: a.etcdutl,
+            work_dir: a.work_dir,
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(error) = init_logging(&cli.log_level, cli.log_format) {
+        eprintln!("etcd-restore-operator: {error}");
+        return ExitCode::from(2);
+    }
+    match cli.command {
+        Command::Run(args) => run(args).await,
+        Command::PrepareSeed(args) => prepare(args.into()).await,
+    }
+}
+
+async fn run(args: RunArgs) -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(%error, "no Kubernetes client configuration");
+            return ExitCode::FAILURE;
+        }
+    };
+    let readiness = Readiness::new();
+    let probes = readiness.clone();
+    let addr = args.probe_addr;
+    tokio::spawn(async move {
+        if let Err(error) = serve_probes(addr, probes).await {
+            tracing::error!(%error, %addr, "cannot serve probes");
+        }
+    });
+    let shutdown_requested = CancellationToken::new();
+    let signal = shutdown_requested.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        signal.cancel();
+    });
+    let mut leadership = None;
+    if args.leader_elect {
+        // A standby is healthy and ready to take over.
+        readiness.set_ready(true);
+        let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name);
+        tokio::select! {
+            acquired = acquire(client.clone(), config) => match acquired {
+                Ok(l) => leadership = Some(l),
+                Err(error) => {
+                    tracing::error!(%error, reason = error.reason(), "leader election failed");
+                    return ExitCode::FAILURE;
+                }
+            },
+            _ = shutdown_requested.cancelled() => return ExitCode::SUCCESS,
+        }
+        readiness.set_ready(false);
+        tracing::info!(identity = %args.pod_name, "leading");
+    }
+    let settings = Settings {
+        namespace: args.namespace,
+        seed_image: args.seed_image,
+        etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
+        pod_name: Some(args.pod_name),
+    };
+    let stop = CancellationToken::new();
+    let controller = tokio::spawn(controller::run(client, settings, stop.clone(), readiness));
+    let lost = match leadership.as_mut() {
+        Some(l) => tokio::select! {
+            _ = l.lost() => true,
+            _ = shutdown_requested.cancelled() => false,
+        },
+        None => {
+            shutdown_requested.cancelled().await;
+            false
+        }
+    };
+    if lost {
+        tracing::error!("leadership lost; exiting so a standby takes over");
+    }
+    stop.cancel();
+    let _ = controller.await;
+    match (leadership, lost) {
+        (_, true) => ExitCode::FAILURE,
+        (Some(l), false) => {
+            l.release().await;
+            ExitCode::SUCCESS
+        }
+        (None, false) => ExitCode::SUCCESS,
+    }
+}
+
+async fn prepare(spec: SeedSpec) -> ExitCode {
+    let s3 = s3_client(&spec).await;
+    match prepare_seed(&spec, &s3).await {
+        Ok(SeedOutcome::AlreadyPrepared) => {
+            tracing::info!(data_dir = %spec.data_dir.display(), "data directory already holds a member; left untouched");
+            ExitCode::SUCCESS
+        }
+        Ok(SeedOutcome::Restored(info)) => {
+            // One plain line the restore operator reads from this container's log, whatever the
+            // log format: the revision the seed starts at.
+            println!(
+                "{}",
+                etcd_restore_operator::seed::restored_line(info.revision)
+            );
+            tracing::info!(
+                uri = %spec.uri(),
+                data_dir = %spec.data_dir.display(),
+                revision = info.revision,
+                size_bytes = info.size_bytes,
+                sha256 = %info.sha256,
+                "seed prepared"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(reason = error.reason(), "{error}");
+            // One line on stderr too: the init container's termination message.
+            eprintln!("{}", etcd_restore_operator::seed::failure_line(&error));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,650 @@
+//! Gathers what the planner needs about one EtcdRestore: its source (the EtcdBackup's artifact
+//! or an S3 location), the credentials Secret, the EtcdCluster with its member Pods and PVCs
+//! (listed as the cluster operator lists them), the seed Pod's init container and etcd's answers.
+//! I/O at the edges; the conversions are pure functions below, unit-tested.
+
+use std::time::Duration;
+
+use etcd_api::condition::is_condition_true;
+use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
+use etcd_api::{
+    BackupPhase, EtcdBackup, EtcdCluster, EtcdRestore, RestorePhase, common::s3_secret_keys,
+};
+use etcd_cluster_operator::observe::{KubeObservation, observe_kube};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret};
+use kube::api::{Api, LogParams};
+use kube::{Resource, ResourceExt};
+
+use crate::build::INIT_CONTAINER;
+use crate::plan::{
+    ClusterState, InitFailure, Observed, Outcome, Progress, Refusal, SeedPod, SeedState, Snapshot,
+};
+use crate::seed::{SeedReport, is_permanent, parse_report};
+use crate::status::conditions;
+
+/// Failed attempts of the preparing init container after which even a transient failure is
+/// final (the kubelet's back-off makes this a few minutes).
+pub const MAX_INIT_ATTEMPTS: i32 = 5;
+
+/// What the observation found, beyond the planner's input: the objects the executor needs.
+pub struct Observation {
+    /// The planner's input.
+    pub observed: Observed,
+    /// The EtcdCluster, when it exists.
+    pub cluster: Option<EtcdCluster>,
+}
+
+/// Observes `restore`. API errors other than "not found" are returned (the reconcile retries).
+pub async fn observe(
+    client: &kube::Client,
+    restore: &EtcdRestore,
+    etcd_timeout: Duration,
+) -> Result<Observation, kube::Error> {
+    let namespace = restore.namespace().unwrap_or_default();
+    let progress = progress_of(restore);
+    let source = resolve_source(client, &namespace, restore).await?;
+    let credentials = match &source {
+        Ok(snapshot) => check_credentials(client, &namespace, snapshot).await?,
+        Err(_) => Ok(()),
+    };
+    let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), &namespace);
+    let cluster = clusters.get_opt(&restore.spec.cluster_name).await?;
+    let mut observed = Observed {
+        progress,
+        force: restore.spec.force,
+        can_create_cluster: restore.spec.cluster_spec.is_some(),
+        name: restore.name_any(),
+        cluster_name: restore.spec.cluster_name.clone(),
+        source,
+        credentials,
+        cluster: None,
+        seed: SeedState::default(),
+    };
+    let Some(found) = &cluster else {
+        return Ok(Observation { observed, cluster });
+    };
+    let kube = observe_kube(client, found).await.map_err(|e| match e {
+        etcd_cluster_operator::observe::ObserveError::List { source, .. } => source,
+        other => kube::Error::Service(other.to_string().into()),
+    })?;
+    let seed = observed.progress.seed_member.clone();
+    let mut state = cluster_state(found, &kube, seed.as_deref());
+    let started = observed.progress.seed_member.is_some() || observed.progress.finished.is_some();
+    if !started {
+        // Quorum matters only before the start; afterwards the seed itself is a quorum.
+        let endpoints = etcd_cluster_operator::observe::endpoints_to_ask(found, &kube);
+        state.has_quorum = etcd_admin::observe(&endpoints, etcd_timeout)
+            .await
+            .membership
+            .is_some();
+    }
+    if let Some(seed) = &seed {
+        observed.seed =
+            seed_state(client, found, &kube, seed, &observed.progress, etcd_timeout).await;
+    }
+    observed.cluster = Some(state);
+    Ok(Observation { observed, cluster })
+}
+
+/// The restore's progress from its status (pure).
+pub fn progress_of(restore: &EtcdRestore) -> Progress {
+    let Some(status) = &restore.status else {
+        return Progress::default();
+    };
+    Progress {
+        finished: match status.phase {
+            Some(RestorePhase::Succeeded) => Some(Outcome::Succeeded),
+            Some(RestorePhase::Failed) => Some(Outcome::Failed),
+            _ => None,
+        },
+        seed_member: status.seed_member.clone(),
+        restored_revision: status.restored_revision,
+        handed_over: is_condition_true(&status.conditions, conditions::HANDED_OVER),
+    }
+}
+
+/// `spec.source` resolved to an object, its checksum and revision; a refusal names what is
+/// wrong.
+async fn resolve_source(
+    client: &kube::Client,
+    namespace: &str,
+    restore: &EtcdRestore,
+) -> Result<Result<Snapshot, Refusal>, kube::Error> {
+    let source = &restore.spec.source;
+    if let Some(s3) = &source.s3 {
+        return Ok(Ok(Snapshot {
+            connection: s3.connection.clone(),
+            key: s3.key.clone(),
+            sha256: source.sha256.clone(),
+            revision: None,
+        }));
+    }
+    let Some(backup_ref) = &source.backup_ref else {
+        return Ok(Err(Refusal::new(
+            "InvalidSource",
+            "spec.source names neither backupRef nor s3",
+        )));
+    };
+    let backups: Api<EtcdBackup> = Api::namespaced(client.clone(), namespace);
+    let backup = backups.get_opt(&backup_ref.name).await?;
+    Ok(snapshot_of_backup(
+        &backup_ref.name,
+        backup.as_ref(),
+        source.sha256.as_deref(),
+    ))
+}
+
+/// The snapshot an EtcdBackup recorded (pure).
+pub fn snapshot_of_backup(
+    name: &str,
+    backup: Option<&EtcdBackup>,
+    expected_sha256: Option<&str>,
+) -> Result<Snapshot, Refusal> {
+    let Some(backup) = backup else {
+        return Err(Refusal::new(
+            "BackupNotFound",
+            format!("spec.source.backupRef: EtcdBackup {name} not found"),
+        ));
+    };
+    let status = backup.status.clone().unwrap_or_default();
+    let artifact = match (status.phase, status.artifact) {
+        (Some(BackupPhase::Succeeded), Some(artifact)) => artifact,
+        (phase, _) => {
+            let phase = phase.map_or_else(|| "not started".to_owned(), |p| format!("{p:?}"));
+            return Err(Refusal::new(
+                "BackupNotSucceeded",
+                format!(
+                    "spec.source.backupRef: EtcdBackup {name} is {phase}; only a Succeeded \
+                     backup has a verified snapshot"
+                ),
+            ));
+        }
+    };
+    let Some((bucket, key)) = artifact
+        .uri
+        .strip_prefix("s3://")
+        .and_then(|rest| rest.split_once('/'))
+    else {
+        return Err(Refusal::new(
+            "BackupNotSucceeded",
+            format!(
+                "EtcdBackup {name}: artifact URI {:?} is not s3://bucket/key",
+                artifact.uri
+            ),
+        ));
+    };
+    if let Some(expected) = expected_sha256
+        && !expected.eq_ignore_ascii_case(&artifact.sha256)
+    {
+        return Err(Refusal::new(
+            "ChecksumMismatch",
+            format!(
+                "spec.source.sha256 {expected} differs from EtcdBackup {name}'s artifact sha256 {}",
+                artifact.sha256
+            ),
+        ));
+    }
+    let mut connection = backup.spec.s3.connection.clone();
+    connection.bucket = bucket.to_owned();
+    Ok(Snapshot {
+        connection,
+        key: key.to_owned(),
+        sha256: Some(artifact.sha256),
+        revision: Some(artifact.revision),
+    })
+}
+
+/// The credentials Secret exists and holds both keys (the init container reads them).
+async fn check_credentials(
+    client: &kube::Client,
+    namespace: &str,
+    snapshot: &Snapshot,
+) -> Result<Result<(), Refusal>, kube::Error> {
+    let Some(secret_ref) = &snapshot.connection.credentials_secret_ref else {
+        return Ok(Ok(()));
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get_opt(&secret_ref.name).await?;
+    Ok(credentials_usable(
+        namespace,
+        &secret_ref.name,
+        secret.as_ref(),
+    ))
+}
+
+/// Whether the Secret can give the init container its credentials (pure).
+pub fn credentials_usable(
+    namespace: &str,
+    name: &str,
+    secret: Option<&Secret>,
+) -> Result<(), Refusal> {
+    let Some(secret) = secret else {
+        return Err(Refusal::new(
+            "SecretNotFound",
+            format!("S3 credentials Secret {namespace}/{name} not found"),
+        ));
+    };
+    for key in [
+        s3_secret_keys::ACCESS_KEY_ID,
+        s3_secret_keys::SECRET_ACCESS_KEY,
+    ] {
+        let present = secret.data.as_ref().is_some_and(|d| d.contains_key(key))
+            || secret
+                .string_data
+                .as_ref()
+                .is_some_and(|d| d.contains_key(key));
+        if !present {
+            return Err(Refusal::new(
+                "SecretKeyMissing",
+                format!("S3 credentials Secret {namespace}/{name} has no key {key}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The cluster as the planner sees it (pure; quorum is filled in by the caller).
+pub fn cluster_state(
+    cluster: &EtcdCluster,
+    kube: &KubeObservation,
+    seed: Option<&str>,
+) -> ClusterState {
+    let names = etcd_cluster_operator::observe::cluster_name(cluster);
+    let status = cluster.status.clone().unwrap_or_default();
+    let status_members: Vec<String> = status.members.iter().map(|m| m.name.clone()).collect();
+    let next_ordinal = kube
+        .pods
+        .keys()
+        .chain(kube.pvcs.keys())
+        .chain(status_members.iter())
+        .filter_map(|name| names.ordinal_of(name))
+        .max()
+        .map_or(0, |max| max + 1);
+    let not_seed = |name: &&String| Some(name.as_str()) != seed;
+    let available = is_condition_true(&status.conditions, etcd_api::condition::types::AVAILABLE);
+    let size = cluster.spec.size;
+    ClusterState {
+        held_by: cluster.annotations().get(RESTORING_ANNOTATION).cloned(),
+        has_quorum: false,
+        size,
+        available_at_size: available
+            && status.ready_members == size
+            && status.observed_generation == cluster.meta().generation
+            && status.members.len() == usize::try_from(size).unwrap_or(0),
+        seed_is_member: seed.is_some_and(|s| status_members.iter().any(|m| m == s)),
+        next_ordinal,
+        old_pods: kube
+            .pods
+            .iter()
+            .filter(|(name, _)| not_seed(name))
+            .map(|(name, pod)| (name.clone(), pod.metadata.deletion_timestamp.is_some()))
+            .collect(),
+        old_pvcs: kube
+            .pvcs
+            .iter()
+            .filter(|(name, _)| not_seed(name))
+            .map(|(name, pvc)| {
+                (
+                    name.clone(),
+                    pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
+                )
+            })
+            .collect(),
+    }
+}
+
+async fn seed_state(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+    kube: &KubeObservation,
+    seed: &str,
+    progress: &Progress,
+    etcd_timeout: Duration,
+) -> SeedState {
+    let mut state = SeedState {
+        pvc: kube.pvcs.contains_key(seed),
+        pod: None,
+        serving_revision: None,
+    };
+    let Some(pod) = kube.pods.get(seed) else {
+        return state;
+    };
+    let init = init_status(pod);
+    let mut seed_pod = SeedPod {
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        ..SeedPod::default()
+    };
+    if let Some(init) = init {
+        let attempt = InitAttempt::of(init);
+        let wants_log = match attempt {
+            InitAttempt::Succeeded => progress.restored_revision.is_none(),
+            InitAttempt::Failed { .. } => true,
+            InitAttempt::Waiting(_) | InitAttempt::Running => false,
+        };
+        let log = if wants_log {
+            init_log(
+                client,
+                pod,
+                matches!(attempt, InitAttempt::Failed { previous: true, .. }),
+            )
+            .await
+        } else {
+            String::new()
+        };
+        apply_attempt(
+            &mut seed_pod,
+            &attempt,
+            parse_report(&log),
+            init.restart_count,
+        );
+    }
+    state.pod = Some(seed_pod);
+    if pod.metadata.deletion_timestamp.is_none() {
+        let names = etcd_cluster_operator::observe::cluster_name(cluster);
+        if let Ok(status) = etcd_admin::member_status(&names.client_url(seed), etcd_timeout).await
+            && status.healthy()
+        {
+            state.serving_revision = Some(status.revision);
+        }
+    }
+    state
+}
+
+fn init_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .init_container_statuses
+        .as_ref()?
+        .iter()
+        .find(|s| s.name == INIT_CONTAINER)
+}
+
+/// The preparing init container's last attempt, from its status (pure).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitAttempt {
+    /// Not started: pulling, or a configuration error (the reason and message).
+    Waiting(String),
+    /// Running now (and no earlier attempt failed).
+    Running,
+    /// Exited 0.
+    Succeeded,
+    /// Exited non-zero; `previous` when that attempt is the last state (a new one started).
+    Failed {
+        /// Its exit code.
+        exit_code: i32,
+        /// The failed attempt is the previous one.
+        previous: bool,
+    },
+}
+
+impl InitAttempt {
+    /// Reads a container status.
+    pub fn of(status: &ContainerStatus) -> InitAttempt {
+        let state = status.state.clone().unwrap_or_default();
+        if let Some(done) = &state.terminated {
+            return if done.exit_code == 0 {
+                InitAttempt::Succeeded
+            } else {
+                InitAttempt::Failed {
+                    exit_code: done.exit_code,
+                    previous: false,
+                }
+            };
+        }
+        if let Some(last) = status
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            && last.exit_code != 0
+        {
+            return InitAttempt::Failed {
+                exit_code: last.exit_code,
+                previous: true,
+            };
+        }
+        match &state.waiting {
+            Some(waiting) => InitAttempt::Waiting(format!(
+                "init container {INIT_CONTAINER}: {}{}",
+                waiting.reason.as_deref().unwrap_or("Waiting"),
+                waiting
+                    .message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            )),
+            None => InitAttempt::Running,
+        }
+    }
+}
+
+/// Fills the seed Pod's view from its init container's attempt and log report (pure).
+pub fn apply_attempt(
+    pod: &mut SeedPod,
+    attempt: &InitAttempt,
+    report: Option<SeedReport>,
+    restart_count: i32,
+) {
+    match attempt {
+        InitAttempt::Waiting(why) => pod.waiting = Some(why.clone()),
+        InitAttempt::Running => {}
+        InitAttempt::Succeeded => {
+            if let Some(SeedReport::Restored(revision)) = report {
+                pod.prepared_revision = Some(revision);
+            }
+        }
+        InitAttempt::Failed { exit_code, .. } => {
+            let (reason, message) = match report {
+                Some(SeedReport::Failed { reason, message }) => (reason, message),
+                _ => (
+                    "SeedPreparationFailed".to_owned(),
+                    format!("init container {INIT_CONTAINER} exited with code {exit_code}"),
+                ),
+            };
+            pod.init_failure = Some(InitFailure {
+                permanent: is_permanent(&reason) || restart_count + 1 >= MAX_INIT_ATTEMPTS,
+                reason,
+                message,
+            });
+        }
+    }
+}
+
+async fn init_log(client: &kube::Client, pod: &Pod, previous: bool) -> String {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    let params = LogParams {
+        container: Some(INIT_CONTAINER.to_owned()),
+        previous,
+        tail_lines: Some(50),
+        ..LogParams::default()
+    };
+    match api.logs(&pod.name_any(), &params).await {
+        Ok(log) => log,
+        Err(error) => {
+            tracing::debug!(%error, pod = %pod.name_any(), "reading the seed's init log");
+            String::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use etcd_api::{BackupArtifact, EtcdBackupSpec, EtcdBackupStatus, S3Destination};
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStateWaiting,
+    };
+
+    fn backup(phase: BackupPhase) -> EtcdBackup {
+        let mut b = EtcdBackup::new(
+            "b1",
+            EtcdBackupSpec {
+                cluster_name: Some("main".into()),
+                endpoints: None,
+                s3: S3Destination {
+                    connection: etcd_api::S3Connection {
+                        bucket: "spec-bucket".into(),
+                        endpoint: Some("http://s3:8333".into()),
+                        ..Default::default()
+                    },
+                    prefix: Some("p/".into()),
+                },
+                timeout_seconds: None,
+            },
+        );
+        b.status = Some(EtcdBackupStatus {
+            phase: Some(phase),
+            artifact: (phase == BackupPhase::Succeeded).then(|| BackupArtifact {
+                uri: "s3://backups/p/main/x.db".into(),
+                size_bytes: 10,
+                sha256: "ab".repeat(32),
+                revision: 40,
+                etcd_version: "3.5.1".into(),
+                cluster_id: "c".into(),
+            }),
+            ..Default::default()
+        });
+        b
+    }
+
+    #[test]
+    fn a_backup_gives_its_artifact_or_a_reason() {
+        let ok = snapshot_of_backup("b1", Some(&backup(BackupPhase::Succeeded)), None).unwrap();
+        assert_eq!(ok.uri(), "s3://backups/p/main/x.db");
+        assert_eq!(ok.connection.endpoint.as_deref(), Some("http://s3:8333"));
+        assert_eq!(
+            (ok.sha256.unwrap(), ok.revision),
+            ("ab".repeat(32), Some(40))
+        );
+
+        let e = snapshot_of_backup("b1", None, None).unwrap_err();
+        assert_eq!(e.reason, "BackupNotFound");
+        assert!(e.message.contains("b1"), "{}", e.message);
+        let e = snapshot_of_backup("b1", Some(&backup(BackupPhase::Failed)), None).unwrap_err();
+        assert_eq!(e.reason, "BackupNotSucceeded");
+        assert!(e.message.contains("Failed"), "{}", e.message);
+        let other = "cd".repeat(32);
+        let e = snapshot_of_backup("b1", Some(&backup(BackupPhase::Succeeded)), Some(&other))
+            .unwrap_err();
+        assert_eq!(e.reason, "ChecksumMismatch");
+        assert!(e.message.contains("spec.source.sha256"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_secret_needs_both_keys() {
+        assert_eq!(
+            credentials_usable("db", "s3", None).unwrap_err().reason,
+            "SecretNotFound"
+        );
+        let mut secret = Secret {
+            data: Some([("AWS_ACCESS_KEY_ID".to_owned(), ByteString(b"a".to_vec()))].into()),
+            ..Default::default()
+        };
+        let e = credentials_usable("db", "s3", Some(&secret)).unwrap_err();
+        assert_eq!(e.reason, "SecretKeyMissing");
+        assert!(e.message.contains("AWS_SECRET_ACCESS_KEY"), "{}", e.message);
+        secret.data.as_mut().unwrap().insert(
+            "AWS_SECRET_ACCESS_KEY".to_owned(),
+            ByteString(b"b".to_vec()),
+        );
+        assert!(credentials_usable("db", "s3", Some(&secret)).is_ok());
+    }
+
+    fn status(
+        state: ContainerState,
+        last: Option<ContainerState>,
+        restarts: i32,
+    ) -> ContainerStatus {
+        ContainerStatus {
+            name: INIT_CONTAINER.into(),
+            state: Some(state),
+            last_state: last,
+            restart_count: restarts,
+            ..Default::default()
+        }
+    }
+
+    fn terminated(code: i32) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn waiting(reason: &str) -> ContainerState {
+        ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.into()),
+                message: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn init_attempts_and_their_reports() {
+        assert_eq!(
+            InitAttempt::of(&status(terminated(0), None, 0)),
+            InitAttempt::Succeeded
+        );
+        assert_eq!(
+            InitAttempt::of(&status(waiting("CrashLoopBackOff"), Some(terminated(1)), 1)),
+            InitAttempt::Failed {
+                exit_code: 1,
+                previous: true
+            }
+        );
+        let InitAttempt::Waiting(why) =
+            InitAttempt::of(&status(waiting("ImagePullBackOff"), None, 0))
+        else {
+            panic!()
+        };
+        assert!(why.contains("ImagePullBackOff"), "{why}");
+
+        let mut pod = SeedPod::default();
+        apply_attempt(
+            &mut pod,
+            &InitAttempt::Succeeded,
+            Some(SeedReport::Restored(40)),
+            0,
+        );
+        assert_eq!(pod.prepared_revision, Some(40));
+
+        // A checksum mismatch is final at once; a transient failure only after several attempts.
+        let failed = InitAttempt::Failed {
+            exit_code: 1,
+            previous: false,
+        };
+        let report = |reason: &str| {
+            Some(SeedReport::Failed {
+                reason: reason.into(),
+                message: "m".into(),
+            })
+        };
+        let mut pod = SeedPod::default();
+        apply_attempt(&mut pod, &failed, report("ChecksumMismatch"), 0);
+        assert!(pod.init_failure.unwrap().permanent);
+        let mut pod = SeedPod::default();
+        apply_attempt(&mut pod, &failed, report("S3Unavailable"), 0);
+        assert!(!pod.init_failure.unwrap().permanent);
+        let mut pod = SeedPod::default();
+        apply_attempt(
+            &mut pod,
+            &failed,
+            report("S3Unavailable"),
+            MAX_INIT_ATTEMPTS - 1,
+        );
+        assert!(pod.init_failure.unwrap().permanent);
+        // No report in the log (it was lost): the exit code is named.
+        let mut pod = SeedPod::default();
+        apply_attempt(&mut pod, &failed, None, 0);
+        let failure = pod.init_failure.unwrap();
+        assert_eq!(failure.reason, "SeedPreparationFailed");
+        assert!(failure.message.contains("code 1"), "{}", failure.message);
+    }
+}

@@ -1,0 +1,468 @@
+//! The restore planner: from what is observed about one EtcdRestore (its status, its source, the
+//! EtcdCluster, the member Pods and PVCs, the seed), the one next step. Pure; the executor
+//! performs the step and the controller observes again, so a crash at any point resumes from
+//! what exists.
+//!
+//! The sequence, and why in this order:
+//! 1. Before anything is touched, refuse what cannot work: a backup that does not exist or did
+//!    not succeed, a checksum that contradicts the backup's, a missing credentials Secret, a
+//!    missing cluster without `clusterSpec`, a cluster that still has quorum (unless `force`),
+//!    a cluster another restore holds.
+//! 2. `Start`: the seed's name is chosen and recorded in status first (the next ordinal above
+//!    every one in use), so a crash never builds two seeds.
+//! 3. The cluster is created (restoring into a new name) or held (annotated): the cluster
+//!    operator stops acting on it.
+//! 4. With `force` the old member Pods go first (a live cluster must not serve next to the
+//!    seed); otherwise they stay until the seed has proven the snapshot good, so a bad snapshot
+//!    leaves the cluster as it was.
+//! 5. The seed's PVC, then its Pod: an init container downloads the snapshot, checks it and
+//!    runs `etcdutl snapshot restore` before etcd starts. A final failure there (checksum,
+//!    missing object, rejected credentials) fails the restore, and the seed is removed again.
+//! 6. The seed answers: its revision is recorded; old PVCs are labelled retained (never deleted
+//!    by either operator); old Pods are deleted.
+//! 7. Hand-over: `HandedOver` is recorded, then the hold is released; the cluster operator
+//!    adopts the seed and grows it back to `spec.size`.
+//! 8. Succeeded once the cluster is Available at full size, the seed among its members, serving
+//!    at least the restored revision.
+
+use std::collections::BTreeMap;
+
+/// Why a restore is refused or failed: the status reason and a message naming the cause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// PascalCase reason, e.g. `BackupNotFound`.
+    pub reason: &'static str,
+    /// What is wrong, naming the object or field.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal with `reason` and `message`.
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reasons the planner itself gives (sources and credentials bring their own).
+pub mod reasons {
+    /// The cluster does not exist and no `clusterSpec` says how to create it.
+    pub const CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
+    /// The cluster still has quorum and `force` is not set.
+    pub const QUORUM_HELD: &str = "QuorumHeld";
+    /// Another EtcdRestore holds the cluster.
+    pub const RESTORE_IN_PROGRESS: &str = "RestoreInProgress";
+    /// The cluster was deleted while the restore ran.
+    pub const CLUSTER_DELETED: &str = "ClusterDeleted";
+}
+
+/// The snapshot the restore reads, resolved from `spec.source`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Bucket and connection.
+    pub connection: etcd_api::S3Connection,
+    /// Object key.
+    pub key: String,
+    /// SHA-256 the object must have, when known.
+    pub sha256: Option<String>,
+    /// Revision recorded by the backup, when known.
+    pub revision: Option<i64>,
+}
+
+impl Snapshot {
+    /// `s3://bucket/key`.
+    pub fn uri(&self) -> String {
+        format!("s3://{}/{}", self.connection.bucket, self.key)
+    }
+}
+
+/// The EtcdRestore's own progress, from its status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Succeeded or Failed: nothing more happens (but cleaning up after a failure).
+    pub finished: Option<Outcome>,
+    /// The seed member's name, once started.
+    pub seed_member: Option<String>,
+    /// The seed's revision, once it answered.
+    pub restored_revision: Option<i64>,
+    /// The cluster was handed back to the cluster operator.
+    pub handed_over: bool,
+}
+
+/// How a finished restore ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Succeeded.
+    Succeeded,
+    /// Failed.
+    Failed,
+}
+
+/// The EtcdCluster as the restore sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterState {
+    /// The EtcdRestore holding it (its `etcd.operator.rs/restoring` annotation).
+    pub held_by: Option<String>,
+    /// A member answered with a member list as part of a quorum. Only asked before the start.
+    pub has_quorum: bool,
+    /// `spec.size`.
+    pub size: i32,
+    /// Available, every member ready, status up to date with the spec.
+    pub available_at_size: bool,
+    /// The seed is among the members its status lists.
+    pub seed_is_member: bool,
+    /// The next free ordinal (above every member, Pod and PVC ever seen).
+    pub next_ordinal: u32,
+    /// Member Pods other than the seed's: name → terminating.
+    pub old_pods: BTreeMap<String, bool>,
+    /// Member PVCs other than the seed's: name → already labelled retained.
+    pub old_pvcs: BTreeMap<String, bool>,
+}
+
+/// The seed member's objects and answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeedState {
+    /// Its PVC exists.
+    pub pvc: bool,
+    /// Its Pod, if it exists.
+    pub pod: Option<SeedPod>,
+    /// etcd's answer on the seed's client URL: its revision, when it is healthy.
+    pub serving_revision: Option<i64>,
+}
+
+/// The seed Pod's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeedPod {
+    /// Its deletion was requested.
+    pub terminating: bool,
+    /// The preparing init container failed (last attempt), with its report.
+    pub init_failure: Option<InitFailure>,
+    /// The revision the init container reported restoring.
+    pub prepared_revision: Option<i64>,
+    /// Why it is not running yet, e.g. `ImagePullBackOff` (for the status message).
+    pub waiting: Option<String>,
+}
+
+/// A failed attempt of the preparing init container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitFailure {
+    /// PascalCase reason from its report (`ChecksumMismatch`), or `SeedPreparationFailed`.
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+    /// Trying again cannot help (see `seed::is_permanent`), or it failed too often.
+    pub permanent: bool,
+}
+
+/// Everything the planner knows about one EtcdRestore at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// Its progress so far.
+    pub progress: Progress,
+    /// `spec.force`.
+    pub force: bool,
+    /// `spec.clusterSpec` is set.
+    pub can_create_cluster: bool,
+    /// The EtcdRestore's name (the hold's value).
+    pub name: String,
+    /// `spec.clusterName`.
+    pub cluster_name: String,
+    /// The resolved source, or why it cannot be used.
+    pub source: Result<Snapshot, Refusal>,
+    /// The credentials Secret is usable (or none is needed).
+    pub credentials: Result<(), Refusal>,
+    /// The cluster; `None` when it does not exist.
+    pub cluster: Option<ClusterState>,
+    /// The seed (empty before the start).
+    pub seed: SeedState,
+}
+
+/// The one next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Finished and clean: nothing to do.
+    Done,
+    /// Record the failure (terminal). Cleaning up follows as its own steps.
+    Fail(Refusal),
+    /// Record phase Running, the start time and the seed's name.
+    Start {
+        /// `<cluster>-<next ordinal>`.
+        seed_member: String,
+    },
+    /// Create the EtcdCluster from `spec.clusterSpec`, already held.
+    CreateCluster,
+    /// Annotate the EtcdCluster: the cluster operator stops acting on it.
+    Hold,
+    /// Delete an old member Pod.
+    DeleteOldPod {
+        /// Pod name.
+        name: String,
+    },
+    /// Label an old member PVC as retained by this restore.
+    RetainPvc {
+        /// PVC name.
+        name: String,
+    },
+    /// Create the seed's PVC.
+    CreateSeedPvc,
+    /// Create the seed's Pod (with the preparing init container).
+    CreateSeedPod,
+    /// Record the seed's restored revision.
+    RecordSeed {
+        /// The revision.
+        revision: i64,
+    },
+    /// Record `HandedOver` in status (then the hold is released).
+    HandOver,
+    /// Remove the hold.
+    Release,
+    /// Record Succeeded.
+    Succeed,
+    /// After a failure before the seed ever ran: delete its Pod.
+    DeleteSeedPod,
+    /// After a failure before the seed ever ran: delete its PVC (it holds only a copy of the
+    /// snapshot, never anybody's data).
+    DeleteSeedPvc,
+    /// Nothing to do now.
+    Wait(Waiting),
+}
+
+/// Why nothing is done now (status message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// An old member Pod is terminating.
+    OldPodTerminating(String),
+    /// The seed Pod is being deleted (cleaning up).
+    SeedTerminating,
+    /// The seed is preparing its data or starting etcd.
+    SeedStarting {
+        /// The init container's last transient failure or the waiting reason, if any.
+        detail: Option<String>,
+    },
+    /// The cluster operator is growing the cluster back to its size.
+    GrowingBack,
+}
+
+/// The next step for `observed`.
+pub fn next_step(observed: &Observed) -> Step {
+    let progress = &observed.progress;
+    match progress.finished {
+        Some(Outcome::Succeeded) => return Step::Done,
+        Some(Outcome::Failed) => return clean_up(observed),
+        None => {}
+    }
+    let Some(seed_member) = &progress.seed_member else {
+        return before_start(observed);
+    };
+    if progress.handed_over {
+        return after_hand_over(observed);
+    }
+
+    // Started, not handed over: the cluster must exist and be held by us.
+    let Some(cluster) = &observed.cluster else {
+        if observed.can_create_cluster && observed.seed.pod.is_none() {
+            return Step::CreateCluster;
+        }
+        return Step::Fail(Refusal::new(
+            reasons::CLUSTER_DELETED,
+            "the EtcdCluster was deleted while the restore ran",
+        ));
+    };
+    match &cluster.held_by {
+        None => return Step::Hold,
+        Some(holder) if *holder != observed.name => {
+            return Step::Fail(held_by_other(holder));
+        }
+        Some(_) => {}
+    }
+
+    // With force, a cluster that may still serve is stopped before the seed starts.
+    if observed.force
+        && let Some(step) = retire_old_members(cluster)
+    {
+        return step;
+    }
+
+    let seed = &observed.seed;
+    if !seed.pvc {
+        return Step::CreateSeedPvc;
+    }
+    let Some(pod) = &seed.pod else {
+        if observed.source.is_err() || observed.credentials.is_err() {
+            // The source vanished between the start and the seed (a backup deleted): the Pod
+            // cannot be built. Fail; the cluster is released untouched (the seed never ran).
+            return Step::Fail(first_error(observed));
+        }
+        return Step::CreateSeedPod;
+    };
+    if let Some(failure) = &pod.init_failure
+        && failure.permanent
+        && progress.restored_revision.is_none()
+    {
+        return Step::Fail(Refusal {
+            reason: reason_str(&failure.reason),
+            message: format!("preparing seed {seed_member}: {}", failure.message),
+        });
+    }
+    let Some(serving) = seed.serving_revision else {
+        return Step::Wait(Waiting::SeedStarting {
+            detail: pod
+                .init_failure
+                .as_ref()
+                .map(|f| format!("{}: {}", f.reason, f.message))
+                .or_else(|| pod.waiting.clone()),
+        });
+    };
+    if progress.restored_revision.is_none() {
+        // The init container's report is the snapshot's revision; etcd's answer is the same
+        // unless a client already wrote to the seed.
+        let revision = pod.prepared_revision.unwrap_or(serving);
+        return Step::RecordSeed { revision };
+    }
+    if let Some(step) = retire_old_members(cluster) {
+        return step;
+    }
+    Step::HandOver
+}
+
+fn before_start(observed: &Observed) -> Step {
+    if let Err(refusal) = &observed.source {
+        return Step::Fail(refusal.clone());
+    }
+    if let Err(refusal) = &observed.credentials {
+        return Step::Fail(refusal.clone());
+    }
+    let next_ordinal = match &observed.cluster {
+        None if !observed.can_create_cluster => {
+            return Step::Fail(Refusal::new(
+                reasons::CLUSTER_NOT_FOUND,
+                "spec.clusterName names no EtcdCluster in this namespace and spec.clusterSpec \
+                 is not set",
+            ));
+        }
+        None => 0,
+        Some(cluster) => {
+            if let Some(holder) = &cluster.held_by
+                && *holder != observed.name
+            {
+                return Step::Fail(held_by_other(holder));
+            }
+            if cluster.has_quorum && !observed.force {
+                return Step::Fail(Refusal::new(
+                    reasons::QUORUM_HELD,
+                    "the cluster still has quorum: restoring would replace its data with the \
+                     snapshot's; set spec.force to do that anyway",
+                ));
+            }
+            cluster.next_ordinal
+        }
+    };
+    Step::Start {
+        seed_member: format!("{}-{next_ordinal}", observed.cluster_name),
+    }
+}
+
+/// Old members go: their PVCs are labelled retained first, then their Pods are deleted.
+fn retire_old_members(cluster: &ClusterState) -> Option<Step> {
+    if let Some((name, _)) = cluster.old_pvcs.iter().find(|(_, retained)| !**retained) {
+        return Some(Step::RetainPvc { name: name.clone() });
+    }
+    if let Some((name, _)) = cluster
+        .old_pods
+        .iter()
+        .find(|(_, terminating)| !**terminating)
+    {
+        return Some(Step::DeleteOldPod { name: name.clone() });
+    }
+    cluster
+        .old_pods
+        .keys()
+        .next()
+        .map(|name| Step::Wait(Waiting::OldPodTerminating(name.clone())))
+}
+
+fn after_hand_over(observed: &Observed) -> Step {
+    let Some(cluster) = &observed.cluster else {
+        return Step::Fail(Refusal::new(
+            reasons::CLUSTER_DELETED,
+            "the EtcdCluster was deleted while it grew back",
+        ));
+    };
+    if cluster.held_by.as_deref() == Some(observed.name.as_str()) {
+        return Step::Release;
+    }
+    let restored = observed.progress.restored_revision.unwrap_or(0);
+    let serves_restored = observed
+        .seed
+        .serving_revision
+        .is_some_and(|revision| revision >= restored);
+    if cluster.available_at_size && cluster.seed_is_member && serves_restored {
+        Step::Succeed
+    } else {
+        Step::Wait(Waiting::GrowingBack)
+    }
+}
+
+/// After a failure: a seed that never ran is removed, then the hold is released, leaving the
+/// cluster as the cluster operator had it (old Pods kept unless `force` took them down).
+fn clean_up(observed: &Observed) -> Step {
+    let progress = &observed.progress;
+    let seed_never_ran = progress.restored_revision.is_none() && !progress.handed_over;
+    if seed_never_ran && progress.seed_member.is_some() {
+        if let Some(pod) = &observed.seed.pod {
+            return if pod.terminating {
+                Step::Wait(Waiting::SeedTerminating)
+            } else {
+                Step::DeleteSeedPod
+            };
+        }
+        if observed.seed.pvc {
+            return Step::DeleteSeedPvc;
+        }
+    }
+    match &observed.cluster {
+        Some(cluster) if cluster.held_by.as_deref() == Some(observed.name.as_str()) => {
+            Step::Release
+        }
+        _ => Step::Done,
+    }
+}
+
+fn held_by_other(holder: &str) -> Refusal {
+    Refusal::new(
+        reasons::RESTORE_IN_PROGRESS,
+        format!("EtcdRestore {holder} is already restoring this cluster"),
+    )
+}
+
+fn first_error(observed: &Observed) -> Refusal {
+    match (&observed.source, &observed.credentials) {
+        (Err(e), _) | (_, Err(e)) => e.clone(),
+        _ => Refusal::new("SeedPreparationFailed", "the seed could not be built"),
+    }
+}
+
+/// The reasons a seed report may carry, as `'static` strings for [`Refusal`].
+fn reason_str(reason: &str) -> &'static str {
+    const KNOWN: [&str; 10] = [
+        "InvalidChecksum",
+        "ObjectNotFound",
+        "BucketNotFound",
+        "CredentialsRejected",
+        "S3Unavailable",
+        "DownloadFailed",
+        "ChecksumMismatch",
+        "TrailerInvalid",
+        "RestoreFailed",
+        "Io",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|known| *known == reason)
+        .unwrap_or("SeedPreparationFailed")
+}
+
+#[cfg(test)]
+mod tests;

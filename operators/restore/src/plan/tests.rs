@@ -1,0 +1,364 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+fn snapshot() -> Snapshot {
+    Snapshot {
+        connection: etcd_api::S3Connection {
+            bucket: "b".into(),
+            ..Default::default()
+        },
+        key: "k".into(),
+        sha256: Some("ab".repeat(32)),
+        revision: Some(40),
+    }
+}
+
+/// A 3-member cluster that lost quorum: Pods and PVCs main-0..2 exist.
+fn lost_cluster() -> ClusterState {
+    ClusterState {
+        held_by: None,
+        has_quorum: false,
+        size: 3,
+        available_at_size: false,
+        seed_is_member: false,
+        next_ordinal: 3,
+        old_pods: (0..3).map(|i| (format!("main-{i}"), false)).collect(),
+        old_pvcs: (0..3).map(|i| (format!("main-{i}"), false)).collect(),
+    }
+}
+
+fn fresh() -> Observed {
+    Observed {
+        progress: Progress::default(),
+        force: false,
+        can_create_cluster: false,
+        name: "r1".into(),
+        cluster_name: "main".into(),
+        source: Ok(snapshot()),
+        credentials: Ok(()),
+        cluster: Some(lost_cluster()),
+        seed: SeedState::default(),
+    }
+}
+
+/// Started and held, nothing of the seed yet.
+fn started() -> Observed {
+    let mut o = fresh();
+    o.progress.seed_member = Some("main-3".into());
+    o.cluster.as_mut().unwrap().held_by = Some("r1".into());
+    o
+}
+
+fn seed_pod() -> SeedPod {
+    SeedPod::default()
+}
+
+fn reason(step: Step) -> &'static str {
+    match step {
+        Step::Fail(refusal) => refusal.reason,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn refusals_before_anything_is_touched() {
+    let mut o = fresh();
+    o.source = Err(Refusal::new("BackupNotFound", "EtcdBackup b1 not found"));
+    assert_eq!(reason(next_step(&o)), "BackupNotFound");
+
+    let mut o = fresh();
+    o.credentials = Err(Refusal::new("SecretNotFound", "Secret s3 not found"));
+    assert_eq!(reason(next_step(&o)), "SecretNotFound");
+
+    let mut o = fresh();
+    o.cluster = None;
+    assert_eq!(reason(next_step(&o)), reasons::CLUSTER_NOT_FOUND);
+
+    let mut o = fresh();
+    o.cluster.as_mut().unwrap().has_quorum = true;
+    let Step::Fail(refusal) = next_step(&o) else {
+        panic!()
+    };
+    assert_eq!(refusal.reason, reasons::QUORUM_HELD);
+    assert!(
+        refusal.message.contains("spec.force"),
+        "{}",
+        refusal.message
+    );
+
+    let mut o = fresh();
+    o.cluster.as_mut().unwrap().held_by = Some("other".into());
+    assert_eq!(reason(next_step(&o)), reasons::RESTORE_IN_PROGRESS);
+}
+
+#[test]
+fn start_names_the_seed_above_every_ordinal_in_use() {
+    assert_eq!(
+        next_step(&fresh()),
+        Step::Start {
+            seed_member: "main-3".into()
+        }
+    );
+    // force overrides a held quorum.
+    let mut o = fresh();
+    o.force = true;
+    o.cluster.as_mut().unwrap().has_quorum = true;
+    assert!(matches!(next_step(&o), Step::Start { .. }));
+    // A new cluster starts at ordinal 0, and is created (held) right after the start.
+    let mut o = fresh();
+    o.cluster = None;
+    o.can_create_cluster = true;
+    assert_eq!(
+        next_step(&o),
+        Step::Start {
+            seed_member: "main-0".into()
+        }
+    );
+    o.progress.seed_member = Some("main-0".into());
+    assert_eq!(next_step(&o), Step::CreateCluster);
+}
+
+#[test]
+fn quorum_is_judged_only_before_the_start() {
+    // Once started, the seed itself may answer as a one-member quorum: not a reason to stop.
+    let mut o = started();
+    o.cluster.as_mut().unwrap().has_quorum = true;
+    assert_eq!(next_step(&o), Step::CreateSeedPvc);
+}
+
+#[test]
+fn hold_before_the_seed_and_never_take_another_restores_hold() {
+    let mut o = started();
+    o.cluster.as_mut().unwrap().held_by = None;
+    assert_eq!(next_step(&o), Step::Hold);
+    o.cluster.as_mut().unwrap().held_by = Some("r0".into());
+    assert_eq!(reason(next_step(&o)), reasons::RESTORE_IN_PROGRESS);
+}
+
+#[test]
+fn without_force_old_members_stay_until_the_seed_answers() {
+    let mut o = started();
+    assert_eq!(next_step(&o), Step::CreateSeedPvc);
+    o.seed.pvc = true;
+    assert_eq!(next_step(&o), Step::CreateSeedPod);
+    o.seed.pod = Some(seed_pod());
+    assert_eq!(
+        next_step(&o),
+        Step::Wait(Waiting::SeedStarting { detail: None })
+    );
+    // The seed answers: its revision is recorded first (the init container's report wins).
+    o.seed.pod.as_mut().unwrap().prepared_revision = Some(40);
+    o.seed.serving_revision = Some(41);
+    assert_eq!(next_step(&o), Step::RecordSeed { revision: 40 });
+    o.progress.restored_revision = Some(40);
+    // Then every old PVC is retained before any old Pod is deleted.
+    for i in 0..3 {
+        assert_eq!(
+            next_step(&o),
+            Step::RetainPvc {
+                name: format!("main-{i}")
+            }
+        );
+        o.cluster
+            .as_mut()
+            .unwrap()
+            .old_pvcs
+            .insert(format!("main-{i}"), true);
+    }
+    assert_eq!(
+        next_step(&o),
+        Step::DeleteOldPod {
+            name: "main-0".into()
+        }
+    );
+    for i in 0..3 {
+        o.cluster
+            .as_mut()
+            .unwrap()
+            .old_pods
+            .insert(format!("main-{i}"), true);
+    }
+    assert_eq!(
+        next_step(&o),
+        Step::Wait(Waiting::OldPodTerminating("main-0".into()))
+    );
+    o.cluster.as_mut().unwrap().old_pods.clear();
+    assert_eq!(next_step(&o), Step::HandOver);
+}
+
+#[test]
+fn with_force_old_members_go_before_the_seed() {
+    let mut o = started();
+    o.force = true;
+    assert_eq!(
+        next_step(&o),
+        Step::RetainPvc {
+            name: "main-0".into()
+        }
+    );
+    let cluster = o.cluster.as_mut().unwrap();
+    cluster.old_pvcs.values_mut().for_each(|r| *r = true);
+    assert_eq!(
+        next_step(&o),
+        Step::DeleteOldPod {
+            name: "main-0".into()
+        }
+    );
+    o.cluster.as_mut().unwrap().old_pods.clear();
+    assert_eq!(next_step(&o), Step::CreateSeedPvc);
+}
+
+#[test]
+fn a_final_init_failure_fails_and_a_transient_one_waits() {
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(SeedPod {
+        init_failure: Some(InitFailure {
+            reason: "S3Unavailable".into(),
+            message: "connection refused".into(),
+            permanent: false,
+        }),
+        ..seed_pod()
+    });
+    let Step::Wait(Waiting::SeedStarting {
+        detail: Some(detail),
+    }) = next_step(&o)
+    else {
+        panic!("{:?}", next_step(&o))
+    };
+    assert!(detail.contains("S3Unavailable"), "{detail}");
+
+    o.seed.pod.as_mut().unwrap().init_failure = Some(InitFailure {
+        reason: "ChecksumMismatch".into(),
+        message: "the recorded SHA-256 is ab…".into(),
+        permanent: true,
+    });
+    let Step::Fail(refusal) = next_step(&o) else {
+        panic!()
+    };
+    assert_eq!(refusal.reason, "ChecksumMismatch");
+    assert!(refusal.message.contains("main-3"), "{}", refusal.message);
+}
+
+#[test]
+fn after_a_failure_the_seed_that_never_ran_is_removed_then_the_hold_released() {
+    let mut o = started();
+    o.progress.finished = Some(Outcome::Failed);
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    assert_eq!(next_step(&o), Step::DeleteSeedPod);
+    o.seed.pod.as_mut().unwrap().terminating = true;
+    assert_eq!(next_step(&o), Step::Wait(Waiting::SeedTerminating));
+    o.seed.pod = None;
+    assert_eq!(next_step(&o), Step::DeleteSeedPvc);
+    o.seed.pvc = false;
+    assert_eq!(next_step(&o), Step::Release);
+    o.cluster.as_mut().unwrap().held_by = None;
+    assert_eq!(next_step(&o), Step::Done);
+    // The old members were never touched on the way.
+    assert_eq!(
+        o.cluster.unwrap(),
+        ClusterState {
+            held_by: None,
+            ..lost_cluster()
+        }
+    );
+}
+
+#[test]
+fn a_seed_that_served_is_never_removed_after_a_failure() {
+    let mut o = started();
+    o.progress.finished = Some(Outcome::Failed);
+    o.progress.restored_revision = Some(40);
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    assert_eq!(next_step(&o), Step::Release);
+    // Failed before the start: nothing was ever created.
+    let mut o = fresh();
+    o.progress.finished = Some(Outcome::Failed);
+    assert_eq!(next_step(&o), Step::Done);
+}
+
+#[test]
+fn hand_over_is_recorded_then_released_then_success_waits_for_full_size() {
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    o.seed.serving_revision = Some(40);
+    o.progress.restored_revision = Some(40);
+    o.progress.handed_over = true;
+    let cluster = o.cluster.as_mut().unwrap();
+    cluster.old_pods.clear();
+    // Crash after recording HandedOver, before releasing: release.
+    assert_eq!(next_step(&o), Step::Release);
+    o.cluster.as_mut().unwrap().held_by = None;
+    assert_eq!(next_step(&o), Step::Wait(Waiting::GrowingBack));
+    let cluster = o.cluster.as_mut().unwrap();
+    cluster.available_at_size = true;
+    assert_eq!(
+        next_step(&o),
+        Step::Wait(Waiting::GrowingBack),
+        "Available, but without the seed it is not the restored cluster"
+    );
+    o.cluster.as_mut().unwrap().seed_is_member = true;
+    o.seed.serving_revision = Some(39);
+    assert_eq!(next_step(&o), Step::Wait(Waiting::GrowingBack));
+    o.seed.serving_revision = Some(45);
+    assert_eq!(next_step(&o), Step::Succeed);
+    o.progress.finished = Some(Outcome::Succeeded);
+    assert_eq!(next_step(&o), Step::Done);
+}
+
+#[test]
+fn a_cluster_deleted_mid_restore_fails_it() {
+    let mut o = started();
+    o.cluster = None;
+    assert_eq!(reason(next_step(&o)), reasons::CLUSTER_DELETED);
+    o.progress.handed_over = true;
+    assert_eq!(reason(next_step(&o)), reasons::CLUSTER_DELETED);
+}
+
+#[test]
+fn a_source_gone_before_the_seed_pod_fails_cleanly() {
+    let mut o = started();
+    o.seed.pvc = true;
+    o.source = Err(Refusal::new("BackupNotFound", "EtcdBackup b1 not found"));
+    assert_eq!(reason(next_step(&o)), "BackupNotFound");
+    // Once the seed Pod exists, the source is no longer needed.
+    o.seed.pod = Some(seed_pod());
+    assert!(matches!(next_step(&o), Step::Wait(_)));
+}
+
+/// Every reachable state of a restore that lost quorum walks to `HandOver` without deleting
+/// an old Pod before its PVC is retained, and (without force) before the seed answered.
+#[test]
+fn old_pods_are_deleted_only_after_their_pvcs_are_retained() {
+    for force in [false, true] {
+        let mut o = started();
+        o.force = force;
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            assert!(steps < 50, "no progress");
+            match next_step(&o) {
+                Step::RetainPvc { name } => {
+                    o.cluster.as_mut().unwrap().old_pvcs.insert(name, true);
+                }
+                Step::DeleteOldPod { name } => {
+                    let cluster = o.cluster.as_ref().unwrap();
+                    assert!(cluster.old_pvcs.values().all(|r| *r));
+                    assert!(force || o.progress.restored_revision.is_some());
+                    o.cluster.as_mut().unwrap().old_pods.remove(&name);
+                }
+                Step::CreateSeedPvc => o.seed.pvc = true,
+                Step::CreateSeedPod => o.seed.pod = Some(seed_pod()),
+                Step::Wait(Waiting::SeedStarting { .. }) => o.seed.serving_revision = Some(40),
+                Step::RecordSeed { revision } => o.progress.restored_revision = Some(revision),
+                Step::HandOver => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(o.cluster.unwrap().old_pods.is_empty());
+    }
+}
