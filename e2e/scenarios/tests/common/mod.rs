@@ -1,5 +1,7 @@
 //! Shared by the scenarios: a local control plane with the chart installed, waits on EtcdCluster
-//! status, and a background writer that records every acknowledged write.
+//! status, a background writer that records every acknowledged write, and what the backup and
+//! restore scenarios share: the S3 store in a Pod, keys written with their revisions, on-demand
+//! EtcdBackups.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -7,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_api::EtcdCluster;
-use k8s_openapi::api::core::v1::Service;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use etcd_api::{BackupArtifact, BackupPhase, EtcdBackup, EtcdCluster};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -29,15 +32,21 @@ pub fn workspace() -> PathBuf {
 const OPERATOR_BINARIES: &[&str] = &["etcd-cluster-operator", "etcd-backup-operator"];
 
 fn check_binaries(localkube: &Path) {
-    let dir = localkube.parent().unwrap();
     for bin in OPERATOR_BINARIES {
-        assert!(
-            dir.join(bin).exists(),
-            "{} is missing: the scenarios run the workspace's operator binaries; build them with \
-             `cargo build --workspace` (cargo nextest run --workspace does)",
-            dir.join(bin).display()
-        );
+        check_operator_binary(localkube, bin);
     }
+}
+
+/// Fails, naming the build command, when an operator binary the chart runs is not built next to
+/// `localkube`.
+pub fn check_operator_binary(localkube: &Path, bin: &str) {
+    let path = localkube.parent().unwrap().join(bin);
+    assert!(
+        path.exists(),
+        "{} is missing: the scenarios run the workspace's operator binaries; build them with \
+         `cargo build --workspace` (cargo nextest run --workspace does)",
+        path.display()
+    );
 }
 
 pub struct Env {
@@ -387,4 +396,359 @@ impl Env {
             panic!("helm upgrade failed: {e}\n{}", self.diagnostics());
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// S3, keys and backups: shared by the backup and restore scenarios.
+
+/// The bucket the scenarios' backups go to (created from the host by [`s3_from_host`]).
+pub const BUCKET: &str = "etcd-backups";
+/// The S3 Service as Pods reach it, through cluster DNS.
+pub const S3_ENDPOINT: &str = "http://s3.db.svc.cluster.local:8333";
+/// The credentials Secret ([`start_s3`] creates it; weed without an S3 config accepts any).
+pub const S3_SECRET: &str = "etcd-backup-s3";
+/// Generous for a 2-core machine shared with other scenarios.
+const S3_STEP: Duration = Duration::from_secs(180);
+
+/// Applies the S3 Pod and Service and the credentials Secret; [`s3_from_host`] waits for them.
+pub fn start_s3(env: &Env) {
+    let weed = test_support::Tools::from_env().weed().unwrap();
+    env.apply(&s3_manifests(&weed.display().to_string()))
+        .unwrap_or_else(|e| panic!("applying the S3 Pod: {e}"));
+    env.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {S3_SECRET}}}\nstringData:\n  \
+         AWS_ACCESS_KEY_ID: e2e-access\n  AWS_SECRET_ACCESS_KEY: e2e-secret\n"
+    ))
+    .unwrap();
+}
+
+/// The SeaweedFS Pod (the host's `weed` through the busybox image, data in an emptyDir) and its
+/// Service. Explicit ports and socket paths: a Pod sees the host's filesystem, so weed's default
+/// sockets under /tmp would clash with other weed servers on the machine.
+pub fn s3_manifests(weed: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: s3
+  labels: {{app: s3}}
+spec:
+  containers:
+    - name: weed
+      image: busybox
+      command: ["{weed}"]
+      args:
+        - mini
+        - -dir=/data
+        - -ip=$(POD_IP)
+        - -ip.bind=0.0.0.0
+        - -master.port=9333
+        - -volume.port=8080
+        - -filer.port=8888
+        - -s3.port=8333
+        - -admin.port=23646
+        - -master.telemetry=false
+        - -admin.ui=false
+        - -webdav=false
+        - -s3.port.iceberg=0
+        - -s3.port.lance=0
+        - -filer.localSocket=/data/filer.sock
+        - -s3.localSocket=/data/s3.sock
+      env:
+        - name: POD_IP
+          valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
+      ports: [{{name: s3, containerPort: 8333}}]
+      readinessProbe:
+        tcpSocket: {{port: 8333}}
+        periodSeconds: 1
+      volumeMounts: [{{name: data, mountPath: /data}}]
+  volumes: [{{name: data, emptyDir: {{}}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: s3}}
+spec:
+  selector: {{app: s3}}
+  ports: [{{name: s3, port: 8333, targetPort: 8333}}]
+"#
+    )
+}
+
+/// An on-demand EtcdBackup of `cluster` as examples/backup.yaml writes one.
+pub fn on_demand_backup(name: &str, cluster: &str, prefix: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdBackup\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {cluster}\n  s3:\n    bucket: {BUCKET}\n    prefix: {prefix}\n    \
+         endpoint: {S3_ENDPOINT}\n    region: us-east-1\n    forcePathStyle: true\n    \
+         credentialsSecretRef: {{name: {secret}}}\n  timeoutSeconds: 120\n"
+    )
+}
+
+/// Waits for the S3 Pod to be Ready and creates the bucket from the host through the Service's
+/// ClusterIP (localkube's proxy). Returns that client.
+pub async fn s3_from_host(env: &Env) -> aws_sdk_s3::Client {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + S3_STEP;
+    loop {
+        let ready = pods.get_opt("s3").await.ok().flatten().is_some_and(|p| {
+            p.status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        });
+        if ready {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(env, "the S3 Pod is not Ready");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let services: Api<Service> = Api::namespaced(env.client.clone(), NS);
+    let ip = services
+        .get("s3")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "e2e-access",
+            "e2e-secret",
+            None,
+            None,
+            "e2e",
+        ))
+        .endpoint_url(format!("http://{ip}:8333"))
+        .force_path_style(true)
+        .build();
+    let s3 = aws_sdk_s3::Client::from_conf(config);
+    // The S3 port opens before the filer behind it serves: retry until the bucket is made.
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        match s3.create_bucket().bucket(BUCKET).send().await {
+            Ok(_) => return s3,
+            Err(e) => last = aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    fail(
+        env,
+        &format!("creating bucket {BUCKET} through {ip}:8333: {last}"),
+    )
+}
+
+/// Keys written by [`write_keys`], each acknowledged by etcd.
+pub struct Written {
+    /// Key → value.
+    pub keys: BTreeMap<String, String>,
+    /// Key → the revision in the header of the put's response (the last attempt's, when a put
+    /// was retried).
+    pub revisions: BTreeMap<String, i64>,
+    /// The cluster's revision once every key was acknowledged.
+    pub revision: i64,
+}
+
+/// Writes `keys` through the cluster's client Service, one after another. A put that fails (the
+/// connection through the proxy dropped) is retried on a new connection: the same key and
+/// value, so a retry of a put that did apply changes nothing that is checked.
+pub async fn write_keys(
+    env: &Env,
+    cluster: &str,
+    keys: impl IntoIterator<Item = (String, String)>,
+) -> Written {
+    let url = env.client_url(cluster).await;
+    let deadline = tokio::time::Instant::now() + S3_STEP;
+    let mut client: Option<etcd_client::Client> = None;
+    let mut written = Written {
+        keys: BTreeMap::new(),
+        revisions: BTreeMap::new(),
+        revision: 0,
+    };
+    let mut last = String::new();
+    for (key, value) in keys {
+        loop {
+            if tokio::time::Instant::now() > deadline {
+                fail(env, &format!("writing {key} through {url}: {last}"));
+            }
+            if client.is_none() {
+                let options = etcd_client::ConnectOptions::new()
+                    .with_connect_timeout(Duration::from_secs(2))
+                    .with_timeout(Duration::from_secs(5));
+                match etcd_client::Client::connect([url.as_str()], Some(options)).await {
+                    Ok(c) => client = Some(c),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if let Some(c) = client.as_mut() {
+                match c.put(key.as_str(), value.as_str(), None).await {
+                    Ok(put) => {
+                        let revision = put.header().unwrap().revision();
+                        written.revision = revision;
+                        written.revisions.insert(key.clone(), revision);
+                        break;
+                    }
+                    Err(e) => {
+                        last = e.to_string();
+                        client = None;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        written.keys.insert(key, value);
+    }
+    written
+}
+
+/// Waits until the EtcdBackup is Succeeded or Failed.
+pub async fn wait_backup_finished(env: &Env, name: &str) -> EtcdBackup {
+    let backups: Api<EtcdBackup> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + S3_STEP;
+    loop {
+        if let Ok(b) = backups.get(name).await
+            && b.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(BackupPhase::is_finished)
+        {
+            return b;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(
+                env,
+                &format!("EtcdBackup {name} did not finish within {S3_STEP:?}"),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The object key of an artifact of `cluster` under `prefix`:
+/// `<prefix><cluster>/<time>-rev<n>-<uid>.db`.
+pub fn object_key(artifact: &BackupArtifact, prefix: &str, cluster: &str) -> String {
+    let key = artifact
+        .uri
+        .strip_prefix(&format!("s3://{BUCKET}/"))
+        .unwrap_or_else(|| panic!("{} is not in {BUCKET}", artifact.uri));
+    assert!(
+        key.starts_with(&format!("{prefix}{cluster}/")) && key.ends_with(".db"),
+        "{key}"
+    );
+    key.to_owned()
+}
+
+pub async fn get_object(s3: &aws_sdk_s3::Client, key: &str) -> Vec<u8> {
+    let object = s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {key}: {}", aws_sdk_s3::error::DisplayErrorContext(&e)));
+    object.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+pub async fn put_object(s3: &aws_sdk_s3::Client, key: &str, bytes: Vec<u8>) {
+    s3.put_object()
+        .bucket(BUCKET)
+        .key(key)
+        .body(bytes.into())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PUT {key}: {}", aws_sdk_s3::error::DisplayErrorContext(&e)));
+}
+
+pub async fn list_keys(
+    s3: &aws_sdk_s3::Client,
+    prefix: &str,
+) -> std::collections::BTreeSet<String> {
+    let listed = s3
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "LIST {prefix}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            )
+        });
+    listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect()
+}
+
+/// Panics with `what` and everything a human would look at: the common diagnostics, the
+/// EtcdBackups and EtcdRestores, the backup and restore operators' logs, the CronJob's Jobs and
+/// their Pods' logs, the logs of the etcd Pods (init containers too), the S3 Pod.
+pub fn fail(env: &Env, what: &str) -> ! {
+    let mut out = env.diagnostics();
+    for args in [
+        vec!["get", "etcdbackups", "-n", NS, "-o", "yaml"],
+        vec!["get", "etcdrestores", "-n", NS, "-o", "yaml"],
+        vec!["get", "pvc", "-n", NS, "--show-labels"],
+        vec![
+            "get",
+            "cronjobs,jobs,pods",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-o",
+            "wide",
+        ],
+        vec![
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=backup-operator",
+            "--tail",
+            "100",
+        ],
+        vec![
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=restore-operator",
+            "--tail",
+            "150",
+        ],
+        vec![
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=scheduled-backup",
+            "--prefix",
+            "--tail",
+            "40",
+        ],
+        vec![
+            "logs",
+            "-n",
+            NS,
+            "-l",
+            "etcd.operator.rs/cluster",
+            "--all-containers",
+            "--prefix",
+            "--tail",
+            "30",
+        ],
+        vec!["logs", "-n", NS, "s3", "--tail", "30"],
+    ] {
+        let text = env.try_kubectl(&args).unwrap_or_else(|e| e);
+        out.push_str(&format!("----- kubectl {}\n{text}\n", args.join(" ")));
+    }
+    panic!("{what}\n{out}");
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
