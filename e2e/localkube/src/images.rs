@@ -5,7 +5,8 @@
 //!   `/usr/local/bin`, as the upstream images lay them out;
 //! - `localkube.io/localkube` → this localkube binary (used by tests for in-cluster clients);
 //! - the chart's operator image (`ghcr.io/etcd-operator-rs/etcd-operator`, any tag) → the
-//!   operator binaries built next to this localkube binary, at `/usr/local/bin`;
+//!   operator binaries built next to this localkube binary and etcd 3.5's `etcdutl` (the
+//!   Dockerfile copies it into the image for the restore's seed), at `/usr/local/bin`;
 //! - `busybox` → the host's own tools (a container sees the host's filesystem plus its mounts).
 //!
 //! A user's file replaces the default entirely; see e2e/README.md for the format.
@@ -57,6 +58,36 @@ fn etcd_bin_dir(state_dir: &Path, tools: &Path, minor: &str) -> Result<Option<Pa
     Ok(any.then_some(dir))
 }
 
+/// The operator image's `/usr/local/bin`: the operator binaries of `exe_dir` and etcdutl 3.5.
+fn operator_bin_dir(
+    state_dir: &Path,
+    exe_dir: &Path,
+    tools: Option<&Path>,
+) -> Result<PathBuf, BoxError> {
+    let dir = state_dir.join("images").join("operator");
+    std::fs::create_dir_all(&dir)?;
+    let mut links: Vec<(PathBuf, &str)> = OPERATOR_BINARIES
+        .iter()
+        .map(|name| (exe_dir.join(name), *name))
+        .collect();
+    if let Some(etcdutl) = tools.and_then(|t| std::fs::canonicalize(t.join("etcdutl-3.5")).ok()) {
+        links.push((etcdutl, "etcdutl"));
+    }
+    for (target, name) in links {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link)?;
+    }
+    Ok(dir)
+}
+
+/// The binaries of the operator image (the Dockerfile's).
+const OPERATOR_BINARIES: [&str; 3] = [
+    "etcd-cluster-operator",
+    "etcd-backup-operator",
+    "etcd-restore-operator",
+];
+
 fn default_map(state_dir: &Path, tools_dir: Option<&Path>) -> Result<String, BoxError> {
     let mut out = String::from("# Written by localkube up (the default image map).\nimages:\n");
     if let Some(tools) = tools_dir {
@@ -79,11 +110,13 @@ fn default_map(state_dir: &Path, tools_dir: Option<&Path>) -> Result<String, Box
             exe_dir.display()
         ));
         // The chart's default operator image: the workspace's own build of the three operator
-        // binaries, which sit next to this localkube binary (same cargo target directory), at
-        // /usr/local/bin as the Dockerfile installs them.
+        // binaries, which sit next to this localkube binary (same cargo target directory), plus
+        // etcdutl, at /usr/local/bin as the Dockerfile installs them. Symlinks by path, so a
+        // rebuilt binary is what the next container runs.
+        let dir = operator_bin_dir(state_dir, exe_dir, tools_dir)?;
         out.push_str(&format!(
             "- repository: {OPERATOR_REPOSITORY}\n  mounts: [{{hostPath: \"{}\", mountPath: /usr/local/bin}}]\n  env: {{PATH: \"{HOST_PATH}\"}}\n",
-            exe_dir.display()
+            dir.display()
         ));
     }
     out.push_str(&format!(
