@@ -259,8 +259,10 @@ fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
         .iter()
         .map(|name| (name.clone(), cluster.peer_url(name)))
         .collect();
+    // A volume being deleted is data going away: no Pod is started on it.
+    let has_data = |member: &String| observed.pvcs.get(member).is_some_and(|p| !p.terminating);
     for member in &observed.last_known_members {
-        if !observed.pods.contains_key(member) && observed.pvcs.contains_key(member) {
+        if !observed.pods.contains_key(member) && has_data(member) {
             return Action::CreateMemberPod {
                 member: member.clone(),
                 initial_cluster: initial_cluster.clone(),
@@ -272,7 +274,7 @@ fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
     let with_data = observed
         .last_known_members
         .iter()
-        .filter(|m| observed.pvcs.contains_key(*m))
+        .filter(|m| has_data(m))
         .count();
     if with_data < quorum(observed.last_known_members.len()) {
         return Action::Wait(WaitReason::ClusterLost);

@@ -458,6 +458,21 @@ fn no_member_answering_is_reported_and_nothing_is_touched() {
     );
 }
 
+/// Two members' Pods and volumes deleted while quorum is gone: their PVCs are still terminating
+/// (pvc-protection waits for the Pods). No Pod is started on a volume being deleted: that would
+/// keep data the user is deleting, and the cluster is reported lost instead.
+#[test]
+fn no_pod_is_started_on_a_volume_being_deleted() {
+    let mut observed = cluster(3, V35)
+        .existed(&[0, 1, 2], V35)
+        .pods(&[0])
+        .pvcs(&[0, 1, 2]);
+    for member in [name(1), name(2)] {
+        observed.pvcs.get_mut(&member).unwrap().terminating = true;
+    }
+    assert_eq!(plan(&observed), Action::Wait(WaitReason::ClusterLost));
+}
+
 #[test]
 fn most_volumes_lost_needs_a_restore() {
     let observed = cluster(3, V35)
