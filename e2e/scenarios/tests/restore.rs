@@ -1,0 +1,978 @@
+//! The restore operator end to end: the chart installed with helm on the local control plane
+//! (the cluster, backup and restore operators in their Pods), real etcd members in Pods and a
+//! real S3 store (SeaweedFS) in a Pod behind a Service.
+//!
+//! - A 3-member cluster loses two members with their data; an EtcdRestore of an on-demand
+//!   backup rebuilds it from a seed on a new ordinal, the cluster operator grows it back to 3,
+//!   and it holds exactly the keys acknowledged up to the backup's revision. The surviving old
+//!   member's PVC is kept, labelled as retained by the restore.
+//! - Every refusal the contract names (`BackupNotFound`, `BackupNotSucceeded`, `ClusterNotFound`,
+//!   `SecretNotFound`, `QuorumHeld`, `ChecksumMismatch`) fails the EtcdRestore and leaves the
+//!   existing cluster untouched: its Pods and PVCs (same UIDs), no `restoring` annotation left,
+//!   no PVC labelled as retained; a restore into a new cluster name with `clusterSpec` creates
+//!   the cluster from the backup.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::*;
+use etcd_api::{BackupArtifact, BackupPhase, ClusterPhase, EtcdCluster, EtcdRestore, RestorePhase};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::Api;
+use kube::api::ListParams;
+use sha2::{Digest, Sha256};
+
+const VERSION: &str = "3.5.1";
+/// The hand-over contract (etcd-api's restore.rs): the annotation the restore operator puts on
+/// the EtcdCluster while it rebuilds it, and the label of the old members' PVCs it keeps.
+const RESTORING_ANNOTATION: &str = "etcd.operator.rs/restoring";
+const RETAINED_LABEL: &str = "etcd.operator.rs/retained-by-restore";
+/// The label of every Pod and PVC of an EtcdCluster (the cluster operator's build.rs).
+const CLUSTER_LABEL: &str = "etcd.operator.rs/cluster";
+const PREFIX: &str = "manual/";
+/// Keys written before the backup, and again after it.
+const KEYS: usize = 30;
+/// Generous for a 2-core machine.
+const STEP: Duration = Duration::from_secs(240);
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a refused restore may take to drop the annotation after reporting Failed.
+const SETTLE: Duration = Duration::from_secs(15);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_keys() {
+    let clock = tokio::time::Instant::now();
+    let env = start_env().await;
+    start_s3(&env);
+    env.apply(&cluster_yaml("main", 3, VERSION)).unwrap();
+    let _s3 = s3_from_host(&env).await;
+    env.wait_available("main", 3, VERSION, STEP).await;
+    eprintln!("[{:?}] main Available with 3 members", clock.elapsed());
+
+    let before = write_keys(&env, "main", keys("e2e/before-", KEYS)).await;
+    env.apply(&on_demand_backup(
+        "main-backup-1",
+        "main",
+        PREFIX,
+        S3_SECRET,
+    ))
+    .unwrap();
+    let artifact = succeeded_backup(&env, "main-backup-1").await;
+    assert!(
+        artifact.revision >= before.revision,
+        "the backup's revision {} is below the last acknowledged write's {}",
+        artifact.revision,
+        before.revision
+    );
+    // Acknowledged after the backup Succeeded: each at a revision above the snapshot's.
+    let after = write_keys(&env, "main", keys("e2e/after-", KEYS)).await;
+    let early: Vec<_> = after
+        .revisions
+        .iter()
+        .filter(|(_, r)| **r <= artifact.revision)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "writes acknowledged after the backup at revisions <= {}: {early:?}",
+        artifact.revision
+    );
+    eprintln!(
+        "[{:?}] backup at revision {}; {} keys before it, {} after (revisions {}..={})",
+        clock.elapsed(),
+        artifact.revision,
+        before.keys.len(),
+        after.keys.len(),
+        after.revisions.values().min().unwrap(),
+        after.revision
+    );
+
+    // Quorum loss: two of three members go with their data, in one request so that the
+    // operator never sees one of them gone while the other two still hold quorum (it would
+    // replace it). The PVCs go first: pvc-protection keeps them until their Pods are gone.
+    let old = footprint(&env, "main").await;
+    let old_members: BTreeSet<String> = old.pods.keys().cloned().collect();
+    assert_eq!(
+        old_members,
+        BTreeSet::from([
+            "main-0".to_owned(),
+            "main-1".to_owned(),
+            "main-2".to_owned()
+        ]),
+        "{old:?}"
+    );
+    env.kubectl(&[
+        "delete",
+        "-n",
+        NS,
+        "pvc/main-1",
+        "pvc/main-2",
+        "pod/main-1",
+        "pod/main-2",
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+    ]);
+    let lost = env
+        .wait_status("main", "quorum loss reported", STEP, quorum_loss_reported)
+        .await;
+    wait_pvcs_gone(&env, &["main-1", "main-2"]).await;
+    let survivor = footprint(&env, "main").await;
+    if survivor.pods.keys().collect::<Vec<_>>() != ["main-0"]
+        || survivor.pvcs.keys().collect::<Vec<_>>() != ["main-0"]
+    {
+        fail(
+            &env,
+            &format!(
+                "after the quorum loss only main-0 (Pod and PVC) should be left: {survivor:?}"
+            ),
+        );
+    }
+    eprintln!(
+        "[{:?}] quorum loss reported: phase {:?}, {}",
+        clock.elapsed(),
+        lost.status.as_ref().and_then(|s| s.phase),
+        conditions_line(&lost)
+    );
+
+    // The restore, as examples/restore.yaml writes it.
+    env.apply(&restore_yaml(
+        "main-restore-1",
+        "main",
+        &Source::Backup("main-backup-1"),
+        None,
+        false,
+    ))
+    .unwrap();
+    let (restore, seen) = wait_restore(&env, "main-restore-1", "main", RESTORE_TIMEOUT).await;
+    let status = restore.status.clone().unwrap_or_default();
+    if status.phase != Some(RestorePhase::Succeeded) {
+        fail(
+            &env,
+            &format!("main-restore-1 did not succeed: {status:?}\nseen: {seen:?}"),
+        );
+    }
+    eprintln!(
+        "[{:?}] main-restore-1 Succeeded; seen: {seen:?}",
+        clock.elapsed()
+    );
+
+    // Succeeded only once the cluster is Available at full size: no waiting here.
+    let cluster = env.clusters().get("main").await.unwrap();
+    if !available_at(&cluster, 3, VERSION) {
+        fail(
+            &env,
+            &format!(
+                "main-restore-1 is Succeeded but main is not Available with 3 members on \
+                 {VERSION}: {:?}",
+                cluster.status
+            ),
+        );
+    }
+    assert!(
+        !has_restoring_annotation(&cluster),
+        "the annotation is left on main: {:?}",
+        cluster.metadata.annotations
+    );
+    // The hand-over was visible: the annotation and the cluster operator's Restoring phase.
+    assert!(
+        seen.annotations.contains("main-restore-1"),
+        "main was never annotated {RESTORING_ANNOTATION}=main-restore-1; seen: {seen:?}"
+    );
+    assert!(
+        seen.cluster_phases.contains(&ClusterPhase::Restoring),
+        "main never reported phase Restoring; seen: {seen:?}"
+    );
+
+    // The seed and the members grown from it are new members on new ordinals.
+    let seed = status
+        .seed_member
+        .clone()
+        .unwrap_or_else(|| panic!("no status.seedMember: {status:?}"));
+    let members: BTreeSet<String> = cluster
+        .status
+        .as_ref()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    assert!(
+        !old_members.contains(&seed) && members.contains(&seed),
+        "seed {seed} is not a new member of main: members {members:?}, old {old_members:?}"
+    );
+    assert!(
+        members.is_disjoint(&old_members),
+        "the restored members {members:?} reuse an old member's name {old_members:?}"
+    );
+
+    // The restored revision is the backup's: artifact.revision is the member's revision probed
+    // just before the snapshot was streamed, restoredRevision the snapshot's own revision
+    // (`etcdutl snapshot status`). In general the latter can be higher (writes between the
+    // probe and the snapshot); here nothing was written during the backup, so they are equal.
+    assert_eq!(
+        status.restored_revision,
+        Some(artifact.revision),
+        "{status:?}"
+    );
+
+    // Exactly the keys acknowledged up to the backup's revision, with their values.
+    let (present, revision) = read_keys(&env, "main", "e2e/").await;
+    let acknowledged: BTreeMap<&String, (&String, i64)> = before
+        .keys
+        .iter()
+        .chain(after.keys.iter())
+        .map(|(k, v)| {
+            let r = before.revisions.get(k).or(after.revisions.get(k)).unwrap();
+            (k, (v, *r))
+        })
+        .collect();
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|(k, (v, r))| *r <= artifact.revision && present.get(**k) != Some(*v))
+        .map(|(k, _)| *k)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} keys acknowledged by revision {} missing or changed after the restore: {missing:?}",
+        missing.len(),
+        artifact.revision
+    );
+    let resurrected: Vec<&String> = present
+        .keys()
+        .filter(|k| after.keys.contains_key(*k))
+        .collect();
+    assert!(
+        resurrected.is_empty(),
+        "keys written after the backup are present after the restore: {resurrected:?}"
+    );
+    let expected: BTreeMap<String, String> = acknowledged
+        .iter()
+        .filter(|(_, (_, r))| *r <= artifact.revision)
+        .map(|(k, (v, _))| ((*k).clone(), (*v).clone()))
+        .collect();
+    assert_eq!(
+        present, expected,
+        "the restored cluster holds exactly these keys"
+    );
+    assert!(
+        revision >= artifact.revision,
+        "the restored cluster is at revision {revision}, below the snapshot's {}",
+        artifact.revision
+    );
+
+    // The old members: their Pods are gone, the survivor's PVC is kept and labelled.
+    let now = footprint(&env, "main").await;
+    let old_pods: Vec<&String> = now
+        .pods
+        .keys()
+        .filter(|p| old_members.contains(*p))
+        .collect();
+    assert!(old_pods.is_empty(), "old member Pods remain: {now:?}");
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let kept = pvcs
+        .get_opt("main-0")
+        .await
+        .unwrap()
+        .unwrap_or_else(|| fail(&env, "the surviving member's PVC main-0 is gone"));
+    assert_eq!(
+        kept.metadata.uid, old.pvcs["main-0"].uid,
+        "main-0's PVC was replaced"
+    );
+    let label = kept
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(RETAINED_LABEL).cloned());
+    assert_eq!(
+        label.as_deref(),
+        Some("main-restore-1"),
+        "main-0's PVC labels: {:?}",
+        kept.metadata.labels
+    );
+    for (name, pvc) in &now.pvcs {
+        if !old_members.contains(name) {
+            assert!(
+                pvc.retained.is_none(),
+                "the new member's PVC {name} is labelled retained: {now:?}"
+            );
+        }
+    }
+
+    // What the user sees: a Complete condition, times, an event.
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True"),
+        "no Complete condition: {status:?}"
+    );
+    assert!(
+        status.start_time.is_some() && status.completion_time.is_some(),
+        "{status:?}"
+    );
+    let events = env.events_for("main-restore-1").await;
+    assert!(!events.is_empty(), "no event about main-restore-1");
+    eprintln!(
+        "[{:?}] checked {} keys at revision {revision}; events on main-restore-1:\n{}",
+        clock.elapsed(),
+        present.len(),
+        events.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_leave_the_cluster_untouched() {
+    let clock = tokio::time::Instant::now();
+    let env = start_env().await;
+    start_s3(&env);
+    // "main" keeps quorum throughout; "lost" loses it (one of its two members, with its data).
+    env.apply(&cluster_yaml("main", 1, VERSION)).unwrap();
+    env.apply(&cluster_yaml("lost", 2, VERSION)).unwrap();
+    let s3 = s3_from_host(&env).await;
+    env.wait_available("main", 1, VERSION, STEP).await;
+    env.wait_available("lost", 2, VERSION, STEP).await;
+    eprintln!("[{:?}] main and lost Available", clock.elapsed());
+
+    let written = write_keys(&env, "main", keys("e2e/", KEYS)).await;
+    env.apply(&on_demand_backup("main-backup", "main", PREFIX, S3_SECRET))
+        .unwrap();
+    env.apply(&on_demand_backup(
+        "main-backup-failed",
+        "main",
+        PREFIX,
+        "no-such-secret",
+    ))
+    .unwrap();
+    let artifact = succeeded_backup(&env, "main-backup").await;
+    let failed = wait_backup_finished(&env, "main-backup-failed").await;
+    assert_eq!(
+        failed.status.as_ref().and_then(|s| s.phase),
+        Some(BackupPhase::Failed),
+        "{:?}",
+        failed.status
+    );
+    let key = object_key(&artifact, PREFIX, "main");
+
+    env.kubectl(&[
+        "delete",
+        "-n",
+        NS,
+        "pvc/lost-1",
+        "pod/lost-1",
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+    ]);
+    env.wait_status("lost", "quorum loss reported", STEP, quorum_loss_reported)
+        .await;
+    wait_pvcs_gone(&env, &["lost-1"]).await;
+    let main_before = footprint(&env, "main").await;
+    let lost_before = footprint(&env, "lost").await;
+    assert_eq!(
+        lost_before.pods.keys().collect::<Vec<_>>(),
+        ["lost-0"],
+        "{lost_before:?}"
+    );
+    eprintln!(
+        "[{:?}] backup at revision {}; lost lost quorum",
+        clock.elapsed(),
+        artifact.revision
+    );
+
+    // Nothing to restore from.
+    refused(
+        &env,
+        "r-no-backup",
+        &restore_yaml(
+            "r-no-backup",
+            "lost",
+            &Source::Backup("no-such-backup"),
+            None,
+            false,
+        ),
+        "BackupNotFound",
+        Some(("lost", &lost_before)),
+    )
+    .await;
+    refused(
+        &env,
+        "r-failed-backup",
+        &restore_yaml(
+            "r-failed-backup",
+            "lost",
+            &Source::Backup("main-backup-failed"),
+            None,
+            false,
+        ),
+        "BackupNotSucceeded",
+        Some(("lost", &lost_before)),
+    )
+    .await;
+    refused(
+        &env,
+        "r-no-secret",
+        &restore_yaml(
+            "r-no-secret",
+            "lost",
+            &Source::S3 {
+                key: &key,
+                secret: "no-such-secret",
+                sha256: None,
+            },
+            None,
+            false,
+        ),
+        "SecretNotFound",
+        Some(("lost", &lost_before)),
+    )
+    .await;
+    // Nothing to restore into, and nothing to create it from.
+    refused(
+        &env,
+        "r-no-cluster",
+        &restore_yaml(
+            "r-no-cluster",
+            "nowhere",
+            &Source::Backup("main-backup"),
+            None,
+            false,
+        ),
+        "ClusterNotFound",
+        None,
+    )
+    .await;
+    assert!(
+        env.clusters().get_opt("nowhere").await.unwrap().is_none(),
+        "an EtcdCluster was created without clusterSpec"
+    );
+    eprintln!("[{:?}] the input refusals are done", clock.elapsed());
+
+    // A live cluster is not restored without force.
+    refused(
+        &env,
+        "r-quorum-held",
+        &restore_yaml(
+            "r-quorum-held",
+            "main",
+            &Source::Backup("main-backup"),
+            None,
+            false,
+        ),
+        "QuorumHeld",
+        Some(("main", &main_before)),
+    )
+    .await;
+    env.wait_available("main", 1, VERSION, STEP).await;
+    let (present, _) = read_keys(&env, "main", "e2e/").await;
+    assert_eq!(
+        present, written.keys,
+        "main's keys after the refused restore"
+    );
+    eprintln!("[{:?}] QuorumHeld refused", clock.elapsed());
+
+    // A tampered object: the backup's bytes with some flipped in the middle, under another key,
+    // restored with the original's SHA-256.
+    let mut bytes = get_object(&s3, &key).await;
+    assert_eq!(hex(&Sha256::digest(&bytes)), artifact.sha256);
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 16] {
+        *b ^= 0xff;
+    }
+    put_object(&s3, "tampered/main.db", bytes).await;
+    refused(
+        &env,
+        "r-tampered",
+        &restore_yaml(
+            "r-tampered",
+            "lost",
+            &Source::S3 {
+                key: "tampered/main.db",
+                secret: S3_SECRET,
+                sha256: Some(&artifact.sha256),
+            },
+            None,
+            false,
+        ),
+        "ChecksumMismatch",
+        Some(("lost", &lost_before)),
+    )
+    .await;
+    eprintln!("[{:?}] ChecksumMismatch refused", clock.elapsed());
+
+    // Into a new cluster: created from clusterSpec, holding the backup's keys.
+    env.apply(&restore_yaml(
+        "r-copy",
+        "copy",
+        &Source::Backup("main-backup"),
+        Some(2),
+        false,
+    ))
+    .unwrap();
+    let (restore, seen) = wait_restore(&env, "r-copy", "copy", RESTORE_TIMEOUT).await;
+    let status = restore.status.clone().unwrap_or_default();
+    if status.phase != Some(RestorePhase::Succeeded) {
+        fail(
+            &env,
+            &format!("r-copy did not succeed: {status:?}\nseen: {seen:?}"),
+        );
+    }
+    let copy = env.clusters().get("copy").await.unwrap();
+    assert_eq!(
+        (copy.spec.size, copy.spec.version.as_str()),
+        (2, VERSION),
+        "copy's spec is the clusterSpec"
+    );
+    if !available_at(&copy, 2, VERSION) {
+        fail(
+            &env,
+            &format!(
+                "r-copy is Succeeded but copy is not Available with 2 members: {:?}",
+                copy.status
+            ),
+        );
+    }
+    assert!(!has_restoring_annotation(&copy), "{:?}", copy.metadata);
+    assert_eq!(
+        status.restored_revision,
+        Some(artifact.revision),
+        "{status:?}"
+    );
+    let (present, _) = read_keys(&env, "copy", "e2e/").await;
+    assert_eq!(
+        present, written.keys,
+        "copy holds exactly the backup's keys"
+    );
+    eprintln!("[{:?}] copy restored; seen: {seen:?}", clock.elapsed());
+
+    // After everything, the other clusters are still as they were.
+    assert_untouched(&env, "main", &main_before).await;
+    assert_untouched(&env, "lost", &lost_before).await;
+}
+
+/// A local control plane with the chart installed, failing early when the restore operator is
+/// not built or not installed by the chart.
+async fn start_env() -> Env {
+    let binary = test_support::localkube_binary().expect("localkube is built");
+    check_operator_binary(&binary, "etcd-restore-operator");
+    let env = Env::start().await;
+    let pods = env.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/component=restore-operator",
+        "-o",
+        "name",
+    ]);
+    if pods.trim().is_empty() {
+        fail(
+            &env,
+            "the chart installed no restore operator (restoreOperator.enabled)",
+        );
+    }
+    env
+}
+
+fn keys(prefix: &str, n: usize) -> impl Iterator<Item = (String, String)> {
+    let prefix = prefix.to_owned();
+    (0..n).map(move |i| (format!("{prefix}{i:03}"), format!("{prefix}value-{i}")))
+}
+
+/// Waits for the EtcdBackup and returns its artifact, failing unless it Succeeded.
+async fn succeeded_backup(env: &Env, name: &str) -> BackupArtifact {
+    let backup = wait_backup_finished(env, name).await;
+    let status = backup.status.unwrap_or_default();
+    match (status.phase, status.artifact.clone()) {
+        (Some(BackupPhase::Succeeded), Some(artifact)) => artifact,
+        _ => fail(
+            env,
+            &format!("EtcdBackup {name} did not succeed: {status:?}"),
+        ),
+    }
+}
+
+enum Source<'a> {
+    Backup(&'a str),
+    S3 {
+        key: &'a str,
+        secret: &'a str,
+        sha256: Option<&'a str>,
+    },
+}
+
+/// An EtcdRestore manifest (examples/restore.yaml, examples/restore-from-s3.yaml), with a
+/// clusterSpec of `create_size` members when given.
+fn restore_yaml(
+    name: &str,
+    cluster: &str,
+    source: &Source,
+    create_size: Option<u32>,
+    force: bool,
+) -> String {
+    let mut yaml = format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {cluster}\n  force: {force}\n  source:\n"
+    );
+    match source {
+        Source::Backup(backup) => yaml.push_str(&format!("    backupRef: {{name: {backup}}}\n")),
+        Source::S3 {
+            key,
+            secret,
+            sha256,
+        } => {
+            yaml.push_str(&format!(
+                "    s3:\n      bucket: {BUCKET}\n      key: {key}\n      endpoint: {S3_ENDPOINT}\n      \
+                 region: us-east-1\n      forcePathStyle: true\n      \
+                 credentialsSecretRef: {{name: {secret}}}\n"
+            ));
+            if let Some(sha256) = sha256 {
+                yaml.push_str(&format!("    sha256: {sha256}\n"));
+            }
+        }
+    }
+    if let Some(size) = create_size {
+        yaml.push_str(&format!(
+            "  clusterSpec:\n    size: {size}\n    version: \"{VERSION}\"\n    storage: {{size: 1Gi}}\n"
+        ));
+    }
+    yaml
+}
+
+/// What a wait on an EtcdRestore saw, in order, without repeats.
+#[derive(Debug, Default)]
+struct Seen {
+    restore_phases: Vec<RestorePhase>,
+    cluster_phases: Vec<ClusterPhase>,
+    /// Values of the restoring annotation on the EtcdCluster.
+    annotations: BTreeSet<String>,
+    /// Seconds from the apply to the restore's final phase.
+    seconds: u64,
+}
+
+/// Waits until the EtcdRestore is Succeeded or Failed, watching the EtcdCluster on the way.
+async fn wait_restore(
+    env: &Env,
+    name: &str,
+    cluster: &str,
+    timeout: Duration,
+) -> (EtcdRestore, Seen) {
+    let restores: Api<EtcdRestore> = Api::namespaced(env.client.clone(), NS);
+    let start = tokio::time::Instant::now();
+    let mut seen = Seen::default();
+    loop {
+        if let Ok(Some(c)) = env.clusters().get_opt(cluster).await {
+            if let Some(phase) = c.status.as_ref().and_then(|s| s.phase)
+                && seen.cluster_phases.last() != Some(&phase)
+            {
+                seen.cluster_phases.push(phase);
+            }
+            if let Some(value) = c
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RESTORING_ANNOTATION))
+            {
+                seen.annotations.insert(value.clone());
+            }
+        }
+        if let Ok(r) = restores.get(name).await {
+            let phase = r.status.as_ref().and_then(|s| s.phase);
+            if let Some(phase) = phase
+                && seen.restore_phases.last() != Some(&phase)
+            {
+                seen.restore_phases.push(phase);
+            }
+            if phase.is_some_and(RestorePhase::is_finished) {
+                seen.seconds = start.elapsed().as_secs();
+                return (r, seen);
+            }
+        }
+        if start.elapsed() > timeout {
+            fail(
+                env,
+                &format!("EtcdRestore {name} did not finish within {timeout:?}; seen: {seen:?}"),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Applies a restore the operator must refuse with `reason`, and checks that `cluster` is
+/// untouched afterwards.
+async fn refused(
+    env: &Env,
+    name: &str,
+    yaml: &str,
+    reason: &str,
+    cluster: Option<(&str, &Footprint)>,
+) {
+    env.apply(yaml)
+        .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+    let (restore, seen) = wait_restore(env, name, cluster.map_or("nowhere", |c| c.0), STEP).await;
+    let status = restore.status.unwrap_or_default();
+    if status.phase != Some(RestorePhase::Failed) || status.reason.as_deref() != Some(reason) {
+        fail(
+            env,
+            &format!("{name}: expected Failed/{reason}, got {status:?}; seen: {seen:?}"),
+        );
+    }
+    let failed = status.conditions.iter().find(|c| c.type_ == "Failed");
+    assert!(
+        failed.is_some_and(|c| c.status == "True" && c.reason == reason),
+        "{name}: no Failed condition with reason {reason}: {status:?}"
+    );
+    assert!(
+        status.message.as_deref().is_some_and(|m| !m.is_empty()),
+        "{name}: no message: {status:?}"
+    );
+    assert!(
+        status.restored_revision.is_none(),
+        "{name}: a refused restore reports a restored revision: {status:?}"
+    );
+    eprintln!(
+        "{name}: Failed/{reason} in {} s: {}",
+        seen.seconds,
+        status.message.unwrap_or_default()
+    );
+    if let Some((cluster, before)) = cluster {
+        assert_untouched(env, cluster, before).await;
+    }
+}
+
+/// A member object as seen at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Object {
+    uid: Option<String>,
+    terminating: bool,
+    /// The retained-by-restore label's value.
+    retained: Option<String>,
+}
+
+/// The Pods and PVCs of a cluster: those carrying its label, or named like its members.
+#[derive(Clone, Debug, Default)]
+struct Footprint {
+    pods: BTreeMap<String, Object>,
+    pvcs: BTreeMap<String, Object>,
+}
+
+async fn footprint(env: &Env, cluster: &str) -> Footprint {
+    let ours = |meta: &kube::api::ObjectMeta| {
+        let labelled = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(CLUSTER_LABEL))
+            .is_some_and(|c| c == cluster);
+        let named = meta.name.as_deref().is_some_and(|n| {
+            n.strip_prefix(cluster)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+        });
+        labelled || named
+    };
+    let object = |meta: &kube::api::ObjectMeta| Object {
+        uid: meta.uid.clone(),
+        terminating: meta.deletion_timestamp.is_some(),
+        retained: meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(RETAINED_LABEL).cloned()),
+    };
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let mut out = Footprint::default();
+    for pod in pods.list(&ListParams::default()).await.unwrap().items {
+        if ours(&pod.metadata) {
+            out.pods
+                .insert(pod.metadata.name.clone().unwrap(), object(&pod.metadata));
+        }
+    }
+    for pvc in pvcs.list(&ListParams::default()).await.unwrap().items {
+        if ours(&pvc.metadata) {
+            out.pvcs
+                .insert(pvc.metadata.name.clone().unwrap(), object(&pvc.metadata));
+        }
+    }
+    out
+}
+
+/// The contract of a refused restore: the cluster's Pods and PVCs still exist (the same
+/// objects, not being deleted), no restoring annotation remains on the EtcdCluster, and no PVC
+/// in the namespace is labelled as retained by a restore. Anything new (a seed left behind) is
+/// reported on stderr.
+async fn assert_untouched(env: &Env, cluster: &str, before: &Footprint) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let now = footprint(env, cluster).await;
+        let kept = |was: &BTreeMap<String, Object>, is: &BTreeMap<String, Object>| {
+            was.iter().all(|(name, object)| {
+                is.get(name)
+                    .is_some_and(|o| o.uid == object.uid && !o.terminating)
+            })
+        };
+        if !kept(&before.pods, &now.pods) || !kept(&before.pvcs, &now.pvcs) {
+            fail(
+                env,
+                &format!("{cluster} was touched: before {before:?}\nnow {now:?}"),
+            );
+        }
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+        let labelled: Vec<String> = pvcs
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(RETAINED_LABEL))
+            })
+            .map(|p| p.metadata.name.unwrap())
+            .collect();
+        if !labelled.is_empty() {
+            fail(
+                env,
+                &format!("PVCs labelled {RETAINED_LABEL} after a refusal: {labelled:?}"),
+            );
+        }
+        let annotated = env
+            .clusters()
+            .get(cluster)
+            .await
+            .map(|c| has_restoring_annotation(&c))
+            .unwrap_or(false);
+        let extra: Vec<&String> = now
+            .pods
+            .keys()
+            .chain(now.pvcs.keys())
+            .filter(|n| !before.pods.contains_key(*n) && !before.pvcs.contains_key(*n))
+            .collect();
+        if !annotated && extra.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            if annotated {
+                fail(
+                    env,
+                    &format!(
+                        "{cluster} still carries {RESTORING_ANNOTATION} {SETTLE:?} after the refusal"
+                    ),
+                );
+            }
+            eprintln!("NOTE: {cluster}: objects left behind by the refused restore: {extra:?}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn wait_pvcs_gone(env: &Env, names: &[&str]) {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + STEP;
+    for name in names {
+        while pvcs.get_opt(name).await.unwrap().is_some() {
+            if tokio::time::Instant::now() > deadline {
+                fail(
+                    env,
+                    &format!("PVC {name} is still there {STEP:?} after its deletion"),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// The cluster operator reports the loss: not Available, and phase QuorumLost or Degraded with
+/// reason QuorumLost or ClusterLost (operators/cluster/src/status.rs).
+fn quorum_loss_reported(c: &EtcdCluster) -> bool {
+    let Some(s) = &c.status else { return false };
+    let unavailable = s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "False");
+    let lost = s.phase == Some(ClusterPhase::QuorumLost)
+        || s.conditions.iter().any(|c| {
+            c.type_ == "Degraded"
+                && c.status == "True"
+                && (c.reason == "QuorumLost" || c.reason == "ClusterLost")
+        });
+    unavailable && lost
+}
+
+/// Available with `size` healthy voters on `version`, all ready (what `Env::wait_available`
+/// waits for), checked once.
+fn available_at(c: &EtcdCluster, size: usize, version: &str) -> bool {
+    let Some(s) = &c.status else { return false };
+    s.conditions
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "True")
+        && s.members.iter().filter(|m| !m.learner).count() == size
+        && s.members.iter().filter(|m| m.healthy).count() == size
+        && s.ready_members as usize == size
+        && s.current_version.as_deref() == Some(version)
+}
+
+fn has_restoring_annotation(c: &EtcdCluster) -> bool {
+    c.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(RESTORING_ANNOTATION))
+}
+
+fn conditions_line(c: &EtcdCluster) -> String {
+    c.status
+        .as_ref()
+        .map(|s| {
+            s.conditions
+                .iter()
+                .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// Every key under `prefix`, read linearizably through the cluster's client Service, and the
+/// revision of the read. Retries while the Service's endpoints settle.
+async fn read_keys(env: &Env, cluster: &str, prefix: &str) -> (BTreeMap<String, String>, i64) {
+    let url = env.client_url(cluster).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match read_once(&url, prefix).await {
+            Ok(read) => return read,
+            Err(e) if tokio::time::Instant::now() > deadline => fail(
+                env,
+                &format!("reading {prefix} from {cluster} through {url}: {e}"),
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+async fn read_once(
+    url: &str,
+    prefix: &str,
+) -> Result<(BTreeMap<String, String>, i64), etcd_client::Error> {
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5));
+    let mut client = etcd_client::Client::connect([url], Some(options)).await?;
+    let response = client
+        .get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await?;
+    let keys = response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap().to_owned(),
+                kv.value_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    Ok((keys, response.header().unwrap().revision()))
+}
