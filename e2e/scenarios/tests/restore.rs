@@ -10,7 +10,8 @@
 //!   `SecretNotFound`, `QuorumHeld`, `ChecksumMismatch`) fails the EtcdRestore and leaves the
 //!   existing cluster untouched: its Pods and PVCs (same UIDs), no `restoring` annotation left,
 //!   no PVC labelled as retained; a restore into a new cluster name with `clusterSpec` creates
-//!   the cluster from the backup.
+//!   the cluster from the backup; with `force` a live cluster's data is replaced by the
+//!   backup's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -300,6 +301,16 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
         }
     }
 
+    // The rebuilt cluster takes writes, above the restored revision.
+    let next = write_keys(&env, "main", keys("e2e/restored-", 3)).await;
+    assert!(
+        next.revisions.values().all(|r| *r > artifact.revision),
+        "{:?}",
+        next.revisions
+    );
+    let (fresh, _) = read_keys(&env, "main", "e2e/restored-").await;
+    assert_eq!(fresh, next.keys);
+
     // What the user sees: a Complete condition, times, an event.
     assert!(
         status
@@ -546,9 +557,61 @@ async fn refusals_leave_the_cluster_untouched() {
     );
     eprintln!("[{:?}] copy restored; seen: {seen:?}", clock.elapsed());
 
-    // After everything, the other clusters are still as they were.
+    // The other clusters are still as they were.
     assert_untouched(&env, "main", &main_before).await;
     assert_untouched(&env, "lost", &lost_before).await;
+
+    // With force, the live cluster's data is replaced by the snapshot's: what was written
+    // after the backup is gone, the old member's PVC is kept and labelled.
+    let later = write_keys(&env, "main", keys("e2e/later-", 5)).await;
+    env.apply(&restore_yaml(
+        "r-force",
+        "main",
+        &Source::Backup("main-backup"),
+        None,
+        true,
+    ))
+    .unwrap();
+    let (restore, seen) = wait_restore(&env, "r-force", "main", RESTORE_TIMEOUT).await;
+    let status = restore.status.clone().unwrap_or_default();
+    if status.phase != Some(RestorePhase::Succeeded) {
+        fail(
+            &env,
+            &format!("r-force did not succeed: {status:?}\nseen: {seen:?}"),
+        );
+    }
+    let main = env.clusters().get("main").await.unwrap();
+    if !available_at(&main, 1, VERSION) {
+        fail(
+            &env,
+            &format!(
+                "r-force is Succeeded but main is not Available: {:?}",
+                main.status
+            ),
+        );
+    }
+    assert_eq!(
+        status.restored_revision,
+        Some(artifact.revision),
+        "{status:?}"
+    );
+    let (present, _) = read_keys(&env, "main", "e2e/").await;
+    assert_eq!(
+        present, written.keys,
+        "main holds exactly the backup's keys, none of {:?}",
+        later.keys
+    );
+    let now = footprint(&env, "main").await;
+    assert_eq!(
+        now.pvcs.get("main-0").and_then(|p| p.retained.as_deref()),
+        Some("r-force"),
+        "{now:?}"
+    );
+    assert!(!now.pods.contains_key("main-0"), "{now:?}");
+    eprintln!(
+        "[{:?}] main force-restored; seen: {seen:?}",
+        clock.elapsed()
+    );
 }
 
 /// A local control plane with the chart installed, failing early when the restore operator is
