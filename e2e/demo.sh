@@ -129,11 +129,17 @@ step "Install the operators with helm (CRDs, three Deployments, RBAC)" \
   --wait --timeout "${TIMEOUT}s" | sed 's/^/   /'
 done_step
 
-step "Create an EtcdCluster of 3 and wait until it is Available" \
-  "kubectl apply -f examples/cluster.yaml && kubectl wait etcd/main --for=condition=Available"
+# wait_size N: N ready members and Available (Available alone already holds for the seed by
+# itself: every member it has is healthy).
+wait_size() {
+  "$KUBECTL" wait etcd/main --for=jsonpath='{.status.readyMembers}'="$1" --timeout="${TIMEOUT}s" >/dev/null \
+    && "$KUBECTL" wait etcd/main --for=condition=Available --timeout="${TIMEOUT}s" >/dev/null
+}
+
+step "Create an EtcdCluster of 3 and wait until all 3 members are ready" \
+  "kubectl apply -f examples/cluster.yaml && kubectl wait etcd/main --for=jsonpath='{.status.readyMembers}'=3"
 "$KUBECTL" apply -f "$ROOT/examples/cluster.yaml" | sed 's/^/   /'
-"$KUBECTL" wait etcd/main --for=condition=Available --timeout="${TIMEOUT}s" >/dev/null \
-  || die "the cluster did not become Available"
+wait_size 3 || die "the cluster did not reach 3 ready members"
 "$KUBECTL" get etcd main | sed 's/^/   /'
 done_step
 
@@ -147,14 +153,15 @@ step "Start an S3 store (SeaweedFS in a Pod, Service s3.storage) and its bucket"
 sed "s|@WEED@|$TOOLS/weed|" "$ROOT/e2e/demo/s3.yaml" | "$KUBECTL" apply -n storage -f - | sed 's/^/   /'
 "$KUBECTL" wait -n storage pod/s3 --for=condition=Ready --timeout="${TIMEOUT}s" >/dev/null \
   || die "the S3 Pod did not become Ready"
-made=""
-for _ in $(seq 1 60); do
-  if AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo "$LOCALKUBE" run --state-dir "$STATE" -- \
+# The S3 port opens before the filer behind it serves: retry until the bucket is made.
+made="" last=""
+for _ in $(seq 1 90); do
+  if last=$(AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo "$LOCALKUBE" run --state-dir "$STATE" -- \
     "$TOOLS/aws" --endpoint-url http://s3.storage.svc.cluster.local:8333 --region us-east-1 \
-    s3 mb s3://etcd-backups >/dev/null 2>&1; then made=1; break; fi
+    s3 mb s3://etcd-backups 2>&1); then made=1; break; fi
   sleep 1
 done
-[ -n "$made" ] || die "could not create the bucket"
+[ -n "$made" ] || die "could not create the bucket: $last"
 done_step
 
 step "Back up the cluster to S3 and wait for Succeeded" \
@@ -182,6 +189,7 @@ step "Restore from the backup and wait until the cluster is back at full size" \
   "kubectl apply -f examples/restore.yaml"
 "$KUBECTL" apply -f "$ROOT/examples/restore.yaml" | sed 's/^/   /'
 wait_phase etcdrestore main-restore-1 Succeeded
+wait_size 3 || die "the restored cluster is not at 3 ready members"
 "$KUBECTL" get etcd main | sed 's/^/   /'
 "$KUBECTL" get pvc -L etcd.operator.rs/retained-by-restore | sed 's/^/   /'
 done_step

@@ -11,7 +11,9 @@ fn column(name: &str, kind: &str, format: &str, description: &str, priority: i64
     json!({ "name": name, "type": kind, "format": format, "description": description, "priority": priority })
 }
 
-/// A tiny JSONPath subset for printer columns: `.a.b`, `.a[0].b`, `.a[*].b` (joined by commas).
+/// A tiny JSONPath subset for printer columns: `.a.b`, `.a[0].b`, `.a[*].b` (joined by commas)
+/// and filters on a field's value, `.a[?(@.type=="Ready")].status`, as kube-apiserver evaluates
+/// them for `additionalPrinterColumns`.
 pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
     let path = path
         .trim()
@@ -19,9 +21,9 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
         .trim_end_matches('}')
         .trim_start_matches('$');
     let mut current = vec![obj.clone()];
-    for raw in path.split('.').filter(|s| !s.is_empty()) {
+    for raw in segments(path) {
         let (field, index) = match raw.split_once('[') {
-            Some((f, rest)) => (f, Some(rest.trim_end_matches(']'))),
+            Some((f, rest)) => (f, Some(rest.strip_suffix(']').unwrap_or(rest))),
             None => (raw, None),
         };
         let mut next = Vec::new();
@@ -34,6 +36,14 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
             match index {
                 None => next.push(v),
                 Some("*") => next.extend(v.as_array().cloned().unwrap_or_default()),
+                Some(filter) if filter.starts_with("?(") => {
+                    let items = v.as_array().cloned().unwrap_or_default();
+                    next.extend(
+                        items
+                            .into_iter()
+                            .filter(|item| matches_filter(item, filter)),
+                    );
+                }
                 Some(i) => {
                     if let Ok(i) = i.parse::<usize>() {
                         next.push(v.get(i).cloned().unwrap_or(Value::Null));
@@ -44,6 +54,51 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
         current = next;
     }
     current.into_iter().filter(|v| !v.is_null()).collect()
+}
+
+/// The path split on dots outside brackets (a filter has dots of its own).
+fn segments(path: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in path.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '.' if depth == 0 => {
+                if i > start {
+                    out.push(&path[start..i]);
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < path.len() {
+        out.push(&path[start..]);
+    }
+    out
+}
+
+/// `?(@.key=="value")` (or single quotes, or `!=`) against one array item.
+fn matches_filter(item: &Value, filter: &str) -> bool {
+    let body = filter.trim_start_matches("?(").trim_end_matches(')').trim();
+    let (left, right, equal) = match body.split_once("!=") {
+        Some((l, r)) => (l, r, false),
+        None => match body.split_once("==") {
+            Some((l, r)) => (l, r, true),
+            None => return false,
+        },
+    };
+    let Some(key) = left.trim().strip_prefix("@.") else {
+        return false;
+    };
+    let wanted = right.trim().trim_matches(|c| c == '"' || c == '\'');
+    let actual = json_path(item, key);
+    let found = actual.iter().any(|v| match v {
+        Value::String(s) => s == wanted,
+        other => other.to_string() == wanted,
+    });
+    found == equal
 }
 
 fn cell(values: Vec<Value>, kind: &str) -> Value {
@@ -465,5 +520,18 @@ mod tests {
         );
         assert_eq!(json_path(&o, ".status.members[1].name"), vec![json!("b")]);
         assert!(json_path(&o, ".spec.size").is_empty());
+        let c = json!({"status": {"conditions": [
+            {"type": "Progressing", "status": "True"},
+            {"type": "Available", "status": "False"},
+        ]}});
+        assert_eq!(
+            json_path(&c, r#".status.conditions[?(@.type=="Available")].status"#),
+            vec![json!("False")]
+        );
+        assert_eq!(
+            json_path(&c, ".status.conditions[?(@.type!='Available')].type"),
+            vec![json!("Progressing")]
+        );
+        assert!(json_path(&c, r#".status.conditions[?(@.type=="Ready")].status"#).is_empty());
     }
 }
