@@ -9,9 +9,10 @@
 //! - Every refusal the contract names (`BackupNotFound`, `BackupNotSucceeded`, `ClusterNotFound`,
 //!   `SecretNotFound`, `QuorumHeld`, `ChecksumMismatch`) fails the EtcdRestore and leaves the
 //!   existing cluster untouched: its Pods and PVCs (same UIDs), no `restoring` annotation left,
-//!   no PVC labelled as retained; a restore into a new cluster name with `clusterSpec` creates
-//!   the cluster from the backup; with `force` a live cluster's data is replaced by the
-//!   backup's.
+//!   no PVC labelled as retained. A corrupt object without an expected SHA-256 is refused too
+//!   (etcd's trailer), and so is a backup whose object was changed after it was recorded.
+//! - A restore into a new cluster name with `clusterSpec` creates the cluster from the backup;
+//!   with `force` a live cluster's data is replaced by the backup's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -403,7 +404,7 @@ async fn refusals_leave_the_cluster_untouched() {
             None,
             false,
         ),
-        "BackupNotFound",
+        Some("BackupNotFound"),
         Some(("lost", &lost_before)),
     )
     .await;
@@ -417,7 +418,7 @@ async fn refusals_leave_the_cluster_untouched() {
             None,
             false,
         ),
-        "BackupNotSucceeded",
+        Some("BackupNotSucceeded"),
         Some(("lost", &lost_before)),
     )
     .await;
@@ -435,7 +436,7 @@ async fn refusals_leave_the_cluster_untouched() {
             None,
             false,
         ),
-        "SecretNotFound",
+        Some("SecretNotFound"),
         Some(("lost", &lost_before)),
     )
     .await;
@@ -450,7 +451,7 @@ async fn refusals_leave_the_cluster_untouched() {
             None,
             false,
         ),
-        "ClusterNotFound",
+        Some("ClusterNotFound"),
         None,
     )
     .await;
@@ -471,7 +472,7 @@ async fn refusals_leave_the_cluster_untouched() {
             None,
             false,
         ),
-        "QuorumHeld",
+        Some("QuorumHeld"),
         Some(("main", &main_before)),
     )
     .await;
@@ -491,7 +492,8 @@ async fn refusals_leave_the_cluster_untouched() {
     for b in &mut bytes[middle..middle + 16] {
         *b ^= 0xff;
     }
-    put_object(&s3, "tampered/main.db", bytes).await;
+    let tampered = bytes;
+    put_object(&s3, "tampered/main.db", tampered.clone()).await;
     refused(
         &env,
         "r-tampered",
@@ -506,7 +508,7 @@ async fn refusals_leave_the_cluster_untouched() {
             None,
             false,
         ),
-        "ChecksumMismatch",
+        Some("ChecksumMismatch"),
         Some(("lost", &lost_before)),
     )
     .await;
@@ -558,8 +560,8 @@ async fn refusals_leave_the_cluster_untouched() {
     eprintln!("[{:?}] copy restored; seen: {seen:?}", clock.elapsed());
 
     // The other clusters are still as they were.
-    assert_untouched(&env, "main", &main_before).await;
-    assert_untouched(&env, "lost", &lost_before).await;
+    assert_untouched(&env, "main", &main_before, None).await;
+    assert_untouched(&env, "lost", &lost_before, None).await;
 
     // With force, the live cluster's data is replaced by the snapshot's: what was written
     // after the backup is gone, the old member's PVC is kept and labelled.
@@ -612,6 +614,45 @@ async fn refusals_leave_the_cluster_untouched() {
         "[{:?}] main force-restored; seen: {seen:?}",
         clock.elapsed()
     );
+
+    // Without an expected SHA-256 a corrupt object is still refused: etcd's own trailer (the
+    // reason is not part of the contract, any is accepted).
+    refused(
+        &env,
+        "r-corrupt",
+        &restore_yaml(
+            "r-corrupt",
+            "lost",
+            &Source::S3 {
+                key: "tampered/main.db",
+                secret: S3_SECRET,
+                sha256: None,
+            },
+            None,
+            false,
+        ),
+        None,
+        Some(("lost", &lost_before)),
+    )
+    .await;
+    // The backup's own object tampered with in place: the SHA-256 its artifact recorded
+    // refuses it.
+    put_object(&s3, &key, tampered).await;
+    refused(
+        &env,
+        "r-tampered-backup",
+        &restore_yaml(
+            "r-tampered-backup",
+            "lost",
+            &Source::Backup("main-backup"),
+            None,
+            false,
+        ),
+        Some("ChecksumMismatch"),
+        Some(("lost", &lost_before)),
+    )
+    .await;
+    eprintln!("[{:?}] corrupt objects refused", clock.elapsed());
 }
 
 /// A local control plane with the chart installed, failing early when the restore operator is
@@ -763,23 +804,28 @@ async fn wait_restore(
     }
 }
 
-/// Applies a restore the operator must refuse with `reason`, and checks that `cluster` is
-/// untouched afterwards.
+/// Applies a restore the operator must refuse with `reason` (any reason when `None`), and
+/// checks that `cluster` is untouched afterwards.
 async fn refused(
     env: &Env,
     name: &str,
     yaml: &str,
-    reason: &str,
+    reason: Option<&str>,
     cluster: Option<(&str, &Footprint)>,
 ) {
     env.apply(yaml)
         .unwrap_or_else(|e| panic!("applying {name}: {e}"));
     let (restore, seen) = wait_restore(env, name, cluster.map_or("nowhere", |c| c.0), STEP).await;
     let status = restore.status.unwrap_or_default();
-    if status.phase != Some(RestorePhase::Failed) || status.reason.as_deref() != Some(reason) {
+    let expected = reason.unwrap_or("<any reason>");
+    let reason = status.reason.clone().unwrap_or_default();
+    if status.phase != Some(RestorePhase::Failed)
+        || reason.is_empty()
+        || expected != "<any reason>" && reason != expected
+    {
         fail(
             env,
-            &format!("{name}: expected Failed/{reason}, got {status:?}; seen: {seen:?}"),
+            &format!("{name}: expected Failed/{expected}, got {status:?}; seen: {seen:?}"),
         );
     }
     let failed = status.conditions.iter().find(|c| c.type_ == "Failed");
@@ -801,7 +847,7 @@ async fn refused(
         status.message.unwrap_or_default()
     );
     if let Some((cluster, before)) = cluster {
-        assert_untouched(env, cluster, before).await;
+        assert_untouched(env, cluster, before, Some(name)).await;
     }
 }
 
@@ -863,9 +909,9 @@ async fn footprint(env: &Env, cluster: &str) -> Footprint {
 
 /// The contract of a refused restore: the cluster's Pods and PVCs still exist (the same
 /// objects, not being deleted), no restoring annotation remains on the EtcdCluster, and no PVC
-/// in the namespace is labelled as retained by a restore. Anything new (a seed left behind) is
-/// reported on stderr.
-async fn assert_untouched(env: &Env, cluster: &str, before: &Footprint) {
+/// got the retained-by-restore label (none of the cluster's, none anywhere naming `refused`).
+/// Anything new (a seed left behind) is reported on stderr.
+async fn assert_untouched(env: &Env, cluster: &str, before: &Footprint, refused: Option<&str>) {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         let now = footprint(env, cluster).await;
@@ -888,13 +934,13 @@ async fn assert_untouched(env: &Env, cluster: &str, before: &Footprint) {
             .unwrap()
             .items
             .into_iter()
-            .filter(|p| {
-                p.metadata
-                    .labels
-                    .as_ref()
-                    .is_some_and(|l| l.contains_key(RETAINED_LABEL))
+            .filter_map(|p| {
+                let name = p.metadata.name.clone().unwrap();
+                let label = p.metadata.labels.as_ref()?.get(RETAINED_LABEL)?.clone();
+                let newly = now.pvcs.contains_key(&name)
+                    && before.pvcs.get(&name).is_none_or(|o| o.retained.is_none());
+                (newly || refused == Some(label.as_str())).then(|| format!("{name}={label}"))
             })
-            .map(|p| p.metadata.name.unwrap())
             .collect();
         if !labelled.is_empty() {
             fail(
