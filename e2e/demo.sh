@@ -15,6 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TOOLS="${ETCD_OPERATOR_TOOLS:-$ROOT/.tools/bin}"
 STATE="${DEMO_STATE_DIR:-$ROOT/.demo}"
+ADDRESS="${DEMO_ADDRESS:-127.0.0.1}"
 PORT="${DEMO_PORT:-6543}"
 KEEP="${KEEP:-0}"
 TIMEOUT="${DEMO_STEP_TIMEOUT:-300}"
@@ -112,7 +113,7 @@ mkdir -p "$STATE"
 
 step "Start the local control plane (API server on etcd, node agent, controllers, DNS)" \
   "localkube up --state-dir $STATE --port $PORT"
-setsid "$LOCALKUBE" up --state-dir "$STATE" --port "$PORT" --etcd-binary "$TOOLS/etcd-3.5" \
+setsid "$LOCALKUBE" up --state-dir "$STATE" --address "$ADDRESS" --port "$PORT" --etcd-binary "$TOOLS/etcd-3.5" \
   --tools-dir "$TOOLS" >"$STATE/localkube.log" 2>&1 &
 localkube_pid=$!
 for _ in $(seq 1 120); do

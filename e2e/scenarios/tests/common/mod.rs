@@ -29,7 +29,11 @@ pub fn workspace() -> PathBuf {
 
 /// The operator binaries the chart runs; localkube maps the chart's image to the workspace's
 /// build of them, next to the localkube binary.
-const OPERATOR_BINARIES: &[&str] = &["etcd-cluster-operator", "etcd-backup-operator"];
+const OPERATOR_BINARIES: &[&str] = &[
+    "etcd-cluster-operator",
+    "etcd-backup-operator",
+    "etcd-restore-operator",
+];
 
 fn check_binaries(localkube: &Path) {
     for bin in OPERATOR_BINARIES {
