@@ -150,6 +150,7 @@ impl Executor<'_> {
             }
             Step::Done
             | Step::Fail(_)
+            | Step::MarkFailed
             | Step::Start { .. }
             | Step::RecordSeed { .. }
             | Step::HandOver

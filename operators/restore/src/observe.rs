@@ -95,6 +95,9 @@ pub fn progress_of(restore: &EtcdRestore) -> Progress {
         finished: match status.phase {
             Some(RestorePhase::Succeeded) => Some(Outcome::Succeeded),
             Some(RestorePhase::Failed) => Some(Outcome::Failed),
+            _ if is_condition_true(&status.conditions, conditions::FAILED) => {
+                Some(Outcome::Failing)
+            }
             _ => None,
         },
         seed_member: status.seed_member.clone(),

@@ -81,7 +81,7 @@ impl Snapshot {
 /// The EtcdRestore's own progress, from its status.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// Succeeded or Failed: nothing more happens (but cleaning up after a failure).
+    /// Succeeded, failing (cleaning up) or Failed.
     pub finished: Option<Outcome>,
     /// The seed member's name, once started.
     pub seed_member: Option<String>,
@@ -96,7 +96,11 @@ pub struct Progress {
 pub enum Outcome {
     /// Succeeded.
     Succeeded,
-    /// Failed.
+    /// The failure is recorded (condition `Failed`); what it started is being removed. The
+    /// phase turns `Failed` only once the cluster is released, so a client that sees `Failed`
+    /// finds the cluster as the cluster operator had it.
+    Failing,
+    /// Failed, cleaned up.
     Failed,
 }
 
@@ -184,8 +188,10 @@ pub struct Observed {
 pub enum Step {
     /// Finished and clean: nothing to do.
     Done,
-    /// Record the failure (terminal). Cleaning up follows as its own steps.
+    /// Record the failure (final). Cleaning up follows as its own steps, then [`Step::MarkFailed`].
     Fail(Refusal),
+    /// Everything the failed restore started is gone: record phase Failed.
+    MarkFailed,
     /// Record phase Running, the start time and the seed's name.
     Start {
         /// `<cluster>-<next ordinal>`.
@@ -250,7 +256,7 @@ pub fn next_step(observed: &Observed) -> Step {
     let progress = &observed.progress;
     match progress.finished {
         Some(Outcome::Succeeded) => return Step::Done,
-        Some(Outcome::Failed) => return clean_up(observed),
+        Some(Outcome::Failing | Outcome::Failed) => return clean_up(observed),
         None => {}
     }
     let Some(seed_member) = &progress.seed_member else {
@@ -426,6 +432,7 @@ fn clean_up(observed: &Observed) -> Step {
         Some(cluster) if cluster.held_by.as_deref() == Some(observed.name.as_str()) => {
             Step::Release
         }
+        _ if progress.finished == Some(Outcome::Failing) => Step::MarkFailed,
         _ => Step::Done,
     }
 }

@@ -34,11 +34,11 @@ pub fn next_status(
         set_condition(&mut status.conditions, update, None, now);
     };
     match step {
+        // The failure is recorded at once; the phase follows once what the restore started is
+        // removed and the cluster released (MarkFailed).
         Step::Fail(refusal) => {
-            status.phase = Some(RestorePhase::Failed);
             status.reason = Some(refusal.reason.to_owned());
             status.message = Some(refusal.message.clone());
-            status.completion_time = Some(now.clone());
             set(
                 &mut status,
                 conditions::FAILED,
@@ -46,12 +46,17 @@ pub fn next_status(
                 refusal.reason,
                 &refusal.message,
             );
+        }
+        Step::MarkFailed => {
+            status.phase = Some(RestorePhase::Failed);
+            status.completion_time = Some(now.clone());
+            let reason = status.reason.clone().unwrap_or_else(|| "Failed".to_owned());
             set(
                 &mut status,
                 conditions::COMPLETE,
                 true,
-                refusal.reason,
-                "the restore failed; the cluster was left as the cluster operator had it",
+                &reason,
+                "the restore failed; the cluster is as the cluster operator had it",
             );
         }
         Step::Start { seed_member } => {
@@ -204,7 +209,12 @@ pub fn event_for(step: &Step, observed: &Observed) -> Option<(bool, &'static str
             "SeedRemoved",
             format!("removed seed member {seed}, which never served"),
         ),
-        Step::Done | Step::CreateSeedPvc | Step::Release | Step::DeleteSeedPvc | Step::Wait(_) => {
+        Step::Done
+        | Step::MarkFailed
+        | Step::CreateSeedPvc
+        | Step::Release
+        | Step::DeleteSeedPvc
+        | Step::Wait(_) => {
             return None;
         }
     })
@@ -285,10 +295,19 @@ mod tests {
             &o,
             &now(),
         );
-        assert_eq!(s.phase, Some(RestorePhase::Failed));
+        // Recorded at once, phase Failed only once cleaned up.
+        assert_eq!(s.phase, None);
         assert_eq!(s.reason.as_deref(), Some("QuorumHeld"));
         let failed = find_condition(&s.conditions, conditions::FAILED).unwrap();
         assert_eq!(failed.reason, "QuorumHeld");
+        let s = next_status(&s, &Step::MarkFailed, &o, &now());
+        assert_eq!(s.phase, Some(RestorePhase::Failed));
+        assert!(s.completion_time.is_some());
+        let complete = find_condition(&s.conditions, conditions::COMPLETE).unwrap();
+        assert_eq!(
+            (complete.status.as_str(), complete.reason.as_str()),
+            ("True", "QuorumHeld")
+        );
         let (warning, reason, note) = event_for(&Step::Fail(refusal), &o).unwrap();
         assert!(warning && reason == "RestoreFailed" && note.contains("QuorumHeld"));
     }

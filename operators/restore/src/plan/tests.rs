@@ -244,7 +244,7 @@ fn a_final_init_failure_fails_and_a_transient_one_waits() {
 #[test]
 fn after_a_failure_the_seed_that_never_ran_is_removed_then_the_hold_released() {
     let mut o = started();
-    o.progress.finished = Some(Outcome::Failed);
+    o.progress.finished = Some(Outcome::Failing);
     o.seed.pvc = true;
     o.seed.pod = Some(seed_pod());
     assert_eq!(next_step(&o), Step::DeleteSeedPod);
@@ -255,6 +255,9 @@ fn after_a_failure_the_seed_that_never_ran_is_removed_then_the_hold_released() {
     o.seed.pvc = false;
     assert_eq!(next_step(&o), Step::Release);
     o.cluster.as_mut().unwrap().held_by = None;
+    // Only now, with the cluster released, is the phase Failed.
+    assert_eq!(next_step(&o), Step::MarkFailed);
+    o.progress.finished = Some(Outcome::Failed);
     assert_eq!(next_step(&o), Step::Done);
     // The old members were never touched on the way.
     assert_eq!(
@@ -269,13 +272,15 @@ fn after_a_failure_the_seed_that_never_ran_is_removed_then_the_hold_released() {
 #[test]
 fn a_seed_that_served_is_never_removed_after_a_failure() {
     let mut o = started();
-    o.progress.finished = Some(Outcome::Failed);
+    o.progress.finished = Some(Outcome::Failing);
     o.progress.restored_revision = Some(40);
     o.seed.pvc = true;
     o.seed.pod = Some(seed_pod());
     assert_eq!(next_step(&o), Step::Release);
-    // Failed before the start: nothing was ever created.
+    // Refused before the start: nothing was ever created; the phase follows at once.
     let mut o = fresh();
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::MarkFailed);
     o.progress.finished = Some(Outcome::Failed);
     assert_eq!(next_step(&o), Step::Done);
 }
