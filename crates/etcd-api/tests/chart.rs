@@ -106,3 +106,118 @@ fn both_helm_majors_render_the_crds_exactly_and_honour_crds_install() {
         );
     }
 }
+
+/// The objects of a `helm template` output, as JSON values (CRDs left out).
+fn rendered_objects(output: &str) -> Vec<serde_json::Value> {
+    output
+        .split("\n---")
+        .filter(|doc| doc.contains("kind:") && !doc.contains("kind: CustomResourceDefinition"))
+        .map(|doc| serde_saphyr::from_str(doc).unwrap())
+        .collect()
+}
+
+fn of_kind<'a>(objects: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+/// The operators as the chart renders them: three Deployments from one image, each running its
+/// own binary as a non-root user with its own ServiceAccount; the restore operator's seed image is
+/// the chart's image; a disabled operator leaves nothing behind; NOTES.txt names what is there.
+#[test]
+fn the_chart_renders_three_least_privilege_operators_from_one_image() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    let clients = KubeClients::find(KubePair::Current).unwrap();
+    let rendered = clients
+        .run_helm(&[
+            "template",
+            "etcd-operator",
+            chart,
+            "-n",
+            "ops",
+            "--set",
+            "image.tag=9.9.9",
+        ])
+        .unwrap();
+    let objects = rendered_objects(&rendered);
+    let image = "ghcr.io/etcd-operator-rs/etcd-operator:9.9.9";
+    let deployments = of_kind(&objects, "Deployment");
+    let mut binaries = Vec::new();
+    for deployment in &deployments {
+        let pod = &deployment["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        assert_eq!(container["image"], image, "{deployment}");
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{deployment}");
+        assert_eq!(
+            container["securityContext"]["readOnlyRootFilesystem"], true,
+            "{deployment}"
+        );
+        let account = pod["serviceAccountName"].as_str().unwrap();
+        assert!(
+            of_kind(&objects, "ServiceAccount")
+                .iter()
+                .any(|sa| sa["metadata"]["name"] == account),
+            "{account} is not rendered"
+        );
+        binaries.push(container["command"][0].as_str().unwrap().to_owned());
+    }
+    binaries.sort();
+    assert_eq!(
+        binaries,
+        [
+            "/usr/local/bin/etcd-backup-operator",
+            "/usr/local/bin/etcd-cluster-operator",
+            "/usr/local/bin/etcd-restore-operator",
+        ]
+    );
+    let restore = deployments
+        .iter()
+        .find(|d| d["metadata"]["name"] == "etcd-operator-restore")
+        .unwrap();
+    let args = restore["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&serde_json::json!(format!("--seed-image={image}"))),
+        "{args}"
+    );
+    // The restore operator never deletes a PVC but its own seed's, and never writes Secrets.
+    let role = of_kind(&objects, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "etcd-operator-restore")
+        .unwrap();
+    for rule in role["rules"].as_array().unwrap() {
+        let resources = rule["resources"].to_string();
+        if resources.contains("secrets") {
+            assert_eq!(rule["verbs"], serde_json::json!(["get"]), "{rule}");
+        }
+    }
+
+    let without_restore = clients
+        .run_helm(&[
+            "template",
+            "etcd-operator",
+            chart,
+            "--set",
+            "restoreOperator.enabled=false",
+        ])
+        .unwrap();
+    assert!(
+        !without_restore.contains("etcd-operator-restore"),
+        "a disabled operator left objects behind"
+    );
+    let notes = clients
+        .run_helm(&[
+            "install",
+            "etcd-operator",
+            chart,
+            "--dry-run=client",
+            "-n",
+            "ops",
+        ])
+        .unwrap();
+    assert!(
+        notes.contains("EtcdRestore: deployment/etcd-operator-restore"),
+        "{notes}"
+    );
+}
