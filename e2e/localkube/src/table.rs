@@ -96,7 +96,7 @@ fn matches_filter(item: &Value, filter: &str) -> bool {
     let actual = json_path(item, key);
     let found = actual.iter().any(|v| match v {
         Value::String(s) => s == wanted,
-        other => other.to_string() == wanted,
+        other => serde_json::to_string(other).is_ok_and(|text| text == wanted),
     });
     found == equal
 }
