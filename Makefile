@@ -38,8 +38,9 @@ lint: ## rustfmt check, clippy with warnings as errors, generated CRDs fresh, he
 	$(call timed,chart-lint,$(TOOLS)/bin/helm lint --strict $(CHART) >/dev/null)
 
 .PHONY: crds
-crds: ## Regenerate the chart's CRD templates from the Rust types
+crds: ## Regenerate the chart's CRD templates and the API reference from the Rust types
 	cargo run -q -p etcd-api --bin crdgen -- write $(CHART)
+	cargo run -q -p etcd-api --bin crdgen -- reference > crates/etcd-api/API.md
 
 .PHONY: chart-lint
 chart-lint: ## helm lint and helm template the chart with both helm majors

@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod common;
 pub mod condition;
 pub mod crd;
+pub mod reference;
 pub mod restore;
 pub mod validation;
 

@@ -39,6 +39,17 @@ fn committed_crd_templates_match_the_types() {
     }
 }
 
+#[test]
+fn committed_api_reference_matches_the_types() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("API.md");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == etcd_api::reference::markdown(),
+        "{} is stale: run `make crds` and commit the result",
+        path.display()
+    );
+}
+
 /// The CRDs in a `helm template` output.
 fn rendered_crds(output: &str) -> Vec<CustomResourceDefinition> {
     output

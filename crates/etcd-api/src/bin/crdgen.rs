@@ -4,6 +4,7 @@
 //! crdgen write charts/etcd-operator   # what `make crds` runs
 //! crdgen check charts/etcd-operator   # exit 1 and name the stale files
 //! crdgen print                        # plain multi-document YAML, for kubectl apply -f -
+//! crdgen reference                    # the API reference in Markdown (crates/etcd-api/API.md)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ enum Command {
     Check { chart: PathBuf },
     /// Print the CRDs as plain YAML documents.
     Print,
+    /// Print the API reference (Markdown) generated from the CRDs.
+    Reference,
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,10 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     match args.command {
+        Command::Reference => {
+            print!("{}", etcd_api::reference::markdown());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Print => {
             for crd in crd::all() {
                 print!("---\n{}", crd::to_yaml(&crd)?);
