@@ -200,7 +200,9 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
     assert_eq!(size, "1Gi");
 
     // While an EtcdRestore holds a cluster (its annotation, the hand-over contract in
-    // etcd-api's restore.rs) the operator reports Restoring and takes no action.
+    // etcd-api's restore.rs) the operator reports Restoring and takes no action. (An invalid
+    // spec is reported first, whatever holds the cluster: the spec is put right again.)
+    env.apply(&cluster_yaml("live", 1, V35)).unwrap();
     env.kubectl(&[
         "annotate",
         "etcd",

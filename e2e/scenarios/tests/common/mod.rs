@@ -465,8 +465,10 @@ spec:
       readinessProbe:
         tcpSocket: {{port: 8333}}
         periodSeconds: 1
-      volumeMounts: [{{name: data, mountPath: /data}}]
-  volumes: [{{name: data, emptyDir: {{}}}}]
+      # weed's local gRPC sockets (/tmp/seaweedfs-<server>-grpc-<port>.sock) are found by port:
+      # with the host's /tmp, another S3 Pod on the same ports would answer in its place.
+      volumeMounts: [{{name: data, mountPath: /data}}, {{name: tmp, mountPath: /tmp}}]
+  volumes: [{{name: data, emptyDir: {{}}}}, {{name: tmp, emptyDir: {{}}}}]
 ---
 apiVersion: v1
 kind: Service
@@ -535,6 +537,13 @@ pub async fn s3_from_host(env: &Env) -> aws_sdk_s3::Client {
     while tokio::time::Instant::now() < deadline {
         match s3.create_bucket().bucket(BUCKET).send().await {
             Ok(_) => return s3,
+            // An earlier attempt made it but its answer was lost (a timeout under load).
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_bucket_already_owned_by_you()) =>
+            {
+                return s3;
+            }
             Err(e) => last = aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
