@@ -63,6 +63,7 @@ bench: deps ## Benchmarks: figures and ratios against baselines measured in the 
 	$(call timed,bench-localkube,cargo bench -p localkube --bench api)
 	cargo build -q --workspace --bins   # the cluster bench runs the chart's operators from these
 	$(call timed,bench-cluster,cargo bench -p e2e-scenarios --bench cluster)
+	$(call timed,bench-restore,cargo bench -p e2e-scenarios --bench restore)
 	$(call timed,bench-backup,cargo bench -p etcd-backup-operator --bench backup)
 
 .PHONY: localkube
