@@ -417,8 +417,11 @@ const S3_STEP: Duration = Duration::from_secs(180);
 /// Applies the S3 Pod and Service and the credentials Secret; [`s3_from_host`] waits for them.
 pub fn start_s3(env: &Env) {
     let weed = test_support::Tools::from_env().weed().unwrap();
-    env.apply(&s3_manifests(&weed.display().to_string()))
-        .unwrap_or_else(|e| panic!("applying the S3 Pod: {e}"));
+    env.apply(&s3_manifests(
+        &weed.display().to_string(),
+        s3_port_base(env),
+    ))
+    .unwrap_or_else(|e| panic!("applying the S3 Pod: {e}"));
     env.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: {S3_SECRET}}}\nstringData:\n  \
          AWS_ACCESS_KEY_ID: e2e-access\n  AWS_SECRET_ACCESS_KEY: e2e-secret\n"
@@ -426,10 +429,22 @@ pub fn start_s3(env: &Env) {
     .unwrap();
 }
 
+/// The first of five ports this instance's S3 Pod listens on, unique on the machine: weed finds
+/// its servers' local gRPC sockets by port in the host's /tmp (`/tmp/seaweedfs-<server>-grpc-
+/// <port + 10000>.sock`, not configurable), which every Pod shares here, so two S3 Pods on the same
+/// ports answer for each other. The local control plane's network index is unique per instance.
+fn s3_port_base(env: &Env) -> u16 {
+    let network: serde_json::Value = serde_json::from_str(&env.lk.network().unwrap()).unwrap();
+    let index = network["index"].as_u64().unwrap();
+    30000 + u16::try_from(index % 200).unwrap() * 10
+}
+
 /// The SeaweedFS Pod (the host's `weed` through the busybox image, data in an emptyDir) and its
-/// Service. Explicit ports and socket paths: a Pod sees the host's filesystem, so weed's default
-/// sockets under /tmp would clash with other weed servers on the machine.
-pub fn s3_manifests(weed: &str) -> String {
+/// Service (port 8333 whatever the Pod's ports). Explicit ports and socket paths: a Pod sees the
+/// host's filesystem, so weed's sockets under /tmp would clash with other weed servers on the
+/// machine (see [`s3_port_base`]).
+pub fn s3_manifests(weed: &str, base: u16) -> String {
+    let (master, volume, filer, admin, s3) = (base, base + 1, base + 2, base + 3, base + 4);
     format!(
         r#"apiVersion: v1
 kind: Pod
@@ -446,11 +461,11 @@ spec:
         - -dir=/data
         - -ip=$(POD_IP)
         - -ip.bind=0.0.0.0
-        - -master.port=9333
-        - -volume.port=8080
-        - -filer.port=8888
-        - -s3.port=8333
-        - -admin.port=23646
+        - -master.port={master}
+        - -volume.port={volume}
+        - -filer.port={filer}
+        - -s3.port={s3}
+        - -admin.port={admin}
         - -master.telemetry=false
         - -admin.ui=false
         - -webdav=false
@@ -461,21 +476,19 @@ spec:
       env:
         - name: POD_IP
           valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
-      ports: [{{name: s3, containerPort: 8333}}]
+      ports: [{{name: s3, containerPort: {s3}}}]
       readinessProbe:
-        tcpSocket: {{port: 8333}}
+        tcpSocket: {{port: {s3}}}
         periodSeconds: 1
-      # weed's local gRPC sockets (/tmp/seaweedfs-<server>-grpc-<port>.sock) are found by port:
-      # with the host's /tmp, another S3 Pod on the same ports would answer in its place.
-      volumeMounts: [{{name: data, mountPath: /data}}, {{name: tmp, mountPath: /tmp}}]
-  volumes: [{{name: data, emptyDir: {{}}}}, {{name: tmp, emptyDir: {{}}}}]
+      volumeMounts: [{{name: data, mountPath: /data}}]
+  volumes: [{{name: data, emptyDir: {{}}}}]
 ---
 apiVersion: v1
 kind: Service
 metadata: {{name: s3}}
 spec:
   selector: {{app: s3}}
-  ports: [{{name: s3, port: 8333, targetPort: 8333}}]
+  ports: [{{name: s3, port: 8333, targetPort: {s3}}}]
 "#
     )
 }
