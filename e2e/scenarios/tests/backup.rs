@@ -1,9 +1,10 @@
 //! The backup operator end to end (issue #7): the chart installed with helm on the local control
 //! plane, the backup operator in its Pod, a real etcd cluster in Pods and a real S3 store
-//! (SeaweedFS) in a Pod behind a Service. The chart's CronJob, on a one-minute schedule, produces
-//! Succeeded EtcdBackups of the live cluster and retention keeps exactly `RETAIN` (their objects
-//! too); an on-demand EtcdBackup's object restores with `etcdutl snapshot restore` to the keys
-//! written; a backup naming a missing Secret fails with `SecretNotFound` in its status.
+//! (SeaweedFS) in a Pod behind a Service. The chart's CronJob, installed from
+//! examples/scheduled-backup.yaml on a one-minute schedule, produces Succeeded EtcdBackups of the
+//! live cluster and retention keeps exactly `RETAIN` (their objects too); an on-demand
+//! EtcdBackup's object restores with `etcdutl snapshot restore` to the keys written; a backup
+//! naming a missing Secret fails with `SecretNotFound` in its status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -53,16 +54,14 @@ async fn scheduled_backups_are_retained_and_an_on_demand_backup_restores() {
     )
     .await;
 
-    // The scheduled backup, once the bucket it writes to exists.
+    // The scheduled backup, once the bucket it writes to exists: examples/scheduled-backup.yaml
+    // as a user installs it, with only what must differ here set over it.
+    let example = scheduled_backup_example();
     let scheduled_values = format!(
-        "scheduledBackup.enabled=true,scheduledBackup.schedule=*/1 * * * *,\
-         scheduledBackup.clusterName={CLUSTER},scheduledBackup.namespace={NS},\
-         scheduledBackup.s3.bucket={BUCKET},scheduledBackup.s3.prefix={SCHEDULED_PREFIX},\
-         scheduledBackup.s3.endpoint={S3_ENDPOINT},scheduledBackup.s3.forcePathStyle=true,\
-         scheduledBackup.s3.credentialsSecret={S3_SECRET},scheduledBackup.timeoutSeconds=120,\
-         scheduledBackup.retain={RETAIN},scheduledBackup.deleteObjects=true"
+        "scheduledBackup.schedule=*/1 * * * *,scheduledBackup.namespace={NS},\
+         scheduledBackup.s3.endpoint={S3_ENDPOINT},scheduledBackup.retain={RETAIN}"
     );
-    env.helm_upgrade(&["--set", &scheduled_values]);
+    env.helm_upgrade(&["-f", &example, "--set", &scheduled_values]);
 
     // While the CronJob waits for its minute: an on-demand backup and one naming no Secret.
     env.apply(&on_demand_backup(
@@ -204,6 +203,35 @@ async fn scheduled_backups_are_retained_and_an_on_demand_backup_restores() {
     // The on-demand backup is not scheduled: retention never touches it or its object.
     assert!(backups.get("main-manual-1").await.is_ok());
     assert_eq!(list_keys(&s3, MANUAL_PREFIX).await.len(), 1);
+}
+
+/// examples/scheduled-backup.yaml, after checking that what this scenario relies on and does not
+/// set over it is what the example says: the cluster, bucket, prefix, Secret, path-style
+/// addressing and deleteObjects. (The schedule, namespace, endpoint and retain are set over it.)
+fn scheduled_backup_example() -> String {
+    let path = workspace().join("examples/scheduled-backup.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Lines without their comments (the example's layout is plain block YAML).
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.split(" #").next().unwrap().trim_end())
+        .collect();
+    for expected in [
+        "  enabled: true".to_owned(),
+        format!("  clusterName: {CLUSTER}"),
+        format!("    bucket: {BUCKET}"),
+        format!("    prefix: {SCHEDULED_PREFIX}"),
+        "    forcePathStyle: true".to_owned(),
+        format!("    credentialsSecret: {S3_SECRET}"),
+        "  deleteObjects: true".to_owned(),
+    ] {
+        assert!(
+            lines.contains(&expected.as_str()),
+            "{} no longer has the line {expected:?}; the backup scenario relies on it",
+            path.display()
+        );
+    }
+    path.to_str().unwrap().to_owned()
 }
 
 /// Everything `status.artifact` promises: the object, its size and digest, a revision at least
