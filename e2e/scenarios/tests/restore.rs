@@ -11,8 +11,9 @@
 //!   existing cluster untouched: its Pods and PVCs (same UIDs), no `restoring` annotation left,
 //!   no PVC labelled as retained. A corrupt object without an expected SHA-256 is refused too
 //!   (etcd's trailer), and so is a backup whose object was changed after it was recorded.
-//! - A restore into a new cluster name with `clusterSpec` creates the cluster from the backup;
-//!   with `force` a live cluster's data is replaced by the backup's.
+//! - A restore into a new cluster name with `clusterSpec` creates the cluster from the backup's
+//!   S3 object (examples/restore-from-s3.yaml as it is, pointed at this run's object); with
+//!   `force` a live cluster's data is replaced by the backup's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -143,7 +144,6 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
         "main-restore-1",
         "main",
         &Source::Backup("main-backup-1"),
-        None,
         false,
     ))
     .unwrap();
@@ -401,7 +401,6 @@ async fn refusals_leave_the_cluster_untouched() {
             "r-no-backup",
             "lost",
             &Source::Backup("no-such-backup"),
-            None,
             false,
         ),
         Some("BackupNotFound"),
@@ -415,7 +414,6 @@ async fn refusals_leave_the_cluster_untouched() {
             "r-failed-backup",
             "lost",
             &Source::Backup("main-backup-failed"),
-            None,
             false,
         ),
         Some("BackupNotSucceeded"),
@@ -433,7 +431,6 @@ async fn refusals_leave_the_cluster_untouched() {
                 secret: "no-such-secret",
                 sha256: None,
             },
-            None,
             false,
         ),
         Some("SecretNotFound"),
@@ -448,7 +445,6 @@ async fn refusals_leave_the_cluster_untouched() {
             "r-no-cluster",
             "nowhere",
             &Source::Backup("main-backup"),
-            None,
             false,
         ),
         Some("ClusterNotFound"),
@@ -469,7 +465,6 @@ async fn refusals_leave_the_cluster_untouched() {
             "r-quorum-held",
             "main",
             &Source::Backup("main-backup"),
-            None,
             false,
         ),
         Some("QuorumHeld"),
@@ -505,7 +500,6 @@ async fn refusals_leave_the_cluster_untouched() {
                 secret: S3_SECRET,
                 sha256: Some(&artifact.sha256),
             },
-            None,
             false,
         ),
         Some("ChecksumMismatch"),
@@ -514,34 +508,30 @@ async fn refusals_leave_the_cluster_untouched() {
     .await;
     eprintln!("[{:?}] ChecksumMismatch refused", clock.elapsed());
 
-    // Into a new cluster: created from clusterSpec, holding the backup's keys.
-    env.apply(&restore_yaml(
-        "r-copy",
-        "copy",
-        &Source::Backup("main-backup"),
-        Some(2),
-        false,
-    ))
-    .unwrap();
-    let (restore, seen) = wait_restore(&env, "r-copy", "copy", RESTORE_TIMEOUT).await;
+    // Into a new cluster from an S3 object: examples/restore-from-s3.yaml itself (the object
+    // key and endpoint replaced by this scenario's), creating its cluster from clusterSpec and
+    // holding the backup's keys.
+    env.apply(&restore_from_s3_example(&key)).unwrap();
+    let (restore, seen) = wait_restore(&env, COPY_RESTORE, COPY, RESTORE_TIMEOUT).await;
     let status = restore.status.clone().unwrap_or_default();
     if status.phase != Some(RestorePhase::Succeeded) {
         fail(
             &env,
-            &format!("r-copy did not succeed: {status:?}\nseen: {seen:?}"),
+            &format!("{COPY_RESTORE} did not succeed: {status:?}\nseen: {seen:?}"),
         );
     }
-    let copy = env.clusters().get("copy").await.unwrap();
+    let copy = env.clusters().get(COPY).await.unwrap();
     assert_eq!(
         (copy.spec.size, copy.spec.version.as_str()),
-        (2, VERSION),
-        "copy's spec is the clusterSpec"
+        (COPY_SIZE as i32, VERSION),
+        "{COPY}'s spec is the example's clusterSpec"
     );
-    if !available_at(&copy, 2, VERSION) {
+    if !available_at(&copy, COPY_SIZE, VERSION) {
         fail(
             &env,
             &format!(
-                "r-copy is Succeeded but copy is not Available with 2 members: {:?}",
+                "{COPY_RESTORE} is Succeeded but {COPY} is not Available with {COPY_SIZE} \
+                 members: {:?}",
                 copy.status
             ),
         );
@@ -552,12 +542,12 @@ async fn refusals_leave_the_cluster_untouched() {
         Some(artifact.revision),
         "{status:?}"
     );
-    let (present, _) = read_keys(&env, "copy", "e2e/").await;
+    let (present, _) = read_keys(&env, COPY, "e2e/").await;
     assert_eq!(
         present, written.keys,
-        "copy holds exactly the backup's keys"
+        "{COPY} holds exactly the backup's keys"
     );
-    eprintln!("[{:?}] copy restored; seen: {seen:?}", clock.elapsed());
+    eprintln!("[{:?}] {COPY} restored; seen: {seen:?}", clock.elapsed());
 
     // The other clusters are still as they were.
     assert_untouched(&env, "main", &main_before, None).await;
@@ -570,7 +560,6 @@ async fn refusals_leave_the_cluster_untouched() {
         "r-force",
         "main",
         &Source::Backup("main-backup"),
-        None,
         true,
     ))
     .unwrap();
@@ -628,7 +617,6 @@ async fn refusals_leave_the_cluster_untouched() {
                 secret: S3_SECRET,
                 sha256: None,
             },
-            None,
             false,
         ),
         None,
@@ -645,7 +633,6 @@ async fn refusals_leave_the_cluster_untouched() {
             "r-tampered-backup",
             "lost",
             &Source::Backup("main-backup"),
-            None,
             false,
         ),
         Some("ChecksumMismatch"),
@@ -707,15 +694,9 @@ enum Source<'a> {
     },
 }
 
-/// An EtcdRestore manifest (examples/restore.yaml, examples/restore-from-s3.yaml), with a
-/// clusterSpec of `create_size` members when given.
-fn restore_yaml(
-    name: &str,
-    cluster: &str,
-    source: &Source,
-    create_size: Option<u32>,
-    force: bool,
-) -> String {
+/// An EtcdRestore manifest (examples/restore.yaml, examples/restore-from-s3.yaml without
+/// clusterSpec).
+fn restore_yaml(name: &str, cluster: &str, source: &Source, force: bool) -> String {
     let mut yaml = format!(
         "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
          spec:\n  clusterName: {cluster}\n  force: {force}\n  source:\n"
@@ -737,12 +718,60 @@ fn restore_yaml(
             }
         }
     }
-    if let Some(size) = create_size {
-        yaml.push_str(&format!(
-            "  clusterSpec:\n    size: {size}\n    version: \"{VERSION}\"\n    storage: {{size: 1Gi}}\n"
-        ));
-    }
     yaml
+}
+
+/// What examples/restore-from-s3.yaml names: the restore, the cluster it creates, its size.
+const COPY_RESTORE: &str = "main-copy-restore";
+const COPY: &str = "main-copy";
+const COPY_SIZE: usize = 3;
+
+/// examples/restore-from-s3.yaml as a user applies it, with the two values that point at the
+/// user's store replaced by this scenario's: `key` (the object of this run's backup, for the
+/// example's `prod/main/...` one) and the endpoint ([`S3_ENDPOINT`], the S3 Service in this
+/// namespace, for the example's `s3.storage` one). Everything else is the example's own, and
+/// what the scenario relies on is checked first: the names above, the bucket, the Secret.
+fn restore_from_s3_example(key: &str) -> String {
+    let path = workspace().join("examples/restore-from-s3.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Lines without their comments (the example's layout is plain block YAML).
+    let bare = |l: &str| l.split(" #").next().unwrap().trim_end().to_owned();
+    for expected in [
+        format!("  name: {COPY_RESTORE}"),
+        format!("  clusterName: {COPY}"),
+        format!("      bucket: {BUCKET}"),
+        format!("        name: {S3_SECRET}"),
+        format!("    size: {COPY_SIZE}"),
+        format!("    version: {VERSION}"),
+    ] {
+        assert!(
+            text.lines().any(|l| bare(l) == expected),
+            "{} no longer has the line {expected:?}; the restore scenario relies on it",
+            path.display()
+        );
+    }
+    let mut replaced = [0, 0];
+    let yaml: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if line.starts_with("      key: ") {
+                replaced[0] += 1;
+                format!("      key: {key}")
+            } else if line.starts_with("      endpoint: ") {
+                replaced[1] += 1;
+                format!("      endpoint: {S3_ENDPOINT}")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    assert_eq!(
+        replaced,
+        [1, 1],
+        "{}: one source.s3 key and one endpoint line to replace",
+        path.display()
+    );
+    yaml.join("\n") + "\n"
 }
 
 /// What a wait on an EtcdRestore saw, in order, without repeats.
