@@ -1,0 +1,679 @@
+//! The chart's lifecycle end to end, with each helm major (helm 4.3 with kubectl 1.37, helm 3.17
+//! with kubectl 1.32), on the local control plane with real etcd members in Pods:
+//!
+//! 1. `helm install` with the chart's default values, then examples/cluster-production.yaml
+//!    applied as it is: Available with its 5 members, its Pod template (labels, resources,
+//!    anti-affinity), etcd options and volume size on the members; a key written.
+//! 2. `helm upgrade -f examples/scheduled-backup.yaml -f tests/fixtures/upgrade-values.yaml`:
+//!    the three operator Deployments roll to the new settings (log level and format, the dead
+//!    member grace) and their new Pods log that way; the example's CronJob appears; the CRDs and
+//!    the EtcdCluster are the same objects, its member Pods were not restarted, it is still
+//!    Available and the key reads back; the upgraded operator still acts (5 → 4 members).
+//! 3. `helm uninstall`: the CRDs (`helm.sh/resource-policy: keep`), the EtcdCluster, its
+//!    running member Pods (serving the key) and every PVC remain, the same objects; everything
+//!    the release installed otherwise is gone: the operator Deployments and their Pods,
+//!    ServiceAccounts, ClusterRoles and bindings, leader-election Roles, the CronJob and its
+//!    Role.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::ListParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+const RELEASE: &str = "etcd-operator";
+/// examples/cluster-production.yaml's cluster, size and version.
+const CLUSTER: &str = "prod";
+const SIZE: usize = 5;
+const VERSION: &str = "3.5.1";
+/// The chart's operators: `<release>-<suffix>` Deployment, ServiceAccount, ClusterRole(Binding)
+/// and leader-election Role, Pods labelled with the component.
+const OPERATORS: [(&str, &str); 3] = [
+    ("cluster", "cluster-operator"),
+    ("backup", "backup-operator"),
+    ("restore", "restore-operator"),
+];
+const CRDS: [&str; 3] = [
+    "etcdbackups.etcd.operator.rs",
+    "etcdclusters.etcd.operator.rs",
+    "etcdrestores.etcd.operator.rs",
+];
+/// The chart's own label on everything the release renders (its CRDs carry only `part-of`).
+const RELEASE_LABEL: &str = "app.kubernetes.io/instance=etcd-operator";
+const KEY: &str = "chart/lifecycle";
+/// Generous for a 2-core machine; the usual figure is a fraction.
+const STEP: Duration = Duration::from_secs(240);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upgrade_rolls_the_operators_and_uninstall_leaves_every_cluster_and_its_data() {
+    for pair in KubePair::ALL {
+        lifecycle(pair).await;
+    }
+}
+
+async fn lifecycle(pair: KubePair) {
+    let clock = tokio::time::Instant::now();
+    let helm = format!("helm {}", pair.helm_minor());
+    let env = start(pair).await;
+    let t = || format!("[{helm} {:>5.1?}]", clock.elapsed());
+
+    // 1. Install with the chart's defaults, as a user first would.
+    let chart = workspace().join("charts/etcd-operator");
+    helm_ok(
+        &env,
+        &[
+            "install",
+            RELEASE,
+            chart.to_str().unwrap(),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "180s",
+        ],
+    );
+    env.kubectl(&["create", "namespace", NS]);
+    for (suffix, _) in OPERATORS {
+        let d = deployment(&env, suffix).await;
+        assert_eq!(
+            (env_var(&d, "LOG_LEVEL"), env_var(&d, "LOG_FORMAT")),
+            (Some("info".into()), Some("json".into())),
+            "{helm}: the chart's default logging on {RELEASE}-{suffix}"
+        );
+    }
+    let crds = crd_uids(&env).await;
+    eprintln!("{} installed with the chart's defaults", t());
+
+    // examples/cluster-production.yaml as it is. It runs on localkube's one node unchanged: its
+    // anti-affinity is `preferred` (a single node still schedules every member) and localkube's
+    // scheduler does not count resource requests.
+    let production =
+        std::fs::read_to_string(workspace().join("examples/cluster-production.yaml")).unwrap();
+    env.apply(&production)
+        .unwrap_or_else(|e| panic!("{helm}: applying examples/cluster-production.yaml: {e}"));
+    env.wait_available(CLUSTER, SIZE, VERSION, STEP).await;
+    check_production_members(&env).await;
+    write_keys(
+        &env,
+        CLUSTER,
+        [(KEY.to_owned(), "before-upgrade".to_owned())],
+    )
+    .await;
+    let cluster = cluster_uid(&env).await;
+    let members_before = uids::<Pod>(&env).await;
+    assert_eq!(members_before.len(), SIZE, "{members_before:?}");
+    eprintln!(
+        "{} {CLUSTER} Available with {SIZE} members, key written",
+        t()
+    );
+
+    // 2. Upgrade to changed values: the scheduled backup example, and the fixture over it.
+    let example = workspace().join("examples/scheduled-backup.yaml");
+    let fixture = workspace().join("e2e/scenarios/tests/fixtures/upgrade-values.yaml");
+    helm_ok(
+        &env,
+        &[
+            "upgrade",
+            RELEASE,
+            chart.to_str().unwrap(),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "-f",
+            example.to_str().unwrap(),
+            "-f",
+            fixture.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "180s",
+        ],
+    );
+    for (suffix, _) in OPERATORS {
+        let d = deployment(&env, suffix).await;
+        assert_eq!(
+            (env_var(&d, "LOG_LEVEL"), env_var(&d, "LOG_FORMAT")),
+            (Some("debug".into()), Some("text".into())),
+            "{helm}: {RELEASE}-{suffix} after the upgrade"
+        );
+        let args = container(&d).args.clone().unwrap_or_default();
+        if suffix == "cluster" {
+            assert!(
+                args.contains(&"--dead-member-after-seconds=120".to_owned()),
+                "{helm}: {args:?}"
+            );
+        }
+    }
+    wait_operators_rolled(&env).await;
+    let logs = env.kubectl(&[
+        "logs",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/component=cluster-operator",
+        "--tail",
+        "200",
+    ]);
+    assert!(
+        logs.lines().any(|l| l.contains(" DEBUG ")) && !logs.lines().any(|l| l.starts_with('{')),
+        "{helm}: the upgraded cluster operator logs debug lines as text:\n{logs}"
+    );
+    let cronjob = Api::<CronJob>::namespaced(env.client.clone(), OPERATOR_NAMESPACE)
+        .get(&format!("{RELEASE}-scheduled-backup"))
+        .await
+        .unwrap_or_else(|e| panic!("{helm}: the example's CronJob: {e}"));
+    let spec = cronjob.spec.unwrap();
+    assert_eq!(
+        spec.schedule, "0 */6 * * *",
+        "{helm}: the example's schedule"
+    );
+    let job = spec.job_template.spec.unwrap().template.spec.unwrap();
+    let args = job.containers[0].args.clone().unwrap_or_default();
+    for arg in [
+        "--cluster=prod",
+        "--namespace=db",
+        "--bucket=etcd-backups",
+        "--retain=28",
+        "--delete-objects",
+    ] {
+        assert!(args.iter().any(|a| a == arg), "{helm}: {arg} in {args:?}");
+    }
+    assert_eq!(
+        crd_uids(&env).await,
+        crds,
+        "{helm}: the upgrade kept the CRDs"
+    );
+    assert_eq!(cluster_uid(&env).await, cluster, "{helm}");
+    env.wait_available(CLUSTER, SIZE, VERSION, STEP).await;
+    assert_eq!(
+        uids::<Pod>(&env).await,
+        members_before,
+        "{helm}: the upgrade restarted no etcd member"
+    );
+    assert_eq!(read_key(&env).await, "before-upgrade", "{helm}");
+    eprintln!("{} upgraded: operators rolled, {CLUSTER} untouched", t());
+
+    // The upgraded operator still acts: one member fewer. Its volume stays (reclaimPolicy
+    // Retain, as the example says).
+    env.kubectl(&[
+        "patch",
+        "etcd",
+        CLUSTER,
+        "-n",
+        NS,
+        "--type",
+        "merge",
+        "-p",
+        &format!("{{\"spec\":{{\"size\":{}}}}}", SIZE - 1),
+    ]);
+    env.wait_available(CLUSTER, SIZE - 1, VERSION, STEP).await;
+    let members = uids::<Pod>(&env).await;
+    let pvcs = uids::<PersistentVolumeClaim>(&env).await;
+    assert_eq!(members.len(), SIZE - 1, "{helm}: {members:?}");
+    assert_eq!(
+        pvcs.len(),
+        SIZE,
+        "{helm}: every member's PVC is kept: {pvcs:?}"
+    );
+    eprintln!("{} scaled to {} by the upgraded operator", t(), SIZE - 1);
+
+    // 3. Uninstall: what the release rendered goes, clusters and their data stay.
+    let released = released_objects(&env);
+    for (suffix, component) in OPERATORS {
+        for expected in [
+            format!("deployment.apps/{RELEASE}-{suffix}"),
+            format!("serviceaccount/{RELEASE}-{suffix}"),
+            format!("clusterrole.rbac.authorization.k8s.io/{RELEASE}-{suffix}"),
+            format!("clusterrolebinding.rbac.authorization.k8s.io/{RELEASE}-{suffix}"),
+            format!("role.rbac.authorization.k8s.io/{RELEASE}-{suffix}-leader-election"),
+        ] {
+            assert!(
+                released.lines().any(|l| l == expected),
+                "{helm}: {expected} ({component}) not among {released:?}"
+            );
+        }
+    }
+    assert!(
+        released
+            .lines()
+            .any(|l| l == format!("cronjob.batch/{RELEASE}-scheduled-backup")),
+        "{released:?}"
+    );
+    let output = helm_ok(
+        &env,
+        &["uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE],
+    );
+    for crd in CRDS {
+        assert!(
+            output.contains(crd),
+            "{helm}: helm uninstall names {crd} as kept by its resource policy:\n{output}"
+        );
+    }
+    wait_release_gone(&env, &helm).await;
+    eprintln!("{} uninstalled; the release's objects are gone", t());
+
+    // Kept: the CRDs, the EtcdCluster, its members (running, serving) and every volume.
+    assert_eq!(crd_uids(&env).await, crds, "{helm}: the CRDs are kept");
+    assert_eq!(cluster_uid(&env).await, cluster, "{helm}");
+    assert_eq!(
+        uids::<Pod>(&env).await,
+        members,
+        "{helm}: the members' Pods are the same"
+    );
+    assert_eq!(
+        uids::<PersistentVolumeClaim>(&env).await,
+        pvcs,
+        "{helm}: every PVC is kept"
+    );
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    for pod in pods.list(&ListParams::default()).await.unwrap().items {
+        let name = pod.metadata.name.clone().unwrap();
+        let status = pod.status.unwrap_or_default();
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        assert!(
+            status.phase.as_deref() == Some("Running")
+                && ready
+                && pod.metadata.deletion_timestamp.is_none(),
+            "{helm}: {name} is not running and ready after the uninstall"
+        );
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    for pvc in claims.list(&ListParams::default()).await.unwrap().items {
+        let phase = pvc.status.and_then(|s| s.phase);
+        assert_eq!(
+            phase.as_deref(),
+            Some("Bound"),
+            "{helm}: {:?}",
+            pvc.metadata.name
+        );
+    }
+    assert_eq!(
+        read_key(&env).await,
+        "before-upgrade",
+        "{helm}: the cluster serves without the operators"
+    );
+    eprintln!("{} the cluster, its members and its volumes remain", t());
+}
+
+/// A local control plane and clients of `pair`, without the chart (the scenario installs it
+/// with the chart's defaults; `Env::start` installs it with text logs and helm 4 only).
+async fn start(pair: KubePair) -> Env {
+    let binary = test_support::localkube_binary().expect("localkube is built");
+    for bin in [
+        "etcd-cluster-operator",
+        "etcd-backup-operator",
+        "etcd-restore-operator",
+    ] {
+        check_operator_binary(&binary, bin);
+    }
+    let lk = LocalKube::start_with(&binary)
+        .await
+        .expect("localkube starts");
+    let kc = KubeClients::find(pair).expect("kubectl and helm (make deps)");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kubeconfig = Kubeconfig::read_from(lk.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    Env { lk, kc, client }
+}
+
+fn helm_ok(env: &Env, args: &[&str]) -> String {
+    env.lk.helm(&env.kc, args).unwrap_or_else(|e| {
+        fail(
+            env,
+            &format!("helm {} {args:?} failed: {e}", env.kc.pair().helm_minor()),
+        )
+    })
+}
+
+async fn deployment(env: &Env, suffix: &str) -> Deployment {
+    Api::<Deployment>::namespaced(env.client.clone(), OPERATOR_NAMESPACE)
+        .get(&format!("{RELEASE}-{suffix}"))
+        .await
+        .unwrap()
+}
+
+fn container(d: &Deployment) -> &k8s_openapi::api::core::v1::Container {
+    &d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+}
+
+fn env_var(d: &Deployment, name: &str) -> Option<String> {
+    container(d)
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}
+
+/// Waits until every operator Pod runs the upgraded template (text logs) and is Ready, and
+/// none of the old ones is left.
+async fn wait_operators_rolled(env: &Env) {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let mut rolled = true;
+        for (_, component) in OPERATORS {
+            let list = pods
+                .list(
+                    &ListParams::default()
+                        .labels(&format!("app.kubernetes.io/component={component}")),
+                )
+                .await
+                .unwrap()
+                .items;
+            let upgraded = |p: &Pod| {
+                p.spec.as_ref().unwrap().containers[0]
+                    .env
+                    .as_ref()
+                    .is_some_and(|e| {
+                        e.iter()
+                            .any(|v| v.name == "LOG_FORMAT" && v.value.as_deref() == Some("text"))
+                    })
+            };
+            let ready = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            };
+            rolled &= list.len() == 1 && list.iter().all(|p| upgraded(p) && ready(p));
+        }
+        if rolled {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(env, "the operator Pods did not roll to the upgraded values");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The example's Pod template, etcd options and volume size on every member.
+async fn check_production_members(env: &Env) {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let list = pods.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(list.len(), SIZE);
+    for pod in list {
+        let name = pod.metadata.name.clone().unwrap();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("team").map(String::as_str),
+            Some("platform"),
+            "{name}"
+        );
+        let spec = pod.spec.unwrap();
+        let anti = spec
+            .affinity
+            .and_then(|a| a.pod_anti_affinity)
+            .and_then(|a| a.preferred_during_scheduling_ignored_during_execution)
+            .unwrap_or_default();
+        assert_eq!(anti.len(), 1, "{name}: the example's anti-affinity");
+        assert_eq!(
+            anti[0].pod_affinity_term.topology_key,
+            "kubernetes.io/hostname"
+        );
+        let etcd = &spec.containers[0];
+        let resources = etcd.resources.clone().unwrap_or_default();
+        let requests = resources.requests.unwrap_or_default();
+        assert_eq!(
+            requests.get("memory").map(|q| q.0.as_str()),
+            Some("2Gi"),
+            "{name}"
+        );
+        let command: Vec<String> = etcd
+            .command
+            .iter()
+            .chain(etcd.args.iter())
+            .flatten()
+            .cloned()
+            .collect();
+        for flag in [
+            "--quota-backend-bytes=4294967296",
+            "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=1h",
+            "--snapshot-count=10000",
+            "--heartbeat-interval=100",
+            "--election-timeout=1000",
+        ] {
+            assert!(
+                command.iter().any(|a| a == flag),
+                "{name}: {flag} in {command:?}"
+            );
+        }
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    for pvc in claims.list(&ListParams::default()).await.unwrap().items {
+        let size = pvc
+            .spec
+            .and_then(|s| s.resources)
+            .and_then(|r| r.requests)
+            .and_then(|r| r.get("storage").cloned());
+        assert_eq!(
+            size.map(|q| q.0).as_deref(),
+            Some("8Gi"),
+            "{:?}",
+            pvc.metadata.name
+        );
+    }
+}
+
+async fn crd_uids(env: &Env) -> BTreeMap<String, String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let mut out = BTreeMap::new();
+    for name in CRDS {
+        let crd = crds
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("CRD {name}: {e}"));
+        let annotations = crd.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations
+                .get("helm.sh/resource-policy")
+                .map(String::as_str),
+            Some("keep"),
+            "{name}"
+        );
+        out.insert(name.to_owned(), crd.metadata.uid.unwrap());
+    }
+    out
+}
+
+async fn cluster_uid(env: &Env) -> String {
+    env.clusters()
+        .get(CLUSTER)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap()
+}
+
+/// Name → UID of every object of kind `K` in the scenarios' namespace.
+async fn uids<K>(env: &Env) -> BTreeMap<String, String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(env.client.clone(), NS);
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|o| o.meta().deletion_timestamp.is_none())
+        .map(|o| {
+            (
+                o.meta().name.clone().unwrap(),
+                o.meta().uid.clone().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Everything labelled as the release's, cluster-wide, as `kind/name` lines.
+fn released_objects(env: &Env) -> String {
+    env.kubectl(&[
+        "get",
+        "deployments,replicasets,pods,serviceaccounts,roles,rolebindings,cronjobs,jobs,\
+         clusterroles,clusterrolebindings",
+        "--all-namespaces",
+        "-l",
+        RELEASE_LABEL,
+        "-o",
+        "name",
+    ])
+}
+
+/// Waits until nothing of the release is left: no object with its label, and by name none of
+/// the operators' Deployments, ServiceAccounts, ClusterRoles, ClusterRoleBindings and Roles, nor
+/// the CronJob and its Role; no release is listed or recorded.
+async fn wait_release_gone(env: &Env, helm: &str) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let mut left = Vec::new();
+        let labelled = released_objects(env);
+        left.extend(labelled.lines().map(str::to_owned));
+        for (suffix, _) in OPERATORS {
+            let name = format!("{RELEASE}-{suffix}");
+            let in_ns = |kind: &str, name: &str| format!("{kind}/{OPERATOR_NAMESPACE}/{name}");
+            if Api::<Deployment>::namespaced(env.client.clone(), OPERATOR_NAMESPACE)
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .is_some()
+            {
+                left.push(in_ns("Deployment", &name));
+            }
+            if Api::<ServiceAccount>::namespaced(env.client.clone(), OPERATOR_NAMESPACE)
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .is_some()
+            {
+                left.push(in_ns("ServiceAccount", &name));
+            }
+            let election = format!("{name}-leader-election");
+            if Api::<Role>::namespaced(env.client.clone(), OPERATOR_NAMESPACE)
+                .get_opt(&election)
+                .await
+                .unwrap()
+                .is_some()
+            {
+                left.push(in_ns("Role", &election));
+            }
+            if Api::<ClusterRole>::all(env.client.clone())
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .is_some()
+            {
+                left.push(format!("ClusterRole/{name}"));
+            }
+            if Api::<ClusterRoleBinding>::all(env.client.clone())
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .is_some()
+            {
+                left.push(format!("ClusterRoleBinding/{name}"));
+            }
+        }
+        let scheduled = format!("{RELEASE}-scheduled-backup");
+        if Api::<CronJob>::namespaced(env.client.clone(), OPERATOR_NAMESPACE)
+            .get_opt(&scheduled)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            left.push(format!("CronJob/{scheduled}"));
+        }
+        if Api::<Role>::namespaced(env.client.clone(), NS)
+            .get_opt(&scheduled)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            left.push(format!("Role/{NS}/{scheduled}"));
+        }
+        let releases = env
+            .lk
+            .helm(&env.kc, &["list", "--all-namespaces", "-q"])
+            .unwrap_or_else(|e| e.to_string());
+        if !releases.trim().is_empty() {
+            left.push(format!("helm release {}", releases.trim()));
+        }
+        // helm's release records (Secrets labelled owner=helm), whatever their state.
+        let records = env.kubectl(&[
+            "get",
+            "secrets",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "owner=helm",
+            "-o",
+            "name",
+        ]);
+        left.extend(records.lines().map(str::to_owned));
+        if left.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(env, &format!("{helm}: left after helm uninstall: {left:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The scenario's key, read linearizably through the cluster's client Service (retried while
+/// the Service's endpoints settle).
+async fn read_key(env: &Env) -> String {
+    let url = env.client_url(CLUSTER).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_timeout(Duration::from_secs(5));
+        match etcd_client::Client::connect([url.as_str()], Some(options)).await {
+            Ok(mut client) => match client.get(KEY, None).await {
+                Ok(response) => {
+                    if let Some(kv) = response.kvs().first() {
+                        return kv.value_str().unwrap().to_owned();
+                    }
+                    last = format!("{KEY} is absent");
+                }
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    fail(env, &format!("reading {KEY} through {url}: {last}"))
+}
