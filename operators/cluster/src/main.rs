@@ -82,7 +82,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let leadership = if args.leader_elect {
         let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity);
         info!(lease = %args.lease_name, %identity, "waiting for leadership");
+        // A standby is healthy and ready to take over: a rolling update's new Pod waits for the
+        // Lease the old one holds until that one stops, so a standby that is not Ready would
+        // stall every `helm upgrade` (and `--wait` with replicas > 1). Not ready again until the
+        // controller runs.
+        readiness.set_ready(true);
         let leadership = operator_runtime::acquire(client.clone(), config).await?;
+        readiness.set_ready(false);
         info!(%identity, "leading");
         Some(leadership)
     } else {
