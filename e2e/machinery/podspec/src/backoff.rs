@@ -1,6 +1,11 @@
 //! Restart and pull back-off: 10 s, doubling, capped at 5 min, forgotten after 10 quiet
 //! minutes (kubelet's `flowcontrol.Backoff` with `backOffPeriod` 10 s and
 //! `MaxContainerBackOff` 300 s).
+//!
+//! A container's first exit is restarted at once: kubelet's `doBackOff` asks `IsInBackOffSince`
+//! before it records the exit with `Next`, and a container without an entry is not in back-off.
+//! So restarts wait 0, 10, 20, 40 s ...; a failed pull records its entry before the next
+//! attempt, so pulls wait 10, 20, 40 s ...
 
 use std::time::Duration;
 
@@ -16,12 +21,17 @@ pub struct Backoff {
     reset_after: Duration,
     delay: Option<Duration>,
     last_failure: Option<Timestamp>,
+    /// The first failure (and the first after a reset) waits nothing (container restarts).
+    first_is_free: bool,
 }
 
 impl Backoff {
     /// Container restarts: `CrashLoopBackOff`.
     pub fn crash_loop() -> Backoff {
-        Backoff::new(Duration::from_secs(10), Duration::from_secs(300))
+        Backoff {
+            first_is_free: true,
+            ..Backoff::new(Duration::from_secs(10), Duration::from_secs(300))
+        }
     }
 
     /// Image pulls: `ImagePullBackOff`.
@@ -36,6 +46,7 @@ impl Backoff {
             reset_after: max * 2,
             delay: None,
             last_failure: None,
+            first_is_free: false,
         }
     }
 
@@ -48,8 +59,13 @@ impl Backoff {
             .unwrap_or(Duration::ZERO);
         let delay = match self.delay {
             Some(previous) if ran_for < self.reset_after && quiet_for <= self.reset_after => {
-                (previous * 2).min(self.max)
+                if previous.is_zero() {
+                    self.initial
+                } else {
+                    (previous * 2).min(self.max)
+                }
             }
+            _ if self.first_is_free => Duration::ZERO,
             _ => self.initial,
         };
         self.delay = Some(delay);
@@ -145,21 +161,20 @@ mod tests {
             delays.push(d.as_secs());
             now += i64::try_from(d.as_secs()).unwrap() + 1;
         }
-        assert_eq!(delays, [10, 20, 40, 80, 160, 300, 300, 300]);
+        // The first exit is restarted at once, as kubelet does.
+        assert_eq!(delays, [0, 10, 20, 40, 80, 160, 300, 300]);
         // it ran 10 minutes: back to the start
+        assert_eq!(b.on_exit(t(now), Duration::from_secs(600)), Duration::ZERO);
         assert_eq!(
-            b.on_exit(t(now), Duration::from_secs(600)),
+            b.on_exit(t(now + 1), Duration::from_secs(5)),
             Duration::from_secs(10)
-        );
-        assert_eq!(
-            b.on_exit(t(now + 20), Duration::from_secs(5)),
-            Duration::from_secs(20)
         );
         // a failure more than 10 minutes after the previous one also starts over
-        assert_eq!(
-            b.on_exit(t(now + 20 + 601), Duration::ZERO),
-            Duration::from_secs(10)
-        );
+        assert_eq!(b.on_exit(t(now + 1 + 601), Duration::ZERO), Duration::ZERO);
+        // Pulls wait from the first failure on.
+        let mut pull = Backoff::image_pull();
+        assert_eq!(pull.on_exit(t(0), Duration::ZERO), Duration::from_secs(10));
+        assert_eq!(pull.on_exit(t(10), Duration::ZERO), Duration::from_secs(20));
     }
 
     #[test]
