@@ -9,6 +9,8 @@
 //! - [`backoff`] — per-object exponential back-off keyed by UID for the error policy (pure).
 //! - [`probes`] — `/healthz` and `/readyz` on a plain TCP listener (I/O).
 //! - [`shutdown`] — SIGTERM/SIGINT.
+//! - [`objects`] — idempotent create and delete of one object (I/O).
+//! - [`elected`] — `run_elected`: the above wired into an operator's `run` (backup, restore).
 //!
 //! A binary's `main` wires them roughly as: `init_logging`, install the rustls provider, build
 //! the client, spawn `serve_probes`, `acquire` the Lease, run the controller until
@@ -16,17 +18,21 @@
 //! (on loss, so the Pod restarts as a standby).
 
 pub mod backoff;
+pub mod elected;
 pub mod events;
 pub mod leader;
 pub mod logging;
+pub mod objects;
 pub mod probes;
 pub mod shutdown;
 pub mod status;
 
 pub use backoff::FailureBackoff;
+pub use elected::run_elected;
 pub use events::Events;
 pub use leader::{Decision, Leadership, LeaseConfig, LeaseError, acquire, decide};
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
+pub use objects::{ObjectError, create_if_absent, delete_if_present};
 pub use probes::{ProbeServer, Readiness, serve_probes};
 pub use shutdown::shutdown_signal;
 pub use status::apply_status;

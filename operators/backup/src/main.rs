@@ -12,10 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use etcd_api::{LocalObjectReference, S3Connection, S3Destination};
 use etcd_backup_operator::controller::{self, Settings};
 use etcd_backup_operator::create::{CreateBackup, create_backup};
-use operator_runtime::{
-    LeaseConfig, LogFormat, Readiness, acquire, init_logging, serve_probes, shutdown_signal,
-};
-use tokio_util::sync::CancellationToken;
+use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -132,68 +129,22 @@ async fn main() -> ExitCode {
 }
 
 async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
-    let readiness = Readiness::new();
-    let probes = readiness.clone();
-    let addr = args.probe_addr;
-    tokio::spawn(async move {
-        if let Err(error) = serve_probes(addr, probes).await {
-            tracing::error!(%error, %addr, "cannot serve probes");
-        }
-    });
-    let shutdown_requested = CancellationToken::new();
-    let signal = shutdown_requested.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        signal.cancel();
-    });
-    let mut leadership = None;
-    if args.leader_elect {
-        // A standby is healthy and ready to take over.
-        readiness.set_ready(true);
-        let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name);
-        tokio::select! {
-            acquired = acquire(client.clone(), config) => match acquired {
-                Ok(l) => leadership = Some(l),
-                Err(error) => {
-                    tracing::error!(%error, reason = error.reason(), "leader election failed");
-                    return ExitCode::FAILURE;
-                }
-            },
-            _ = shutdown_requested.cancelled() => return ExitCode::SUCCESS,
-        }
-        readiness.set_ready(false);
-        tracing::info!(identity = %args.pod_name, "leading");
-    }
+    let election = args
+        .leader_elect
+        .then(|| LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name));
     let settings = Settings {
         namespace: args.namespace,
         max_concurrent_backups: usize::from(args.max_concurrent_backups),
         pod_name: Some(args.pod_name),
     };
-    let stop = CancellationToken::new();
-    let controller = tokio::spawn(controller::run(client, settings, stop.clone(), readiness));
-    let lost = match leadership.as_mut() {
-        Some(l) => tokio::select! {
-            _ = l.lost() => true,
-            _ = shutdown_requested.cancelled() => false,
-        },
-        None => {
-            shutdown_requested.cancelled().await;
-            false
-        }
-    };
-    if lost {
-        tracing::error!("leadership lost; stopping the running backups and exiting");
-    }
-    stop.cancel();
-    let _ = controller.await;
-    match (leadership, lost) {
-        (_, true) => ExitCode::FAILURE,
-        (Some(l), false) => {
-            l.release().await;
-            ExitCode::SUCCESS
-        }
-        (None, false) => ExitCode::SUCCESS,
-    }
+    // On stop the running backups abort their uploads and record the outcome.
+    run_elected(
+        client.clone(),
+        args.probe_addr,
+        election,
+        |stop, readiness| controller::run(client, settings, stop, readiness),
+    )
+    .await
 }
 
 async fn create(client: kube::Client, args: CreateArgs) -> ExitCode {

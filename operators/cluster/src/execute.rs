@@ -13,7 +13,7 @@ use etcd_admin::{AdminError, EtcdAdmin};
 use etcd_api::EtcdCluster;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -54,6 +54,17 @@ pub enum ExecError {
         /// etcd's answer.
         source: AdminError,
     },
+}
+
+impl From<operator_runtime::ObjectError> for ExecError {
+    fn from(e: operator_runtime::ObjectError) -> Self {
+        ExecError::Kube {
+            verb: e.verb,
+            kind: e.kind,
+            name: e.name,
+            source: e.source,
+        }
+    }
 }
 
 impl ExecError {
@@ -269,38 +280,18 @@ impl Executor<'_> {
     }
 }
 
-/// Creates `object`; one that already exists is success (a crash after the create).
 async fn create<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(source) => Err(ExecError::Kube {
-            verb: "create",
-            kind,
-            name: object.meta().name.clone().unwrap_or_default(),
-            source,
-        }),
-    }
+    Ok(operator_runtime::create_if_absent(api, kind, object).await?)
 }
 
-/// Deletes `name`; one already gone is success.
 async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<(), ExecError>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(ExecError::Kube {
-            verb: "delete",
-            kind,
-            name: name.to_owned(),
-            source,
-        }),
-    }
+    Ok(operator_runtime::delete_if_present(api, kind, name).await?)
 }
 
 /// Server-side applies `object` under the operator's field manager.

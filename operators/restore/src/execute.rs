@@ -5,8 +5,9 @@
 use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
 use etcd_api::{EtcdCluster, EtcdRestore};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::{self, SeedBuildError};
@@ -33,6 +34,17 @@ pub enum ExecError {
     /// The step needs an object the observation did not find (it changed meanwhile).
     #[error("{0}")]
     Missing(String),
+}
+
+impl From<operator_runtime::ObjectError> for ExecError {
+    fn from(e: operator_runtime::ObjectError) -> Self {
+        ExecError::Kube {
+            verb: e.verb,
+            kind: e.kind,
+            name: e.name,
+            source: e.source,
+        }
+    }
 }
 
 impl ExecError {
@@ -183,32 +195,14 @@ impl Executor<'_> {
 
 async fn create<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
 where
-    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(source) => Err(ExecError::Kube {
-            verb: "create",
-            kind,
-            name: object.meta().name.clone().unwrap_or_default(),
-            source,
-        }),
-    }
+    Ok(operator_runtime::create_if_absent(api, kind, object).await?)
 }
 
 async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<(), ExecError>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(ExecError::Kube {
-            verb: "delete",
-            kind,
-            name: name.to_owned(),
-            source,
-        }),
-    }
+    Ok(operator_runtime::delete_if_present(api, kind, name).await?)
 }

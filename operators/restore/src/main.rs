@@ -12,10 +12,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use etcd_restore_operator::controller::{self, Settings};
 use etcd_restore_operator::seed::{SeedOutcome, SeedSpec, prepare_seed, s3_client};
-use operator_runtime::{
-    LeaseConfig, LogFormat, Readiness, acquire, init_logging, serve_probes, shutdown_signal,
-};
-use tokio_util::sync::CancellationToken;
+use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -157,69 +154,22 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let readiness = Readiness::new();
-    let probes = readiness.clone();
-    let addr = args.probe_addr;
-    tokio::spawn(async move {
-        if let Err(error) = serve_probes(addr, probes).await {
-            tracing::error!(%error, %addr, "cannot serve probes");
-        }
-    });
-    let shutdown_requested = CancellationToken::new();
-    let signal = shutdown_requested.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        signal.cancel();
-    });
-    let mut leadership = None;
-    if args.leader_elect {
-        // A standby is healthy and ready to take over.
-        readiness.set_ready(true);
-        let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name);
-        tokio::select! {
-            acquired = acquire(client.clone(), config) => match acquired {
-                Ok(l) => leadership = Some(l),
-                Err(error) => {
-                    tracing::error!(%error, reason = error.reason(), "leader election failed");
-                    return ExitCode::FAILURE;
-                }
-            },
-            _ = shutdown_requested.cancelled() => return ExitCode::SUCCESS,
-        }
-        readiness.set_ready(false);
-        tracing::info!(identity = %args.pod_name, "leading");
-    }
+    let election = args
+        .leader_elect
+        .then(|| LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name));
     let settings = Settings {
         namespace: args.namespace,
         seed_image: args.seed_image,
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         pod_name: Some(args.pod_name),
     };
-    let stop = CancellationToken::new();
-    let controller = tokio::spawn(controller::run(client, settings, stop.clone(), readiness));
-    let lost = match leadership.as_mut() {
-        Some(l) => tokio::select! {
-            _ = l.lost() => true,
-            _ = shutdown_requested.cancelled() => false,
-        },
-        None => {
-            shutdown_requested.cancelled().await;
-            false
-        }
-    };
-    if lost {
-        tracing::error!("leadership lost; exiting so a standby takes over");
-    }
-    stop.cancel();
-    let _ = controller.await;
-    match (leadership, lost) {
-        (_, true) => ExitCode::FAILURE,
-        (Some(l), false) => {
-            l.release().await;
-            ExitCode::SUCCESS
-        }
-        (None, false) => ExitCode::SUCCESS,
-    }
+    run_elected(
+        client.clone(),
+        args.probe_addr,
+        election,
+        |stop, readiness| controller::run(client, settings, stop, readiness),
+    )
+    .await
 }
 
 async fn prepare(spec: SeedSpec) -> ExitCode {
