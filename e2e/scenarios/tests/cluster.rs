@@ -70,15 +70,43 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
         .uid
         .unwrap();
 
-    // A crashed etcd process: the kubelet restarts it and it rejoins with its data.
+    // A crashed etcd process: the kubelet restarts it (a first exit at once, as kubelet does, so
+    // the operator may never see it unhealthy) and it rejoins with its data as the same member.
+    let member_id = |status: &etcd_api::EtcdClusterStatus| {
+        status
+            .members
+            .iter()
+            .find(|m| m.name == "repair-1")
+            .and_then(|m| m.id.clone())
+    };
+    let before = member_id(&env.clusters().get("repair").await.unwrap().status.unwrap());
+    assert!(before.is_some(), "repair-1 has a member ID");
     kill_member_process("repair-1", &uid);
-    env.wait_status("repair", "member repair-1 unhealthy", STEP, |c| {
-        c.status
-            .as_ref()
-            .is_some_and(|s| s.members.iter().any(|m| m.name == "repair-1" && !m.healthy))
-    })
-    .await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let restarts = pods
+            .get("repair-1")
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .and_then(|s| s.container_statuses)
+            .and_then(|cs| cs.first().map(|c| c.restart_count))
+            .unwrap_or(0);
+        if restarts >= 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "repair-1 was not restarted after its etcd was killed\n{}",
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     env.wait_available("repair", 3, V35, STEP).await;
+    let after = member_id(&env.clusters().get("repair").await.unwrap().status.unwrap());
+    assert_eq!(after, before, "repair-1 rejoined as the same etcd member");
     writer.check().await;
 
     // A member whose Pod and data are gone is removed and replaced by a new member (a new etcd
