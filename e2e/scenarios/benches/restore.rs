@@ -27,10 +27,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use etcd_api::{BackupArtifact, BackupPhase, ClusterPhase, EtcdBackup, EtcdCluster, EtcdRestore};
+use etcd_api::{BackupArtifact, BackupPhase, EtcdBackup, EtcdCluster, EtcdRestore};
 use etcd_api::{RestorePhase, restore::RESTORING_ANNOTATION};
 use etcd_client::{Client, GetOptions, MemberAddOptions};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -313,20 +313,6 @@ async fn succeeded_backup(env: &Env, timeout: Duration) -> BackupArtifact {
     }
 }
 
-/// The S3 Service's ClusterIP URL (the host reaches ClusterIPs through localkube's proxy).
-async fn s3_endpoint(env: &Env) -> String {
-    let services: Api<Service> = Api::namespaced(env.client.clone(), NS);
-    let ip = services
-        .get("s3")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .cluster_ip
-        .unwrap();
-    format!("http://{ip}:8333")
-}
-
 // ---------------------------------------------------------------------------------------------
 // (a) The operator.
 
@@ -467,36 +453,8 @@ async fn lose_quorum(env: &Env) {
     env.kubectl(&args);
     env.wait_status(CLUSTER, "quorum loss reported", STEP, quorum_loss_reported)
         .await;
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
-    let deadline = tokio::time::Instant::now() + STEP;
-    for name in &gone {
-        while pvcs.get_opt(name).await.unwrap().is_some() {
-            if tokio::time::Instant::now() > deadline {
-                fail(
-                    env,
-                    &format!("PVC {name} still there {STEP:?} after its deletion"),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-}
-
-/// The cluster operator reports the loss: not Available, and phase QuorumLost or Degraded with
-/// reason QuorumLost or ClusterLost (as the restore scenario checks it).
-fn quorum_loss_reported(c: &EtcdCluster) -> bool {
-    let Some(s) = &c.status else { return false };
-    let unavailable = s
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Available" && c.status == "False");
-    let lost = s.phase == Some(ClusterPhase::QuorumLost)
-        || s.conditions.iter().any(|c| {
-            c.type_ == "Degraded"
-                && c.status == "True"
-                && (c.reason == "QuorumLost" || c.reason == "ClusterLost")
-        });
-    unavailable && lost
+    let gone: Vec<&str> = gone.iter().map(String::as_str).collect();
+    wait_pvcs_gone(env, &gone).await;
 }
 
 fn available_at(c: &EtcdCluster) -> bool {

@@ -1008,39 +1008,6 @@ async fn assert_untouched(env: &Env, cluster: &str, before: &Footprint, refused:
     }
 }
 
-async fn wait_pvcs_gone(env: &Env, names: &[&str]) {
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
-    let deadline = tokio::time::Instant::now() + STEP;
-    for name in names {
-        while pvcs.get_opt(name).await.unwrap().is_some() {
-            if tokio::time::Instant::now() > deadline {
-                fail(
-                    env,
-                    &format!("PVC {name} is still there {STEP:?} after its deletion"),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-}
-
-/// The cluster operator reports the loss: not Available, and phase QuorumLost or Degraded with
-/// reason QuorumLost or ClusterLost (operators/cluster/src/status.rs).
-fn quorum_loss_reported(c: &EtcdCluster) -> bool {
-    let Some(s) = &c.status else { return false };
-    let unavailable = s
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Available" && c.status == "False");
-    let lost = s.phase == Some(ClusterPhase::QuorumLost)
-        || s.conditions.iter().any(|c| {
-            c.type_ == "Degraded"
-                && c.status == "True"
-                && (c.reason == "QuorumLost" || c.reason == "ClusterLost")
-        });
-    unavailable && lost
-}
-
 /// Available with `size` healthy voters on `version`, all ready (what `Env::wait_available`
 /// waits for), checked once.
 fn available_at(c: &EtcdCluster, size: usize, version: &str) -> bool {

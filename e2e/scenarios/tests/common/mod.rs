@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use etcd_api::{BackupArtifact, BackupPhase, EtcdBackup, EtcdCluster};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use etcd_api::{BackupArtifact, BackupPhase, ClusterPhase, EtcdBackup, EtcdCluster};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -522,15 +522,7 @@ pub async fn s3_from_host(env: &Env) -> aws_sdk_s3::Client {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let services: Api<Service> = Api::namespaced(env.client.clone(), NS);
-    let ip = services
-        .get("s3")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .cluster_ip
-        .unwrap();
+    let endpoint = s3_endpoint(env).await;
     let config = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
@@ -541,7 +533,7 @@ pub async fn s3_from_host(env: &Env) -> aws_sdk_s3::Client {
             None,
             "e2e",
         ))
-        .endpoint_url(format!("http://{ip}:8333"))
+        .endpoint_url(&endpoint)
         .force_path_style(true)
         .build();
     let s3 = aws_sdk_s3::Client::from_conf(config);
@@ -563,7 +555,7 @@ pub async fn s3_from_host(env: &Env) -> aws_sdk_s3::Client {
     }
     fail(
         env,
-        &format!("creating bucket {BUCKET} through {ip}:8333: {last}"),
+        &format!("creating bucket {BUCKET} through {endpoint}: {last}"),
     )
 }
 
@@ -777,4 +769,53 @@ pub fn fail(env: &Env, what: &str) -> ! {
 
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The S3 Service's ClusterIP URL (the host reaches ClusterIPs through localkube's proxy).
+pub async fn s3_endpoint(env: &Env) -> String {
+    let services: Api<Service> = Api::namespaced(env.client.clone(), NS);
+    let ip = services
+        .get("s3")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
+    format!("http://{ip}:8333")
+}
+
+/// Waits until each PVC of `names` is gone (deleted and released by its Pod).
+pub async fn wait_pvcs_gone(env: &Env, names: &[&str]) {
+    const PVC_GONE: Duration = Duration::from_secs(240);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + PVC_GONE;
+    for name in names {
+        while pvcs.get_opt(name).await.unwrap().is_some() {
+            if tokio::time::Instant::now() > deadline {
+                fail(
+                    env,
+                    &format!("PVC {name} is still there {PVC_GONE:?} after its deletion"),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// The cluster operator reports the loss: not Available, and phase QuorumLost or Degraded with
+/// reason QuorumLost or ClusterLost (operators/cluster/src/status.rs).
+pub fn quorum_loss_reported(c: &EtcdCluster) -> bool {
+    let Some(s) = &c.status else { return false };
+    let unavailable = s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "False");
+    let lost = s.phase == Some(ClusterPhase::QuorumLost)
+        || s.conditions.iter().any(|c| {
+            c.type_ == "Degraded"
+                && c.status == "True"
+                && (c.reason == "QuorumLost" || c.reason == "ClusterLost")
+        });
+    unavailable && lost
 }
