@@ -6,7 +6,8 @@
 //! - `localkube.io/localkube` → this localkube binary (used by tests for in-cluster clients);
 //! - the chart's operator image (`ghcr.io/etcd-operator-rs/etcd-operator`, any tag) → the
 //!   operator binaries built next to this localkube binary and etcd 3.5's `etcdutl` (the
-//!   Dockerfile copies it into the image for the restore's seed), at `/usr/local/bin`;
+//!   Dockerfile copies it into the image for the restore's seed), at `/usr/local/bin`, running
+//!   as the Dockerfile's non-root `USER 65532:65532`;
 //! - `busybox` → the host's own tools (a container sees the host's filesystem plus its mounts).
 //!
 //! A user's file replaces the default entirely; see e2e/README.md for the format.
@@ -40,7 +41,7 @@ pub fn load(
 }
 
 /// One directory per etcd minor under `state/images/`, holding `etcd`, `etcdctl` (and
-/// `etcdutl` for 3.5) as symlinks to the installed binaries: the names the image has.
+/// `etcdutl` for 3.5) from the installed binaries: the names the image has.
 fn etcd_bin_dir(state_dir: &Path, tools: &Path, minor: &str) -> Result<Option<PathBuf>, BoxError> {
     let dir = state_dir.join("images").join(format!("etcd-{minor}"));
     std::fs::create_dir_all(&dir)?;
@@ -50,9 +51,7 @@ fn etcd_bin_dir(state_dir: &Path, tools: &Path, minor: &str) -> Result<Option<Pa
         let Ok(target) = std::fs::canonicalize(&source) else {
             continue;
         };
-        let link = dir.join(tool);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&target, &link)?;
+        install(&target, &dir.join(tool))?;
         any = true;
     }
     Ok(any.then_some(dir))
@@ -74,12 +73,31 @@ fn operator_bin_dir(
         links.push((etcdutl, "etcdutl"));
     }
     for (target, name) in links {
-        let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&target, &link)?;
+        if target.exists() {
+            install(&target, &dir.join(name))?;
+        } else {
+            // Not built (a test of localkube alone): a container of the image then fails with
+            // "executable file not found", as an image without that file would.
+            tracing::warn!(binary = %target.display(), "the operator image lacks a binary that is not built");
+        }
     }
     Ok(dir)
 }
+
+/// Puts `source`'s content at `path`: a hard link, or a copy across file systems. Not a
+/// symlink: a container that runs as another user than root must be able to reach the file,
+/// as it can in an image, whatever the directories it was built in allow (a checkout under
+/// /root is mode 0700). So an image is the binaries as they were at `localkube up`.
+fn install(source: &Path, path: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    if std::fs::hard_link(source, path).is_err() {
+        std::fs::copy(source, path)?;
+    }
+    Ok(())
+}
+
+/// The operator image's `USER` (the Dockerfile's).
+const OPERATOR_USER: &str = "65532:65532";
 
 /// The binaries of the operator image (the Dockerfile's).
 const OPERATOR_BINARIES: [&str; 3] = [
@@ -111,11 +129,11 @@ fn default_map(state_dir: &Path, tools_dir: Option<&Path>) -> Result<String, Box
         ));
         // The chart's default operator image: the workspace's own build of the three operator
         // binaries, which sit next to this localkube binary (same cargo target directory), plus
-        // etcdutl, at /usr/local/bin as the Dockerfile installs them. Symlinks by path, so a
-        // rebuilt binary is what the next container runs.
+        // etcdutl, at /usr/local/bin as the Dockerfile installs them, and its `USER 65532:65532`
+        // (distroless nonroot). Rebuilt binaries reach containers at the next `localkube up`.
         let dir = operator_bin_dir(state_dir, exe_dir, tools_dir)?;
         out.push_str(&format!(
-            "- repository: {OPERATOR_REPOSITORY}\n  mounts: [{{hostPath: \"{}\", mountPath: /usr/local/bin}}]\n  env: {{PATH: \"{HOST_PATH}\"}}\n",
+            "- repository: {OPERATOR_REPOSITORY}\n  mounts: [{{hostPath: \"{}\", mountPath: /usr/local/bin}}]\n  env: {{PATH: \"{HOST_PATH}\"}}\n  user: \"{OPERATOR_USER}\"\n",
             dir.display()
         ));
     }

@@ -424,3 +424,107 @@ spec:
     assert_eq!(phase, "Succeeded", "{log}");
     assert!(log.contains("lister2"), "the pod lists itself: {log}");
 }
+
+/// The security context as a container runtime applies it: the user, groups and fsGroup, no
+/// privilege escalation, a read-only root with writable volumes; and kubelet's refusal of a
+/// container that would run as root under `runAsNonRoot`.
+#[tokio::test]
+async fn security_context_is_enforced_as_on_kubernetes() {
+    let lk = start_full().await;
+    let kc = clients(KubePair::Current);
+    let client = client(&lk).await;
+    wait_for_default_sa(&client, "default").await;
+    apply(
+        &lk,
+        &kc,
+        "default",
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: confined}
+spec:
+  securityContext: {runAsUser: 1000, runAsGroup: 3000, fsGroup: 2000, supplementalGroups: [4000]}
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c]
+    args:
+    - |
+      echo "id=$(id -u):$(id -g) groups=$(id -G) home=$HOME"
+      echo "$(grep NoNewPrivs /proc/self/status | tr -d '\t')"
+      touch /work/mine && echo "work-writable group=$(stat -c %g /work/mine)"
+      touch /tmp/confined-$$ 2>&1 | grep -q 'Read-only file system' && echo root-read-only
+      echo "password=$(cat /etc/creds/password) mode=$(stat -c %a /etc/creds/password)"
+      echo done
+      exec sleep 3600
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true}
+    volumeMounts: [{name: work, mountPath: /work}, {name: creds, mountPath: /etc/creds}]
+  volumes:
+  - {name: work, emptyDir: {}}
+  - {name: creds, secret: {secretName: creds}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: rootimage}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers: [{name: main, image: busybox, command: [sleep, "3600"]}]
+"#,
+    );
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    wait_until("the confined pod's output", POD_TIMEOUT, || async {
+        let logs = lk.kubectl(&kc, &["logs", "confined"]).unwrap_or_default();
+        if logs.contains("done") {
+            Ok(())
+        } else {
+            Err(logs)
+        }
+    })
+    .await;
+    let logs = lk.kubectl(&kc, &["logs", "confined"]).unwrap();
+    // The primary group first, then the supplementary ones as the kernel keeps them: sorted.
+    assert_eq!(
+        logs.lines().collect::<Vec<_>>(),
+        [
+            "id=1000:3000 groups=3000 2000 4000 home=/",
+            "NoNewPrivs:1",
+            "work-writable group=2000",
+            "root-read-only",
+            "password=s3cret mode=644",
+            "done",
+        ],
+        "{logs}"
+    );
+
+    let uid = pods.get("rootimage").await.unwrap().metadata.uid.unwrap();
+    let expected = format!(
+        "container has runAsNonRoot and image will run as root (pod: \"rootimage_default({uid})\", container: main)"
+    );
+    wait_until("runAsNonRoot refuses a root image", POD_TIMEOUT, || async {
+        let p = pods.get("rootimage").await.map_err(|e| e.to_string())?;
+        let waiting = p
+            .status
+            .and_then(|s| s.container_statuses)
+            .and_then(|cs| cs.into_iter().next())
+            .and_then(|c| c.state?.waiting)
+            .unwrap_or_default();
+        if waiting.reason.as_deref() == Some("CreateContainerConfigError")
+            && waiting.message.as_deref() == Some(expected.as_str())
+        {
+            Ok(())
+        } else {
+            Err(format!("{waiting:?}"))
+        }
+    })
+    .await;
+    let describe = lk.kubectl(&kc, &["describe", "pod", "rootimage"]).unwrap();
+    assert!(
+        describe.contains(&format!("Error: {expected}")),
+        "{describe}"
+    );
+}

@@ -11,6 +11,9 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::api::PostParams;
 use kube::{Api, Client};
+use std::os::unix::fs::PermissionsExt;
+
+use localkube_podspec::security::FsGroup;
 use localkube_podspec::volumes::{VolumeKind, volume_kind};
 
 /// Why a pod's volumes are not ready yet: the kubelet's `FailedMount` event, retried.
@@ -32,15 +35,20 @@ pub async fn prepare(
         .as_ref()
         .and_then(|s| s.volumes.clone())
         .unwrap_or_default();
+    let fs_group = localkube_podspec::security::fs_group(pod);
     for volume in &volumes {
         let dir = pod_dir.join("volumes").join(&volume.name);
-        let source = match volume_kind(volume) {
+        let kind = volume_kind(volume);
+        let source = match &kind {
             VolumeKind::EmptyDir { .. } => {
                 create_dir(&dir)?;
+                // kubelet makes an emptyDir world-writable, so any container user can use it.
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+                    .map_err(|e| MountError(format!("chmod {}: {e}", dir.display())))?;
                 dir
             }
             VolumeKind::Pvc { claim_name, .. } => {
-                claim_dir(client, &ns, &volume.name, &claim_name).await?
+                claim_dir(client, &ns, &volume.name, claim_name).await?
             }
             VolumeKind::Files => {
                 let token = match needs_token(volume) {
@@ -73,9 +81,64 @@ pub async fn prepare(
                 )));
             }
         };
+        // The claim stands for a block volume (what a cluster's default StorageClass gives), so
+        // fsGroup applies to it as to the pod's own volumes; hostPath never gets it.
+        let owned = match kind {
+            VolumeKind::EmptyDir { .. } | VolumeKind::Pvc { .. } => Some(false),
+            VolumeKind::Files => Some(true),
+            VolumeKind::Unsupported(_) => None,
+        };
+        if let (Some(fs_group), Some(read_only)) = (fs_group, owned) {
+            set_volume_ownership(&source, fs_group, read_only)?;
+        }
         out.insert(volume.name.clone(), source);
     }
     Ok(out)
+}
+
+/// kubelet's `SetVolumeOwnership`: every file and directory of the volume gets the fsGroup as
+/// its group, group read (and write unless the volume is read-only, as secrets are), and
+/// directories get group search and the setgid bit, so new files inherit the group.
+/// `OnRootMismatch` skips the walk when the root already looks done.
+fn set_volume_ownership(root: &Path, fs_group: FsGroup, read_only: bool) -> Result<(), MountError> {
+    use std::os::unix::fs::MetadataExt;
+    const SETGID: u32 = 0o2000;
+    let mask = if read_only { 0o440 } else { 0o660 };
+    let dir_mask = mask | 0o110 | SETGID;
+    let io = |what: &str, path: &Path, e: std::io::Error| {
+        MountError(format!(
+            "applying fsGroup {} to {}: {what}: {e}",
+            fs_group.gid,
+            path.display()
+        ))
+    };
+    if fs_group.only_on_root_mismatch {
+        let meta = std::fs::metadata(root).map_err(|e| io("stat", root, e))?;
+        if meta.gid() == fs_group.gid && meta.mode() & dir_mask == dir_mask {
+            return Ok(());
+        }
+    }
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| io("stat", &path, e))?;
+        std::os::unix::fs::lchown(&path, None, Some(fs_group.gid))
+            .map_err(|e| io("chown", &path, e))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let wanted = if meta.is_dir() { dir_mask } else { mask };
+        std::fs::set_permissions(
+            &path,
+            std::fs::Permissions::from_mode((meta.mode() & 0o7777) | wanted),
+        )
+        .map_err(|e| io("chmod", &path, e))?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).map_err(|e| io("read", &path, e))? {
+                pending.push(entry.map_err(|e| io("read", &path, e))?.path());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn create_dir(dir: &Path) -> Result<(), MountError> {
@@ -168,7 +231,6 @@ fn write_files(
     dir: &Path,
     files: &[localkube_podspec::volumes::VolumeFile],
 ) -> Result<(), MountError> {
-    use std::os::unix::fs::PermissionsExt;
     let io = |what: &str, path: &Path, e: std::io::Error| {
         MountError(format!("{what} {}: {e}", path.display()))
     };
@@ -206,4 +268,74 @@ fn write_files(
     }
     let _ = std::fs::remove_dir_all(&staging);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn mode_and_gid(path: &Path) -> (u32, u32) {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        (meta.mode() & 0o7777, meta.gid())
+    }
+
+    #[test]
+    fn fs_group_owns_the_volume_like_kubelet() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("vol");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/file"), "x").unwrap();
+        std::fs::set_permissions(
+            root.join("sub/file"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("sub/file", root.join("link")).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let fs_group = FsGroup {
+            gid: 2000,
+            only_on_root_mismatch: false,
+        };
+        set_volume_ownership(&root, fs_group, false).unwrap();
+        assert_eq!(mode_and_gid(&root), (0o2775, 2000));
+        assert_eq!(mode_and_gid(&root.join("sub")), (0o2775, 2000));
+        assert_eq!(mode_and_gid(&root.join("sub/file")), (0o660, 2000));
+        assert_eq!(
+            std::fs::symlink_metadata(root.join("link")).unwrap().gid(),
+            2000
+        );
+
+        // Read-only volumes (secrets) get group read only.
+        std::fs::set_permissions(
+            root.join("sub/file"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        set_volume_ownership(
+            &root,
+            FsGroup {
+                gid: 3000,
+                ..fs_group
+            },
+            true,
+        )
+        .unwrap();
+        assert_eq!(mode_and_gid(&root.join("sub/file")), (0o640, 3000));
+
+        // OnRootMismatch: a root that already has the group and mode is not walked.
+        std::fs::set_permissions(
+            root.join("sub/file"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let lazy = FsGroup {
+            gid: 3000,
+            only_on_root_mismatch: true,
+        };
+        set_volume_ownership(&root, lazy, true).unwrap();
+        assert_eq!(mode_and_gid(&root.join("sub/file")), (0o600, 3000));
+        set_volume_ownership(&root, FsGroup { gid: 4000, ..lazy }, true).unwrap();
+        assert_eq!(mode_and_gid(&root.join("sub/file")), (0o640, 4000));
+    }
 }

@@ -22,7 +22,9 @@ use localkube_podspec::probes::{
 use localkube_podspec::status::{
     ObservedContainer, ObservedState, ObservedTerminated, PodObservation,
 };
-use localkube_sandbox::{BindMount, ContainerSpec, PodSandbox, SandboxSpec, SpawnError};
+use localkube_sandbox::{
+    BindMount, Confinement, ContainerSpec, PodSandbox, SandboxSpec, SpawnError,
+};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
@@ -517,10 +519,6 @@ impl PodWorker {
             .and_then(|s| s.hostname.clone())
             .unwrap_or_else(|| self.name.clone());
         let mut process_env = env.process_env(&hostname, Some(&image));
-        // runc gives a process without HOME the home directory of its user (root here).
-        if !process_env.iter().any(|(k, _)| k == "HOME") {
-            process_env.push(("HOME".into(), "/root".into()));
-        }
         let argv = match localkube_podspec::command::container_argv(c, Some(&image), &env.vars) {
             Ok(argv) => argv,
             Err(e) => {
@@ -530,6 +528,28 @@ impl PodWorker {
                 return;
             }
         };
+        let confinement =
+            match localkube_podspec::security::container_security(&self.pod, c, &image) {
+                Ok(s) => Confinement {
+                    uid: s.uid,
+                    gid: s.gid,
+                    supplementary_groups: s.supplementary_groups,
+                    no_new_privileges: s.no_new_privileges,
+                    read_only_root: s.read_only_root_filesystem,
+                },
+                Err(e) => {
+                    self.set_waiting(&c.name, e.reason(), Some(e.to_string()));
+                    self.warn_once(&c.name, "Failed", format!("Error: {e}"))
+                        .await;
+                    return;
+                }
+            };
+        // runc gives a process without HOME the home directory of its user: /root for root, and
+        // / for a uid the image's /etc/passwd does not list (localkube's images have none).
+        if !process_env.iter().any(|(k, _)| k == "HOME") {
+            let home = if confinement.uid == 0 { "/root" } else { "/" };
+            process_env.push(("HOME".into(), home.into()));
+        }
         let mounts = match self.mounts_for(c, &image, &env.vars) {
             Ok(m) => m,
             Err(message) => {
@@ -558,6 +578,7 @@ impl PodWorker {
                 .map(PathBuf::from),
             mounts,
             log_path,
+            confinement,
         };
         let Some(sandbox) = self.sandbox.as_ref() else {
             return;

@@ -9,6 +9,7 @@
 //!   entrypoint: ["/usr/local/bin/etcd"]        # used when the container has no `command`
 //!   cmd: []                                    # used when the container has no `args`
 //!   env: {PATH: /usr/local/bin:/usr/bin:/bin}  # image env, overridden by the container's env
+//!   user: "65532:65532"                        # the image's USER (uid[:gid]); omitted = root
 //! ```
 
 use std::collections::BTreeMap;
@@ -42,6 +43,36 @@ pub struct ImageEntry {
     /// The image's working directory (`WORKDIR`), used when the container sets no `workingDir`.
     #[serde(default)]
     pub working_dir: Option<String>,
+    /// The image's `USER` as numeric `uid` or `uid:gid`: who the container runs as when its
+    /// security context names no `runAsUser`. Omitted means root, as for an image without USER.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// An image's numeric `USER`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageUser {
+    pub uid: u32,
+    /// `None` when the image gives only a uid: the runtime then uses the group of that uid in the
+    /// image's /etc/passwd, which localkube does not have, so 0.
+    pub gid: Option<u32>,
+}
+
+impl ImageUser {
+    /// `uid` or `uid:gid`, both numeric (names would need the image's /etc/passwd).
+    pub fn parse(user: &str) -> Option<ImageUser> {
+        let (uid, gid) = match user.split_once(':') {
+            Some((u, g)) => (u, Some(g)),
+            None => (user, None),
+        };
+        Some(ImageUser {
+            uid: uid.parse().ok()?,
+            gid: match gid {
+                Some(g) => Some(g.parse().ok()?),
+                None => None,
+            },
+        })
+    }
 }
 
 /// A host directory bind-mounted read-only into every container of the image.
@@ -58,6 +89,8 @@ pub enum ImageMapError {
     Syntax(String),
     #[error("image map entry {index}: repository {repository:?} is not a valid image repository")]
     BadRepository { index: usize, repository: String },
+    #[error("image map entry {index}: user {user:?} must be a numeric uid or uid:gid")]
+    BadUser { index: usize, user: String },
     #[error("image map entry {index}: {field} {path:?} must be an absolute path")]
     RelativePath {
         index: usize,
@@ -152,6 +185,14 @@ impl ImageMap {
                     repository: entry.repository.clone(),
                 });
             }
+            if let Some(user) = &entry.user
+                && ImageUser::parse(user).is_none()
+            {
+                return Err(ImageMapError::BadUser {
+                    index,
+                    user: user.clone(),
+                });
+            }
             for m in &entry.mounts {
                 for (field, path) in [("hostPath", &m.host_path), ("mountPath", &m.mount_path)] {
                     if !path.starts_with('/') {
@@ -183,6 +224,14 @@ impl ImageMap {
 }
 
 impl ImageEntry {
+    /// The image's user, or root when it names none (or, after `parse` checked it, never).
+    pub fn image_user(&self) -> ImageUser {
+        self.user
+            .as_deref()
+            .and_then(ImageUser::parse)
+            .unwrap_or(ImageUser { uid: 0, gid: None })
+    }
+
     /// A stable `imageID` for container statuses: `repository@sha256:<digest of the entry>`,
     /// so it changes exactly when the mapped binaries or defaults change.
     pub fn image_id(&self, image: &str) -> String {
@@ -207,6 +256,10 @@ impl ImageEntry {
             hasher.update(k.as_bytes());
             hasher.update(b"=");
             hasher.update(v.as_bytes());
+        }
+        if let Some(user) = &self.user {
+            hasher.update(b"\0user\0");
+            hasher.update(user.as_bytes());
         }
         let digest = hasher.finalize();
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -340,6 +393,30 @@ images:
         assert_eq!(
             ImageRef::parse("busybox").unwrap().normalized(),
             "docker.io/library/busybox:latest"
+        );
+    }
+
+    #[test]
+    fn an_image_user_is_numeric_and_defaults_to_root() {
+        let user = |text: &str| ImageUser::parse(text).map(|u| (u.uid, u.gid));
+        assert_eq!(user("65532"), Some((65532, None)));
+        assert_eq!(user("65532:65533"), Some((65532, Some(65533))));
+        assert_eq!(user("nonroot"), None);
+        assert_eq!(user("1:x"), None);
+        assert_eq!(user(""), None);
+        let map = ImageMap::parse(&format!("{MAP}  user: \"10:20\"\n")).unwrap();
+        assert_eq!(
+            map.images[2].image_user(),
+            ImageUser {
+                uid: 10,
+                gid: Some(20)
+            }
+        );
+        assert_eq!(map.images[0].image_user(), ImageUser { uid: 0, gid: None });
+        let err = ImageMap::parse(&format!("{MAP}  user: nonroot\n")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "image map entry 2: user \"nonroot\" must be a numeric uid or uid:gid"
         );
     }
 

@@ -14,6 +14,7 @@ pub mod fieldref;
 pub mod image_map;
 pub mod probes;
 pub mod quantity;
+pub mod security;
 pub mod status;
 pub mod volumes;
 

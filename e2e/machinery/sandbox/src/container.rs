@@ -27,6 +27,22 @@ pub struct ContainerSpec {
     pub mounts: Vec<BindMount>,
     /// Appended to (created if missing) in the CRI log format.
     pub log_path: PathBuf,
+    pub confinement: Confinement,
+}
+
+/// Who the program runs as and what it may change, as a container runtime sets it up. The
+/// default is root with its groups dropped and nothing read-only, as runc does for a container
+/// without a security context.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    pub uid: u32,
+    pub gid: u32,
+    pub supplementary_groups: Vec<u32>,
+    /// The kernel's `no_new_privs`: setuid binaries and file capabilities grant nothing.
+    pub no_new_privileges: bool,
+    /// Every mount but the container's own (`mounts`), /dev, /proc and /sys is read-only in the
+    /// container's mount namespace: the host's file system stands in for the image's root.
+    pub read_only_root: bool,
 }
 
 /// `source` (a host file or directory) appears at `target` inside the container only.
@@ -110,6 +126,7 @@ impl PodSandbox {
             env: spec.env,
             working_dir: spec.working_dir,
             mounts: spec.mounts,
+            confinement: spec.confinement,
         };
         let label = format!("{}/{}", self.id, spec.name);
         let started = self

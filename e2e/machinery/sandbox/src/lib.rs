@@ -30,7 +30,7 @@ mod sandbox;
 mod shim;
 mod wire;
 
-pub use container::{BindMount, Container, ContainerSpec, ExitStatus};
+pub use container::{BindMount, Confinement, Container, ContainerSpec, ExitStatus};
 pub use error::{Error, ExecError, SpawnError};
 pub use exec::ExecOutput;
 pub use host::HostNetwork;

@@ -156,6 +156,16 @@ fn container(req: ContainerRequest) -> Result<std::convert::Infallible, Failure>
     for m in &req.mounts {
         bind_mount(m)?;
     }
+    let c = &req.confinement;
+    if c.read_only_root {
+        read_only_root(&req.mounts)?;
+    }
+    // Like runc: the user is switched after the mounts (which need root) and before the working
+    // directory, which must then be reachable by that user.
+    become_user(c.uid, c.gid, &c.supplementary_groups)?;
+    if c.no_new_privileges {
+        nix::sys::prctl::set_no_new_privs().map_err(|e| Failure::setup("no_new_privs", e))?;
+    }
     if let Some(dir) = &req.working_dir {
         std::env::set_current_dir(dir)
             .map_err(|e| Failure::setup("working directory", format!("{}: {e}", dir.display())))?;
@@ -207,8 +217,122 @@ fn bind_mount(m: &BindMount) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Sets the supplementary groups, then the group, then the user (real, effective and saved):
+/// once the uid is not 0 the process has no capabilities left to change any of them back.
+fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), Failure> {
+    use nix::unistd::{Gid, Uid};
+    let groups: Vec<Gid> = groups.iter().map(|g| Gid::from_raw(*g)).collect();
+    nix::unistd::setgroups(&groups).map_err(|e| Failure::setup("setgroups", e))?;
+    let gid = Gid::from_raw(gid);
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| Failure::setup("setgid", e))?;
+    let uid = Uid::from_raw(uid);
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| Failure::setup("setuid", e))
+}
+
+/// `readOnlyRootFilesystem`: every mount of this (private) mount namespace becomes read-only,
+/// except the container's own mounts (volumes, /etc/hosts...), which keep their mode, and /dev,
+/// /proc and /sys, which a runtime mounts for the container itself. Bind remounts change only
+/// this namespace's view: the host's mounts stay as they are.
+fn read_only_root(own: &[BindMount]) -> Result<(), Failure> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| Failure::setup("read-only root", e))?;
+    let own: Vec<&Path> = own.iter().map(|m| m.target.as_path()).collect();
+    for (point, options) in table.lines().filter_map(mountinfo_point) {
+        let point = Path::new(&point);
+        let kept = own.iter().any(|t| point.starts_with(t))
+            || ["/dev", "/proc", "/sys"]
+                .iter()
+                .any(|p| point.starts_with(p));
+        if kept || options.split(',').any(|o| o == "ro") {
+            continue;
+        }
+        let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        for (option, flag) in [
+            ("nosuid", MsFlags::MS_NOSUID),
+            ("nodev", MsFlags::MS_NODEV),
+            ("noexec", MsFlags::MS_NOEXEC),
+            ("noatime", MsFlags::MS_NOATIME),
+            ("nodiratime", MsFlags::MS_NODIRATIME),
+            ("relatime", MsFlags::MS_RELATIME),
+        ] {
+            if options.split(',').any(|o| o == option) {
+                flags |= flag;
+            }
+        }
+        mount(None::<&str>, point, None::<&str>, flags, None::<&str>).map_err(|e| {
+            Failure::setup(
+                "read-only root",
+                format!("remounting {} read-only: {e}", point.display()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The mount point (field 5, octal escapes decoded) and per-mount options (field 6) of a
+/// /proc/self/mountinfo line.
+fn mountinfo_point(line: &str) -> Option<(String, String)> {
+    let mut fields = line.split(' ');
+    let point = fields.nth(4)?;
+    let options = fields.next()?;
+    Some((unescape_octal(point), options.to_owned()))
+}
+
+/// The kernel writes space, tab, newline and backslash in mountinfo paths as `\NNN` (octal).
+fn unescape_octal(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match escaped {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The identity of a running process from /proc/<pid>/status: uid, gid, supplementary groups
+/// (real ids: a container's process does not change them) and whether no_new_privs is set.
+fn process_identity(pid: u32) -> Result<(u32, u32, Vec<u32>, bool), Failure> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| Failure::setup("reading the container's identity", e))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::split_whitespace)
+    };
+    let first = |name: &str| -> Result<u32, Failure> {
+        field(name)
+            .and_then(|mut f| f.next())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Failure::setup("reading the container's identity", format!("no {name}")))
+    };
+    let groups = field("Groups:")
+        .map(|f| f.filter_map(|g| g.parse().ok()).collect())
+        .unwrap_or_default();
+    Ok((
+        first("Uid:")?,
+        first("Gid:")?,
+        groups,
+        first("NoNewPrivs:")? == 1,
+    ))
+}
+
 fn exec(req: ExecRequest) -> Result<std::convert::Infallible, Failure> {
     tie_to_parent(req.parent, Signal::SIGKILL)?;
+    // Like `runc exec`: the container's user, groups and no_new_privs.
+    let (uid, gid, groups, no_new_privs) = process_identity(req.target_pid)?;
     // Open everything before the first setns: after joining the mount namespace, paths mean the
     // container's view.
     let net = open_ns(req.target_pid, "net")?;
@@ -219,6 +343,10 @@ fn exec(req: ExecRequest) -> Result<std::convert::Infallible, Failure> {
     setns(net, CloneFlags::CLONE_NEWNET).map_err(|e| Failure::setup("setns net", e))?;
     setns(uts, CloneFlags::CLONE_NEWUTS).map_err(|e| Failure::setup("setns uts", e))?;
     setns(mnt, CloneFlags::CLONE_NEWNS).map_err(|e| Failure::setup("setns mnt", e))?;
+    become_user(uid, gid, &groups)?;
+    if no_new_privs {
+        nix::sys::prctl::set_no_new_privs().map_err(|e| Failure::setup("no_new_privs", e))?;
+    }
     // Like `runc exec`: the container's working directory.
     nix::unistd::fchdir(&cwd).map_err(|e| Failure::setup("working directory", e))?;
     new_session()?;
@@ -275,5 +403,22 @@ fn exec_failure(program: &str, path: &Path, err: &std::io::Error) -> Failure {
         } else {
             format!("{}: {reason}", path.display())
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_give_the_decoded_point_and_its_options() {
+        let line = "36 35 98:0 /mnt1 /mnt/with\\040space\\134x rw,noatime master:1 - ext3 /dev/root rw,errors=continue";
+        assert_eq!(
+            mountinfo_point(line),
+            Some(("/mnt/with space\\x".to_owned(), "rw,noatime".to_owned()))
+        );
+        assert_eq!(mountinfo_point("too short"), None);
+        // A backslash not followed by three octal digits is kept.
+        assert_eq!(unescape_octal("a\\9b\\04"), "a\\9b\\04");
     }
 }

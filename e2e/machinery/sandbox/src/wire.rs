@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::container::BindMount;
+use crate::container::{BindMount, Confinement};
 use crate::error::SpawnError;
 
 /// Which job the shim does; the first shim argument.
@@ -52,6 +52,7 @@ pub(crate) struct ContainerRequest {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
     pub mounts: Vec<BindMount>,
+    pub confinement: Confinement,
 }
 
 /// A command inside a running container: its mount namespace, the pod's net/UTS namespaces.

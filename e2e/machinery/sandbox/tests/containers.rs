@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use localkube_sandbox::{BindMount, ExecError, ExitStatus, Signal, SpawnError};
+use localkube_sandbox::{BindMount, Confinement, ExecError, ExitStatus, Signal, SpawnError};
 
 #[tokio::test]
 async fn hostname_mounts_and_env_are_the_pods_not_the_hosts() {
@@ -351,6 +351,138 @@ async fn logs_are_cri_records_and_appended() {
         ("F", 20000 - 16 * 1024)
     );
 
+    pod.destroy().await.unwrap();
+    net.release().await.unwrap();
+}
+
+/// The security context as the runtime applies it: the user and groups, no_new_privs (also for
+/// an exec), and a read-only root that even root cannot write while the container's own
+/// mounts stay writable, all without changing anything on the host.
+#[tokio::test]
+async fn confinement_is_the_user_groups_and_a_read_only_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // The test's directories must be reachable by the unprivileged user, as / is in an image.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let open = dir.path().join("open");
+    let volume = dir.path().join("volume");
+    for d in [&open, &volume] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let target = dir.path().join("inside/data");
+    let net = claim().await;
+    let pod = net.create_sandbox(sandbox_spec("confined")).await.unwrap();
+    let script = |name: &str| {
+        format!(
+            "id -u; id -g; id -G; grep NoNewPrivs /proc/self/status | tr -d '\\t'; \
+             touch {t}/{name} && echo volume-writable; \
+             touch {o}/{name} 2>&1 | grep -q 'Read-only file system' && echo root-read-only; \
+             echo ready; sleep 1000",
+            t = target.display(),
+            o = open.display(),
+        )
+    };
+    let start = |name: &str, confinement: Confinement| {
+        let mut spec = sh(dir.path(), name, &script(name));
+        spec.mounts = vec![BindMount {
+            source: volume.clone(),
+            target: target.clone(),
+            read_only: false,
+        }];
+        spec.confinement = confinement;
+        spec
+    };
+    let output = |name: &str| {
+        let log = dir.path().join(format!("{name}.log"));
+        async move {
+            eventually(
+                Duration::from_secs(10),
+                "the container's output",
+                || async {
+                    let lines = stdout_lines(&log);
+                    lines.contains(&"ready".to_string()).then_some(lines)
+                },
+            )
+            .await
+        }
+    };
+
+    // Root, but the root file system is read-only: only its volume takes the write.
+    let mut root = pod
+        .spawn(start(
+            "root",
+            Confinement {
+                read_only_root: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        output("root").await,
+        [
+            "0",
+            "0",
+            "0",
+            "NoNewPrivs:0",
+            "volume-writable",
+            "root-read-only",
+            "ready"
+        ]
+    );
+
+    // The chart's operators: uid/gid 65532, no privilege escalation, read-write root here.
+    let mut user = pod
+        .spawn(start(
+            "user",
+            Confinement {
+                uid: 65532,
+                gid: 65532,
+                supplementary_groups: vec![2000, 3000],
+                no_new_privileges: true,
+                read_only_root: false,
+            },
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        output("user").await,
+        [
+            "65532",
+            "65532",
+            "65532 2000 3000",
+            "NoNewPrivs:1",
+            "volume-writable",
+            "ready"
+        ]
+    );
+    // An exec (a probe, `kubectl exec`) runs as the container's user, as runc exec does.
+    let exec = pod
+        .exec(
+            user.pid(),
+            argv(&[
+                "sh",
+                "-c",
+                "id -u; grep NoNewPrivs /proc/self/status | tr -d '\\t'",
+            ]),
+            path_env(),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(exec.stdout, "65532\nNoNewPrivs:1\n");
+
+    // The user's file is its own; the read-only root left nothing behind, and the host's view
+    // is writable as before.
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(volume.join("user")).unwrap().uid(), 65532);
+    assert!(volume.join("root").exists());
+    assert!(!open.join("root").exists());
+    std::fs::write(open.join("host"), "still writable").unwrap();
+
+    root.stop(Duration::from_secs(5)).await;
+    user.stop(Duration::from_secs(5)).await;
     pod.destroy().await.unwrap();
     net.release().await.unwrap();
 }

@@ -38,6 +38,7 @@ pub fn sh(dir: &Path, name: &str, script: &str) -> ContainerSpec {
         working_dir: None,
         mounts: vec![],
         log_path: dir.join(format!("{name}.log")),
+        confinement: Default::default(),
     }
 }
 
