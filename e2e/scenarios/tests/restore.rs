@@ -326,6 +326,9 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
     );
     let events = env.events_for("main-restore-1").await;
     assert!(!events.is_empty(), "no event about main-restore-1");
+    // All three operators did their part under the chart's securityContext (non-root, no
+    // capabilities, read-only root), and so did the seed's init container (read-only root).
+    assert_operators_confined(&env);
     eprintln!(
         "[{:?}] checked {} keys at revision {revision}; events on main-restore-1:\n{}",
         clock.elapsed(),

@@ -10,7 +10,8 @@ use etcd_cluster_operator::build::{
 };
 use etcd_cluster_operator::naming::ClusterName;
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, PersistentVolumeClaim, Pod, SecretKeySelector, VolumeMount,
+    Capabilities, Container, EnvVar, EnvVarSource, PersistentVolumeClaim, Pod, SecretKeySelector,
+    SecurityContext, VolumeMount,
 };
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -173,7 +174,28 @@ fn init_container(
         }]),
         // On a real cluster the reason reaches the Pod status even when the log is gone.
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        security_context: Some(seed_writer_security()),
         ..Container::default()
+    }
+}
+
+/// The init container writes the data directory that etcd, root in its image, then serves. The
+/// operator image's own user (65532) may not write there: a fresh volume's root is owned by
+/// root with mode 0755 on most storage (ext4 on a block device), so it runs as root, as etcd
+/// does, with every capability dropped (owning the directory is enough), no escalation and a
+/// read-only root file system.
+fn seed_writer_security() -> SecurityContext {
+    SecurityContext {
+        run_as_user: Some(0),
+        run_as_group: Some(0),
+        run_as_non_root: Some(false),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
     }
 }
 
@@ -298,6 +320,18 @@ mod tests {
             init.volume_mounts.clone().unwrap()[0].mount_path,
             DATA_MOUNT
         );
+        // It writes as etcd's user (root), not the operator image's, with nothing else allowed.
+        let sc = init.security_context.clone().unwrap();
+        assert_eq!(
+            (
+                sc.run_as_user,
+                sc.run_as_non_root,
+                sc.allow_privilege_escalation
+            ),
+            (Some(0), Some(false), Some(false))
+        );
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_owned()]));
         assert_eq!(
             pod.metadata.annotations.unwrap()[RESTORED_BY_ANNOTATION],
             "r1"

@@ -819,3 +819,78 @@ pub fn quorum_loss_reported(c: &EtcdCluster) -> bool {
         });
     unavailable && lost
 }
+
+/// The chart's securityContext as the kernel sees it on each running operator process (children
+/// of this instance's localkube): uid and gid 65532, no capabilities, `no_new_privs`, and a
+/// read-only root in its mount namespace. `values.yaml` says what the chart asks for; this
+/// checks what the operators got.
+pub fn assert_operators_confined(env: &Env) {
+    let mut seen = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default()
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let name = String::from_utf8_lossy(program)
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if field("PPid:") != env.lk.pid().to_string()
+            || !(name.starts_with("etcd-") && name.ends_with("-operator"))
+        {
+            continue;
+        }
+        let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let root_options = mountinfo
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some("/"))
+            .and_then(|l| l.split(' ').nth(5))
+            .unwrap_or_default()
+            .to_owned();
+        let got = [
+            field("Uid:"),
+            field("Gid:"),
+            field("CapEff:"),
+            field("NoNewPrivs:"),
+            root_options
+                .split(',')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        ];
+        let want = [
+            "65532 65532 65532 65532",
+            "65532 65532 65532 65532",
+            "0000000000000000",
+            "1",
+            "ro",
+        ];
+        assert_eq!(
+            got, want,
+            "operator process {pid} ({name}): uid, gid, CapEff, NoNewPrivs, /"
+        );
+        *seen.entry(name).or_insert(0) += 1;
+    }
+    let names: Vec<&str> = seen.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "etcd-backup-operator",
+            "etcd-cluster-operator",
+            "etcd-restore-operator"
+        ],
+        "the chart's operators, each confined: {seen:?}"
+    );
+}
