@@ -232,3 +232,51 @@ fn the_chart_renders_three_least_privilege_operators_from_one_image() {
         "{notes}"
     );
 }
+
+/// `podDisruptionBudget.enabled` gives each enabled operator a budget whose selector is exactly
+/// its Deployment's; the default renders none (the etcd members' budgets are the operator's).
+#[test]
+fn operator_disruption_budgets_select_their_own_deployment() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    let clients = KubeClients::find(KubePair::Current).unwrap();
+    let render = |extra: &[&str]| {
+        let mut args = vec!["template", "etcd-operator", chart, "-n", "ops"];
+        args.extend_from_slice(extra);
+        rendered_objects(&clients.run_helm(&args).unwrap())
+    };
+    assert!(of_kind(&render(&[]), "PodDisruptionBudget").is_empty());
+
+    let objects = render(&[
+        "--set",
+        "podDisruptionBudget.enabled=true",
+        "--set",
+        "podDisruptionBudget.maxUnavailable=2",
+        "--set",
+        "backupOperator.enabled=false",
+    ]);
+    let budgets = of_kind(&objects, "PodDisruptionBudget");
+    let deployments = of_kind(&objects, "Deployment");
+    assert_eq!(budgets.len(), 2, "one per enabled operator: {budgets:?}");
+    for budget in budgets {
+        assert_eq!(budget["metadata"]["namespace"], "ops");
+        assert_eq!(budget["spec"]["maxUnavailable"], 2);
+        let selector = &budget["spec"]["selector"]["matchLabels"];
+        let selected: Vec<_> = deployments
+            .iter()
+            .filter(|d| {
+                let labels = &d["spec"]["template"]["metadata"]["labels"];
+                selector
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .all(|(k, v)| &labels[k] == v)
+            })
+            .collect();
+        assert_eq!(selected.len(), 1, "{budget} selects {selected:?}");
+        assert_eq!(
+            selected[0]["metadata"]["name"], budget["metadata"]["name"],
+            "a budget is named after its Deployment"
+        );
+    }
+}
