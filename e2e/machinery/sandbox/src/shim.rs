@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -153,9 +153,19 @@ fn container(req: ContainerRequest) -> Result<std::convert::Infallible, Failure>
         None::<&str>,
     )
     .map_err(|e| Failure::setup("make / private", e))?;
-    for m in &req.mounts {
-        bind_mount(m)?;
+    // Every source is opened before the first mount, and mounted through its descriptor: a mount
+    // over a directory that holds a later mount's source would otherwise hide that source (an
+    // emptyDir at /tmp over a state directory under /tmp). The kubelet's volumes live outside the
+    // container's view; this gives the same result.
+    let sources = req
+        .mounts
+        .iter()
+        .map(open_source)
+        .collect::<Result<Vec<_>, _>>()?;
+    for (m, source) in req.mounts.iter().zip(&sources) {
+        bind_mount(m, source)?;
     }
+    drop(sources);
     let c = &req.confinement;
     if c.read_only_root {
         read_only_root(&req.mounts)?;
@@ -178,7 +188,7 @@ fn container(req: ContainerRequest) -> Result<std::convert::Infallible, Failure>
 /// empty file). Created targets stay on the host file system as empty mount points (there is no
 /// container root file system to create them in); the mounts themselves live only in the
 /// container's mount namespace.
-fn bind_mount(m: &BindMount) -> Result<(), Failure> {
+fn bind_mount(m: &BindMount, source: &OwnedFd) -> Result<(), Failure> {
     let step = |what: &str| {
         format!(
             "mount {} on {}: {what}",
@@ -186,7 +196,9 @@ fn bind_mount(m: &BindMount) -> Result<(), Failure> {
             m.target.display()
         )
     };
-    let source_is_dir = std::fs::metadata(&m.source)
+    // The descriptor's magic link reaches the opened file even where its path is now hidden.
+    let source_path = format!("/proc/self/fd/{}", source.as_raw_fd());
+    let source_is_dir = std::fs::metadata(&source_path)
         .map_err(|e| Failure::setup("mount", step(&e.to_string())))?
         .is_dir();
     if !m.target.exists() {
@@ -207,14 +219,40 @@ fn bind_mount(m: &BindMount) -> Result<(), Failure> {
         created.map_err(|e| Failure::setup("mount", step(&e.to_string())))?;
     }
     let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
-    mount(Some(&m.source), &m.target, None::<&str>, bind, None::<&str>)
-        .map_err(|e| Failure::setup("mount", step(&e.to_string())))?;
+    mount(
+        Some(source_path.as_str()),
+        &m.target,
+        None::<&str>,
+        bind,
+        None::<&str>,
+    )
+    .map_err(|e| Failure::setup("mount", step(&e.to_string())))?;
     if m.read_only {
         let remount = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
         mount(None::<&str>, &m.target, None::<&str>, remount, None::<&str>)
             .map_err(|e| Failure::setup("mount", step(&format!("read-only remount: {e}"))))?;
     }
     Ok(())
+}
+
+/// An `O_PATH` descriptor of a mount's source (no read permission needed, nothing read).
+fn open_source(m: &BindMount) -> Result<OwnedFd, Failure> {
+    use nix::fcntl::{OFlag, open};
+    open(
+        &m.source,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| {
+        Failure::setup(
+            "mount",
+            format!(
+                "mount {} on {}: {e}",
+                m.source.display(),
+                m.target.display()
+            ),
+        )
+    })
 }
 
 /// Sets the supplementary groups, then the group, then the user (real, effective and saved):

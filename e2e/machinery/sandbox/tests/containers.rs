@@ -355,6 +355,60 @@ async fn logs_are_cri_records_and_appended() {
     net.release().await.unwrap();
 }
 
+/// A mount over a directory that holds a later mount's source does not hide that source (an
+/// emptyDir at /tmp while the pod's volumes live under /tmp): sources are opened first.
+#[tokio::test]
+async fn a_mount_does_not_hide_a_later_mounts_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let secret = state.join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("token"), "t0ken").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let net = claim().await;
+    let pod = net.create_sandbox(sandbox_spec("hidden")).await.unwrap();
+    let sa = state.join("inside/sa");
+    let mut spec = sh(
+        dir.path(),
+        "main",
+        &format!(
+            "ls {}; cat {}/token; echo; echo ready; sleep 1000",
+            state.display(),
+            sa.display()
+        ),
+    );
+    spec.mounts = vec![
+        // Covers `state`, and with it the next mount's source.
+        BindMount {
+            source: empty.clone(),
+            target: state.clone(),
+            read_only: false,
+        },
+        BindMount {
+            source: secret.clone(),
+            target: sa.clone(),
+            read_only: true,
+        },
+    ];
+    let log = spec.log_path.clone();
+    let mut c = pod.spawn(spec).await.unwrap();
+    let lines = eventually(
+        Duration::from_secs(10),
+        "the container's output",
+        || async {
+            let lines = stdout_lines(&log);
+            lines.contains(&"ready".to_string()).then_some(lines)
+        },
+    )
+    .await;
+    // `state` shows the empty directory (plus the created mount point), the token is there.
+    assert_eq!(lines, ["inside", "t0ken", "ready"]);
+    c.stop(Duration::from_secs(5)).await;
+    pod.destroy().await.unwrap();
+    net.release().await.unwrap();
+}
+
 /// The security context as the runtime applies it: the user and groups, no_new_privs (also for
 /// an exec), and a read-only root that even root cannot write while the container's own
 /// mounts stay writable, all without changing anything on the host.
