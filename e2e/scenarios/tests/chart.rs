@@ -1,14 +1,18 @@
 //! The chart's lifecycle end to end, with each helm major (helm 4.3 with kubectl 1.37, helm 3.17
 //! with kubectl 1.32), on the local control plane with real etcd members in Pods:
 //!
-//! 1. `helm install` with the chart's default values, then examples/cluster-production.yaml
-//!    applied as it is: Available with its 5 members, its Pod template (labels, resources,
-//!    anti-affinity), etcd options and volume size on the members; a key written.
-//! 2. `helm upgrade -f examples/scheduled-backup.yaml -f tests/fixtures/upgrade-values.yaml`:
-//!    the three operator Deployments roll to the new settings (log level and format, the dead
-//!    member grace) and their new Pods log that way; the example's CronJob appears; the CRDs and
-//!    the EtcdCluster are the same objects, its member Pods were not restarted, it is still
-//!    Available and the key reads back; the upgraded operator still acts (5 → 4 members).
+//! 1. `helm install` of the previous chart version (tests/fixtures/etcd-operator-0.1.0.tgz, as
+//!    a user has it) with its default values, then examples/cluster-production.yaml applied as
+//!    it is: Available with its 5 members, its Pod template (labels, resources, anti-affinity),
+//!    etcd options and volume size on the members; a key written.
+//! 2. `helm upgrade` to the working chart (charts/etcd-operator, a higher version) with
+//!    `-f examples/scheduled-backup.yaml -f tests/fixtures/upgrade-values.yaml`: the release is
+//!    the working chart's version; the three operator Deployments roll to the new settings (log
+//!    level and format, the dead member grace) and their new Pods log that way; the example's
+//!    CronJob appears; the CRDs are the same objects with the working chart's content; the
+//!    EtcdCluster is the same object (UID, spec, generation), its member Pods and PVCs are the
+//!    same objects (no member restarted), it is still Available and the key reads back; the
+//!    upgraded operator still acts (5 → 4 members, every PVC kept).
 //! 3. `helm uninstall`: the CRDs (`helm.sh/resource-policy: keep`), the EtcdCluster, its
 //!    running member Pods (serving the key) and every PVC remain, the same objects; everything
 //!    the release installed otherwise is gone: the operator Deployments and their Pods,
@@ -32,6 +36,10 @@ use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 const RELEASE: &str = "etcd-operator";
+/// The previous chart version as released: charts/etcd-operator at bf79453, packaged with
+/// `helm package` (how to regenerate it: tests/fixtures/README.md).
+const PREVIOUS_CHART: &str = "e2e/scenarios/tests/fixtures/etcd-operator-0.1.0.tgz";
+const PREVIOUS_VERSION: &str = "0.1.0";
 /// examples/cluster-production.yaml's cluster, size and version.
 const CLUSTER: &str = "prod";
 const SIZE: usize = 5;
@@ -67,14 +75,22 @@ async fn lifecycle(pair: KubePair) {
     let env = start(pair).await;
     let t = || format!("[{helm} {:>5.1?}]", clock.elapsed());
 
-    // 1. Install with the chart's defaults, as a user first would.
+    // 1. Install the previous chart version with its defaults, as a user did then.
     let chart = workspace().join("charts/etcd-operator");
+    let previous = workspace().join(PREVIOUS_CHART);
+    let version = chart_version(&env, &chart);
+    assert_eq!(chart_version(&env, &previous), PREVIOUS_VERSION);
+    assert!(
+        semver(&version) > semver(PREVIOUS_VERSION),
+        "{helm}: the working chart's version {version} must be above the previous release's \
+         {PREVIOUS_VERSION} (raise charts/etcd-operator/Chart.yaml's version)"
+    );
     helm_ok(
         &env,
         &[
             "install",
             RELEASE,
-            chart.to_str().unwrap(),
+            previous.to_str().unwrap(),
             "--namespace",
             OPERATOR_NAMESPACE,
             "--create-namespace",
@@ -92,8 +108,16 @@ async fn lifecycle(pair: KubePair) {
             "{helm}: the chart's default logging on {RELEASE}-{suffix}"
         );
     }
+    assert_eq!(
+        release_chart(&env),
+        (1, format!("etcd-operator-{PREVIOUS_VERSION}")),
+        "{helm}"
+    );
     let crds = crd_uids(&env).await;
-    eprintln!("{} installed with the chart's defaults", t());
+    eprintln!(
+        "{} installed chart {PREVIOUS_VERSION} with its defaults",
+        t()
+    );
 
     // examples/cluster-production.yaml as it is. It runs on localkube's one node unchanged: its
     // anti-affinity is `preferred` (a single node still schedules every member) and localkube's
@@ -110,36 +134,53 @@ async fn lifecycle(pair: KubePair) {
         [(KEY.to_owned(), "before-upgrade".to_owned())],
     )
     .await;
-    let cluster = cluster_uid(&env).await;
+    // What the upgrade must leave as it is: the cluster's object, its members' Pods and volumes.
+    let before = env.clusters().get(CLUSTER).await.unwrap();
+    let cluster = before.metadata.uid.clone().unwrap();
     let members_before = uids::<Pod>(&env).await;
+    let pvcs_before = uids::<PersistentVolumeClaim>(&env).await;
     assert_eq!(members_before.len(), SIZE, "{members_before:?}");
+    assert_eq!(pvcs_before.len(), SIZE, "{pvcs_before:?}");
     eprintln!(
         "{} {CLUSTER} Available with {SIZE} members, key written",
         t()
     );
 
-    // 2. Upgrade to changed values: the scheduled backup example, and the fixture over it.
+    // 2. Upgrade to the working chart with changed values: the scheduled backup example, and the
+    // fixture over it.
     let example = workspace().join("examples/scheduled-backup.yaml");
     let fixture = workspace().join("e2e/scenarios/tests/fixtures/upgrade-values.yaml");
-    helm_ok(
-        &env,
-        &[
-            "upgrade",
-            RELEASE,
-            chart.to_str().unwrap(),
-            "--namespace",
-            OPERATOR_NAMESPACE,
-            "-f",
-            example.to_str().unwrap(),
-            "-f",
-            fixture.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "180s",
-        ],
+    let values = [
+        "-f",
+        example.to_str().unwrap(),
+        "-f",
+        fixture.to_str().unwrap(),
+    ];
+    let mut upgrade = vec![
+        "upgrade",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        "--wait",
+        "--timeout",
+        "180s",
+    ];
+    upgrade.extend(values);
+    helm_ok(&env, &upgrade);
+    assert_eq!(
+        release_chart(&env),
+        (2, format!("etcd-operator-{version}")),
+        "{helm}"
     );
     for (suffix, _) in OPERATORS {
         let d = deployment(&env, suffix).await;
+        let labels = d.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("helm.sh/chart"),
+            Some(&format!("etcd-operator-{version}")),
+            "{helm}: {RELEASE}-{suffix} is the working chart's"
+        );
         assert_eq!(
             (env_var(&d, "LOG_LEVEL"), env_var(&d, "LOG_FORMAT")),
             (Some("debug".into()), Some("text".into())),
@@ -190,17 +231,40 @@ async fn lifecycle(pair: KubePair) {
     assert_eq!(
         crd_uids(&env).await,
         crds,
-        "{helm}: the upgrade kept the CRDs"
+        "{helm}: the upgrade kept the CRDs (the same objects)"
     );
-    assert_eq!(cluster_uid(&env).await, cluster, "{helm}");
+    let changed = check_crds_are_the_charts(&env, &chart, &previous, &values);
+    let after = env.clusters().get(CLUSTER).await.unwrap();
+    assert_eq!(
+        (
+            after.metadata.uid.as_deref(),
+            after.metadata.generation,
+            &after.spec
+        ),
+        (
+            Some(cluster.as_str()),
+            before.metadata.generation,
+            &before.spec
+        ),
+        "{helm}: the upgrade kept the EtcdCluster (UID, generation, spec)"
+    );
     env.wait_available(CLUSTER, SIZE, VERSION, STEP).await;
     assert_eq!(
         uids::<Pod>(&env).await,
         members_before,
         "{helm}: the upgrade restarted no etcd member"
     );
+    assert_eq!(
+        uids::<PersistentVolumeClaim>(&env).await,
+        pvcs_before,
+        "{helm}: the upgrade kept every member's PVC"
+    );
     assert_eq!(read_key(&env).await, "before-upgrade", "{helm}");
-    eprintln!("{} upgraded: operators rolled, {CLUSTER} untouched", t());
+    eprintln!(
+        "{} upgraded {PREVIOUS_VERSION} → {version}: operators rolled, CRDs are the working \
+         chart's ({changed}), {CLUSTER} untouched",
+        t()
+    );
 
     // The upgraded operator still acts: one member fewer. Its volume stays (reclaimPolicy
     // Retain, as the example says).
@@ -220,9 +284,8 @@ async fn lifecycle(pair: KubePair) {
     let pvcs = uids::<PersistentVolumeClaim>(&env).await;
     assert_eq!(members.len(), SIZE - 1, "{helm}: {members:?}");
     assert_eq!(
-        pvcs.len(),
-        SIZE,
-        "{helm}: every member's PVC is kept: {pvcs:?}"
+        pvcs, pvcs_before,
+        "{helm}: every member's PVC is kept, the removed member's too"
     );
     eprintln!("{} scaled to {} by the upgraded operator", t(), SIZE - 1);
 
@@ -676,4 +739,153 @@ async fn read_key(env: &Env) -> String {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     fail(env, &format!("reading {KEY} through {url}: {last}"))
+}
+
+/// `version` of a chart (a directory or a packaged .tgz), as helm reads it.
+fn chart_version(env: &Env, chart: &std::path::Path) -> String {
+    let text = helm_ok(env, &["show", "chart", chart.to_str().unwrap()]);
+    text.lines()
+        .find_map(|l| l.strip_prefix("version:"))
+        .unwrap_or_else(|| panic!("no version in {}:\n{text}", chart.display()))
+        .trim()
+        .to_owned()
+}
+
+/// `major.minor.patch` as numbers, for ordering chart versions.
+fn semver(version: &str) -> Vec<u64> {
+    version
+        .split(['.', '-', '+'])
+        .take(3)
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("chart version {version}"))
+        })
+        .collect()
+}
+
+/// The release's revision and chart (`<name>-<version>`) as `helm list` reports them; it must be
+/// deployed.
+fn release_chart(env: &Env) -> (u64, String) {
+    let out = helm_ok(
+        env,
+        &["list", "--namespace", OPERATOR_NAMESPACE, "-o", "json"],
+    );
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let release = list
+        .as_array()
+        .and_then(|l| l.iter().find(|r| r["name"] == RELEASE))
+        .unwrap_or_else(|| panic!("{RELEASE} not in helm list: {out}"));
+    assert_eq!(release["status"], "deployed", "{release}");
+    let revision = match &release["revision"] {
+        serde_json::Value::String(s) => s.parse().unwrap(),
+        n => n.as_u64().unwrap(),
+    };
+    (revision, release["chart"].as_str().unwrap().to_owned())
+}
+
+/// The CRDs `chart` renders with `values`, as helm renders them for an upgrade.
+fn rendered_crds(env: &Env, chart: &std::path::Path, values: &[&str]) -> Vec<serde_json::Value> {
+    CRDS.iter()
+        .map(|name| {
+            let template = format!("templates/crds/{name}.yaml");
+            let mut args = vec![
+                "template",
+                RELEASE,
+                chart.to_str().unwrap(),
+                "--namespace",
+                OPERATOR_NAMESPACE,
+                "--show-only",
+                &template,
+            ];
+            args.extend_from_slice(values);
+            let yaml = helm_ok(env, &args);
+            // kubectl turns the YAML into JSON without sending it anywhere.
+            let json = env
+                .lk
+                .kubectl_stdin(
+                    &env.kc,
+                    &["create", "--dry-run=client", "-o", "json"],
+                    &yaml,
+                )
+                .unwrap_or_else(|e| fail(env, &format!("{name} of {}: {e}", chart.display())));
+            serde_json::from_str(&json).unwrap()
+        })
+        .collect()
+}
+
+/// Each installed CRD is the working chart's: its spec (names, versions, schemas, printer
+/// columns, subresources) exactly as `chart` renders it, and the rendered labels and annotations
+/// on it. Returns how the working chart's CRDs differ from the previous chart's (when they are
+/// the same, the upgrade had nothing to change in them and this check is only a guard).
+fn check_crds_are_the_charts(
+    env: &Env,
+    chart: &std::path::Path,
+    previous: &std::path::Path,
+    values: &[&str],
+) -> String {
+    let helm = format!("helm {}", env.kc.pair().helm_minor());
+    let working = rendered_crds(env, chart, values);
+    let old = rendered_crds(env, previous, &[]);
+    let mut changed = 0;
+    for ((name, rendered), old) in CRDS.iter().zip(&working).zip(&old) {
+        // As the API server has it (JSON as stored, not through k8s-openapi's types).
+        let installed: serde_json::Value =
+            serde_json::from_str(&env.kubectl(&["get", "crd", name, "-o", "json"])).unwrap();
+        let mut differences = Vec::new();
+        json_diff(
+            "spec",
+            &rendered["spec"],
+            &installed["spec"],
+            &mut differences,
+        );
+        assert!(
+            differences.is_empty(),
+            "{helm}: CRD {name} after the upgrade is not the working chart's; {} fields differ: \
+             {:?}",
+            differences.len(),
+            &differences[..differences.len().min(10)]
+        );
+        for field in ["labels", "annotations"] {
+            let want = rendered["metadata"][field].as_object().cloned();
+            for (key, value) in want.unwrap_or_default() {
+                assert_eq!(
+                    installed["metadata"][field][&key], value,
+                    "{helm}: CRD {name} {field} {key}"
+                );
+            }
+        }
+        let mut since = Vec::new();
+        json_diff("", old, rendered, &mut since);
+        changed += since.len();
+    }
+    if changed == 0 {
+        format!("the same as {PREVIOUS_VERSION}'s")
+    } else {
+        format!("{changed} fields changed since {PREVIOUS_VERSION}")
+    }
+}
+
+/// The paths at which `a` and `b` differ (a field missing on one side counts as `null`).
+fn json_diff(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                json_diff(
+                    &format!("{path}.{key}"),
+                    x.get(key).unwrap_or(&Value::Null),
+                    y.get(key).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                json_diff(&format!("{path}[{i}]"), x, y, out);
+            }
+        }
+        _ if a != b => out.push(path.to_owned()),
+        _ => {}
+    }
 }
