@@ -58,13 +58,22 @@ test: deps lint ## Install what tests need, lint, and run every test
 	$(call timed,tests,cargo nextest run --workspace --no-fail-fast)
 	$(call timed,doctests,cargo test --workspace --doc)
 
+# Each bench prints its own tables and appends its headline figures to BENCH_RESULTS (JSON
+# lines, crates/test-support/src/bench.rs); bench-report then prints them all as one table. The
+# path is made absolute (also when given on the command line) because cargo runs each bench in
+# its package's directory.
+BENCH_RESULTS ?= target/bench/results.jsonl
+
 .PHONY: bench
-bench: deps ## Benchmarks: figures and ratios against baselines measured in the same run
+bench: override export BENCH_RESULTS := $(abspath $(BENCH_RESULTS))
+bench: deps ## Benchmarks: figures and ratios against baselines measured in the same run, one table at the end
+	mkdir -p "$(dir $(BENCH_RESULTS))" && : > "$(BENCH_RESULTS)"
 	$(call timed,bench-localkube,cargo bench -p localkube --bench api)
 	cargo build -q --workspace --bins   # the cluster bench runs the chart's operators from these
 	$(call timed,bench-cluster,cargo bench -p e2e-scenarios --bench cluster)
 	$(call timed,bench-restore,cargo bench -p e2e-scenarios --bench restore)
 	$(call timed,bench-backup,cargo bench -p etcd-backup-operator --bench backup)
+	cargo run -q -p test-support --bin bench-report -- "$(BENCH_RESULTS)"
 
 .PHONY: localkube
 localkube: deps ## Run the local control plane in the foreground (state in .localkube/, Ctrl-C stops it)

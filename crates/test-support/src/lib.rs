@@ -13,6 +13,8 @@
 //! - [`process`]: [`process::ProcessGuard`] (a logged child process, SIGKILLed on drop), log
 //!   tails, [`process::TestDir`].
 //! - [`s3`]: [`S3Server`], `weed mini` with generated credentials, and its `aws-sdk-s3` client.
+//! - [`bench`]: what the parts of `make bench` share: their operator-against-by-hand tables, and
+//!   the [`bench::Figure`]s each records for the combined table `bench-report` prints.
 //! - [`kube_tools`]: [`KubeClients`], kubectl + helm of one [`KubePair`].
 //!
 //! Every process logs to a file in a temp dir. If a test panics, dropping a component prints the
@@ -45,6 +47,7 @@
 //! result, so that a missing component fails the test loudly.
 
 pub mod addr;
+pub mod bench;
 pub mod error;
 pub mod etcd;
 pub mod kube_tools;

@@ -1,6 +1,8 @@
 //! `make bench` (localkube part): create, get, list and watch-delivery rates through the API
 //! server (kube-rs over HTTPS, JSON, RBAC path, etcd transactions) as ratios against the same
-//! operations done directly on the same etcd in the same run.
+//! operations done directly on the same etcd in the same run. With `BENCH_RESULTS` set (as
+//! `make bench` does), the rates are appended there for the combined table
+//! (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -12,6 +14,7 @@ use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use test_support::LocalKube;
+use test_support::bench::{self, Figure, Part, Unit};
 
 const N: usize = 500;
 
@@ -184,6 +187,23 @@ async fn main() {
             rate(r.api),
             rate(r.api) / rate(r.etcd)
         );
+    }
+    let figures: Vec<Figure> = rows
+        .iter()
+        .map(|r| {
+            Figure::new(
+                Part::LocalkubeApi,
+                Unit::ObjectsPerSecond,
+                (
+                    &format!("API server: {}, {N} ConfigMaps of ~0.6 KiB", r.op),
+                    rate(r.api),
+                ),
+                ("the same directly on its etcd", rate(r.etcd)),
+            )
+        })
+        .collect();
+    if let Some(path) = bench::record(&figures).expect("recording the figures") {
+        println!("figures appended to {}", path.display());
     }
     lk.stop().await.unwrap();
 }

@@ -12,13 +12,13 @@
 //! binaries built (`cargo build --workspace --bins`): localkube runs the operator binary next to
 //! itself. `BENCH_ROUNDS` (default 3) sets the rounds of each side; rounds alternate operator
 //! (apply, then kill), by hand (bootstrap, then kill), so a change in the machine's load hits
-//! both sides alike.
+//! both sides alike. With `BENCH_RESULTS` set (as `make bench` does), the two ratios are appended
+//! there for the combined table (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
+use test_support::bench::{self, Figure, Part, Side, Steps, Unit};
 use test_support::{ClusterState, EtcdCluster, EtcdMember, EtcdVersion};
 
 const VERSION: EtcdVersion = EtcdVersion::V3_5;
@@ -35,18 +36,6 @@ const SIZE: usize = 3;
 const POLL: Duration = Duration::from_millis(100);
 /// A round that takes longer than this is a failure, not a figure.
 const ROUND_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// Offsets from the start of a round (seconds) of each step, keyed `Reason #n` (the n-th
-/// occurrence of that reason in the round, so rounds line up), in the order first seen.
-#[derive(Default)]
-struct Steps(Vec<(String, f64)>);
-
-impl Steps {
-    fn push(&mut self, reason: &str, offset: f64) {
-        let n = self.0.iter().filter(|(k, _)| k.starts_with(reason)).count() + 1;
-        self.0.push((format!("{reason} #{n}"), offset));
-    }
-}
 
 struct Round {
     total: Duration,
@@ -91,8 +80,13 @@ async fn main() {
         operator_kill.push(c);
         by_hand_kill.push(d);
     }
-    report(&operator, &by_hand);
-    report_kill(&operator_kill, &by_hand_kill);
+    let figures = [
+        report(&operator, &by_hand),
+        report_kill(&operator_kill, &by_hand_kill),
+    ];
+    if let Some(path) = bench::record(&figures).expect("recording the figures") {
+        println!("\nfigures appended to {}", path.display());
+    }
 }
 
 /// Available with `SIZE` healthy voters on the version, as the operator's status says: the
@@ -460,56 +454,21 @@ async fn healthy_voters(client: &mut Client, endpoints: &[String]) -> usize {
     healthy
 }
 
-struct Summary {
-    median: f64,
-    min: f64,
-    max: f64,
+/// A side of the table: `label`, each round's total and steps.
+fn side<'a>(label: &'a str, rounds: &'a [Round]) -> Side<'a> {
+    Side::new(label, rounds.iter().map(|r| (r.total, &r.steps)))
 }
 
-fn summary(values: &[f64]) -> Summary {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    let median = if sorted.len().is_multiple_of(2) {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    } else {
-        sorted[mid]
-    };
-    Summary {
-        median,
-        min: sorted[0],
-        max: sorted[sorted.len() - 1],
-    }
-}
-
-fn report(operator: &[Round], by_hand: &[Round]) {
-    let secs =
-        |rounds: &[Round]| -> Vec<f64> { rounds.iter().map(|r| r.total.as_secs_f64()).collect() };
-    let a = summary(&secs(operator));
-    let b = summary(&secs(by_hand));
+/// Prints (a) against (b) with the steps; returns the figure for the combined table.
+fn report(operator: &[Round], by_hand: &[Round]) -> Figure {
+    let a = side("(a) operator: kubectl apply → Available", operator);
+    let b = side("(b) by hand: seed, 2× add learner/start/promote", by_hand);
     let n = operator.len();
     println!(
         "\nEtcdCluster size {SIZE}, etcd {}: apply → Available with {SIZE} healthy voters, {n} rounds each, same run",
         VERSION.version_string()
     );
-    println!(
-        "{:<44} {:>9} {:>9} {:>9}",
-        "figure", "median s", "min s", "max s"
-    );
-    for (label, s) in [
-        ("(a) operator: kubectl apply → Available", &a),
-        ("(b) by hand: seed, 2× add learner/start/promote", &b),
-    ] {
-        println!(
-            "{label:<44} {:>9.2} {:>9.2} {:>9.2}",
-            s.median, s.min, s.max
-        );
-    }
-    println!(
-        "{:<44} {:>9.2}",
-        "ratio (a)/(b), medians",
-        a.median / b.median
-    );
+    print!("{}", bench::totals_table(&a, &b, "ratio (a)/(b), medians"));
     println!(
         "The ratio contains what Kubernetes and the operator add to etcd's own steps: the API \
          round trips and watch delays, Pod scheduling and start (localkube's node agent), the \
@@ -520,80 +479,38 @@ fn report(operator: &[Round], by_hand: &[Round]) {
          polling by both sides every {poll} ms.",
         poll = POLL.as_millis()
     );
-
-    // Steps: median offset from the start of the round, operator (from its events) beside the
-    // same step by hand.
     println!(
         "\nsteps: median seconds since the start of the round (operator: its events' eventTime)"
     );
-    steps_table(operator, by_hand);
-    println!(
-        "{:<34} {:>10.2} {:>10.2}",
-        "Available (observed)", a.median, b.median
+    print!("{}", bench::steps_table(&a, &b, "Available (observed)"));
+    Figure::new(
+        Part::Cluster,
+        Unit::Seconds,
+        (
+            &format!("operator: kubectl apply → Available, {SIZE} members ({n} round(s), median)"),
+            a.summary().median,
+        ),
+        (
+            "by hand: seed + 2× learner add/start/promote",
+            b.summary().median,
+        ),
+    )
+}
+
+/// Prints (c) against (d) with the steps; returns the figure for the combined table.
+fn report_kill(operator: &[Round], by_hand: &[Round]) -> Figure {
+    let c = side("(c) operator: kill → Available again", operator);
+    let d = side(
+        "(d) by hand: kill, restart on its data dir → healthy",
+        by_hand,
     );
-}
-
-/// Each step's median offset, operator beside by hand, in the operator's order (from its first
-/// round), then any step only one side has.
-fn steps_table(operator: &[Round], by_hand: &[Round]) {
-    let medians = |rounds: &[Round]| -> BTreeMap<String, Summary> {
-        let mut offsets: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for round in rounds {
-            for (step, offset) in &round.steps.0 {
-                offsets.entry(step.clone()).or_default().push(*offset);
-            }
-        }
-        offsets.into_iter().map(|(k, v)| (k, summary(&v))).collect()
-    };
-    let op_steps = medians(operator);
-    let hand_steps = medians(by_hand);
-    // In the operator's order (from its first round), then any step only one side has.
-    let mut order: Vec<String> = operator[0].steps.0.iter().map(|(k, _)| k.clone()).collect();
-    for key in op_steps.keys().chain(hand_steps.keys()) {
-        if !order.contains(key) {
-            order.push(key.clone());
-        }
-    }
-    println!("{:<34} {:>10} {:>10}", "step", "operator", "by hand");
-    let cell = |s: Option<&Summary>| s.map_or("-".to_owned(), |s| format!("{:.2}", s.median));
-    for key in &order {
-        println!(
-            "{key:<34} {:>10} {:>10}",
-            cell(op_steps.get(key)),
-            cell(hand_steps.get(key))
-        );
-    }
-}
-
-fn report_kill(operator: &[Round], by_hand: &[Round]) {
-    let secs =
-        |rounds: &[Round]| -> Vec<f64> { rounds.iter().map(|r| r.total.as_secs_f64()).collect() };
-    let c = summary(&secs(operator));
-    let d = summary(&secs(by_hand));
     let n = operator.len();
     println!(
         "\nEtcdCluster size {SIZE}, etcd {}: SIGKILL of a follower's etcd → Available again with \
          {SIZE} healthy voters, {n} rounds each, same run",
         VERSION.version_string()
     );
-    println!(
-        "{:<52} {:>9} {:>9} {:>9}",
-        "figure", "median s", "min s", "max s"
-    );
-    for (label, s) in [
-        ("(c) operator: kill → Available again", &c),
-        ("(d) by hand: kill, restart on its data dir → healthy", &d),
-    ] {
-        println!(
-            "{label:<52} {:>9.2} {:>9.2} {:>9.2}",
-            s.median, s.min, s.max
-        );
-    }
-    println!(
-        "{:<52} {:>9.2}",
-        "ratio (c)/(d), medians",
-        c.median / d.median
-    );
+    print!("{}", bench::totals_table(&c, &d, "ratio (c)/(d), medians"));
     println!(
         "The ratio contains what Kubernetes and the operator add to etcd's own restart and catch-up \
          on its data dir (which (d) does at once after the kill): the node agent's restart back-off \
@@ -609,9 +526,22 @@ fn report_kill(operator: &[Round], by_hand: &[Round]) {
         "\nsteps: median seconds since the kill (observed by polling every {} ms)",
         POLL.as_millis()
     );
-    steps_table(operator, by_hand);
-    println!(
-        "{:<34} {:>10.2} {:>10.2}",
-        "Available again (observed)", c.median, d.median
+    print!(
+        "{}",
+        bench::steps_table(&c, &d, "Available again (observed)")
     );
+    Figure::new(
+        Part::Cluster,
+        Unit::Seconds,
+        (
+            &format!(
+                "operator: a follower's etcd SIGKILLed → Available again ({n} round(s), median)"
+            ),
+            c.summary().median,
+        ),
+        (
+            "by hand: restart on its data dir at once",
+            d.summary().median,
+        ),
+    )
 }

@@ -15,13 +15,15 @@
 //! Does I/O throughout: localkube, kubectl, etcd Pods and processes, the aws CLI, etcdutl.
 //! Needs the workspace's binaries built (`cargo build --workspace --bins`): localkube runs the
 //! operator binaries next to itself. `BENCH_ROUNDS` (default 1: a round at 1 GiB is minutes)
-//! sets the rounds of each side, alternating operator, by hand.
+//! sets the rounds of each side, alternating operator, by hand. With `BENCH_RESULTS` set (as
+//! `make bench` does), the ratio is appended there for the combined table
+//! (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -34,6 +36,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
+use test_support::bench::{self, Figure, Part, Side, Steps, Unit};
 use test_support::process::TestDir;
 use test_support::{AddressBlock, ClusterState, EtcdMember, EtcdMemberConfig, EtcdVersion, Tools};
 
@@ -60,23 +63,6 @@ const WRITERS: usize = 4;
 const POLL: Duration = Duration::from_millis(100);
 /// Setup steps (cluster Available, quorum loss seen, PVCs gone).
 const STEP: Duration = Duration::from_secs(300);
-
-/// Offsets from the start of a round (seconds) of each step, keyed `Reason #n` (the n-th
-/// occurrence of that reason in the round, so rounds line up), in the order first seen.
-#[derive(Default)]
-struct Steps(Vec<(String, f64)>);
-
-impl Steps {
-    fn push(&mut self, reason: &str, offset: f64) {
-        let n = self
-            .0
-            .iter()
-            .filter(|(k, _)| k.rsplit_once(" #").is_some_and(|(r, _)| r == reason))
-            .count()
-            + 1;
-        self.0.push((format!("{reason} #{n}"), offset));
-    }
-}
 
 struct Round {
     total: Duration,
@@ -163,7 +149,10 @@ async fn main() {
         operator.push(a);
         by_hand.push(b);
     }
-    report(&source, db_mib, fill_time, &operator, &by_hand);
+    let figure = report(&source, db_mib, fill_time, &operator, &by_hand);
+    if let Some(path) = bench::record(&[figure]).expect("recording the figures") {
+        println!("\nfigures appended to {}", path.display());
+    }
 }
 
 /// A local control plane with the chart installed, failing early when the restore operator is
@@ -383,11 +372,7 @@ async fn operator_round(
     // wait: give it a moment to arrive.
     let mut steps = operator_steps(env, &name, wall_start).await;
     for _ in 0..50 {
-        if steps
-            .0
-            .iter()
-            .any(|(k, _)| k.starts_with("RestoreSucceeded"))
-        {
+        if steps.has("RestoreSucceeded") {
             break;
         }
         tokio::time::sleep(POLL).await;
@@ -396,7 +381,7 @@ async fn operator_round(
     if let Some(seed) = &status.seed_member {
         seed_init_steps(env, seed, wall_start, &mut steps).await;
     }
-    steps.0.sort_by(|a, b| a.1.total_cmp(&b.1));
+    steps.sort_by_offset();
     Round {
         total,
         steps,
@@ -812,42 +797,33 @@ async fn healthy_voters(client: &mut Client, endpoints: &[String]) -> usize {
 // ---------------------------------------------------------------------------------------------
 // The table.
 
-struct Summary {
-    median: f64,
-    min: f64,
-    max: f64,
+/// A side of the table: `label`, each round's total and steps.
+fn side<'a>(label: &'a str, rounds: &'a [Round]) -> Side<'a> {
+    Side::new(label, rounds.iter().map(|r| (r.total, &r.steps)))
 }
 
-fn summary(values: &[f64]) -> Summary {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    let median = if sorted.len().is_multiple_of(2) {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    } else {
-        sorted[mid]
-    };
-    Summary {
-        median,
-        min: sorted[0],
-        max: sorted[sorted.len() - 1],
-    }
-}
-
+/// Prints (a) against (b) with the steps; returns the figure for the combined table.
 fn report(
     source: &Source,
     db_mib: usize,
     fill_time: Duration,
     operator: &[Round],
     by_hand: &[Round],
-) {
-    let secs =
-        |rounds: &[Round]| -> Vec<f64> { rounds.iter().map(|r| r.total.as_secs_f64()).collect() };
-    let a = summary(&secs(operator));
-    let b = summary(&secs(by_hand));
+) -> Figure {
+    let a = side(
+        "(a) operator: kubectl apply EtcdRestore → Succeeded",
+        operator,
+    );
+    let b = side(
+        "(b) by hand: aws s3 cp, etcdutl restore, etcd, 2× learner",
+        by_hand,
+    );
     let n = operator.len();
     let mb = |bytes: i64| bytes as f64 / 1e6;
-    let db = |rounds: &[Round]| summary(&rounds.iter().map(|r| mb(r.db_size)).collect::<Vec<_>>());
+    let db = |rounds: &[Round]| {
+        bench::Summary::of(&rounds.iter().map(|r| mb(r.db_size)).collect::<Vec<_>>())
+            .map_or(f64::NAN, |s| s.median)
+    };
     println!(
         "\nEtcdRestore of a 3-member etcd {} cluster after quorum loss: {db_mib} × 1 MiB random \
          values (filled in {:.0} s), snapshot object {:.0} MB at revision {}; {n} round(s) each, \
@@ -857,32 +833,11 @@ fn report(
         mb(source.artifact.size_bytes),
         source.artifact.revision
     );
+    print!("{}", bench::totals_table(&a, &b, "ratio (a)/(b), medians"));
     println!(
-        "{:<58} {:>9} {:>9} {:>9}",
-        "figure", "median s", "min s", "max s"
-    );
-    for (label, s) in [
-        ("(a) operator: kubectl apply EtcdRestore → Succeeded", &a),
-        (
-            "(b) by hand: aws s3 cp, etcdutl restore, etcd, 2× learner",
-            &b,
-        ),
-    ] {
-        println!(
-            "{label:<58} {:>9.2} {:>9.2} {:>9.2}",
-            s.median, s.min, s.max
-        );
-    }
-    println!(
-        "{:<58} {:>9.2}",
-        "ratio (a)/(b), medians",
-        a.median / b.median
-    );
-    println!(
-        "{:<58} {:>9.0}   by hand {:.0}",
-        "DB size restored (etcd dbSize, MB): operator",
-        db(operator).median,
-        db(by_hand).median
+        "DB size restored (etcd dbSize, MB, median): operator {:.0}, by hand {:.0}",
+        db(operator),
+        db(by_hand)
     );
     println!(
         "Both sides end with {SIZE} healthy voters holding all {db_mib} keys (counted). The \
@@ -895,45 +850,28 @@ fn report(
          observe → act → requeue cycles, and status polling every {} ms on both sides.",
         POLL.as_millis()
     );
-
-    // Steps: median offset from the start of the round, operator (from its events) beside the
-    // same step by hand, in the order of the operator's offsets (by hand's where the operator
-    // has no such step).
-    let medians = |rounds: &[Round]| -> BTreeMap<String, Summary> {
-        let mut offsets: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for round in rounds {
-            for (step, offset) in &round.steps.0 {
-                offsets.entry(step.clone()).or_default().push(*offset);
-            }
-        }
-        offsets.into_iter().map(|(k, v)| (k, summary(&v))).collect()
-    };
-    let op_steps = medians(operator);
-    let hand_steps = medians(by_hand);
-    let mut order: Vec<(f64, String)> = op_steps
-        .keys()
-        .chain(hand_steps.keys().filter(|k| !op_steps.contains_key(*k)))
-        .map(|k| {
-            let at = op_steps.get(k).or(hand_steps.get(k)).unwrap().median;
-            (at, k.clone())
-        })
-        .collect();
-    order.sort_by(|x, y| x.0.total_cmp(&y.0));
     println!(
         "\nsteps: median seconds since the start of the round (operator: its events' eventTime, \
          the init container's times at 1 s resolution)"
     );
-    println!("{:<32} {:>10} {:>10}", "step", "operator", "by hand");
-    let cell = |s: Option<&Summary>| s.map_or("-".to_owned(), |s| format!("{:.2}", s.median));
-    for (_, key) in &order {
-        println!(
-            "{key:<32} {:>10} {:>10}",
-            cell(op_steps.get(key)),
-            cell(hand_steps.get(key))
-        );
-    }
-    println!(
-        "{:<32} {:>10.2} {:>10.2}",
-        "Succeeded / 3 voters (observed)", a.median, b.median
+    print!(
+        "{}",
+        bench::steps_table(&a, &b, "Succeeded / 3 voters (observed)")
     );
+    Figure::new(
+        Part::Restore,
+        Unit::Seconds,
+        (
+            &format!(
+                "operator: EtcdRestore → Succeeded, {SIZE} members, from the snapshot of \
+                 {db_mib} MiB of values ({:.0} MB; {n} round(s), median)",
+                mb(source.artifact.size_bytes)
+            ),
+            a.summary().median,
+        ),
+        (
+            "by hand: aws s3 cp, etcdutl snapshot restore, etcd, 2× learner add/start/promote",
+            b.summary().median,
+        ),
+    )
 }

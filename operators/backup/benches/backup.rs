@@ -10,7 +10,10 @@
 //! process (this binary re-executed with [`CHILD_ENV`] set) so that its VmHWM is its own; all
 //! three timings are wall times of processes (start-up included), so they compare like for like.
 //! `BENCH_ROUNDS` (default 1) repeats the three timings (medians printed) and the RSS samples
-//! (maxima printed).
+//! (maxima printed). `BENCH_DB_MIB` (default 1024) and `BENCH_SMALL_DB_MIB` (default 100) set the
+//! two DB sizes (MiB of 1 MiB values; the small one below the large one): small values make a
+//! quick check of the bench, not figures. With `BENCH_RESULTS` set (as `make bench` does), the
+//! ratios are appended there for the combined table (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -20,6 +23,7 @@ use std::time::{Duration, Instant};
 use etcd_backup_operator::credentials::S3Credentials;
 use etcd_backup_operator::execute::{BackupJob, S3Target, execute};
 use futures_util::StreamExt;
+use test_support::bench::{self, Figure, Part, Unit};
 use test_support::process::TestDir;
 use test_support::{
     AddressBlock, ClusterState, EtcdMember, EtcdMemberConfig, EtcdVersion, S3Server, Tools,
@@ -30,8 +34,9 @@ use tokio_util::sync::CancellationToken;
 const CHILD_ENV: &str = "BACKUP_BENCH_CHILD";
 const BUCKET: &str = "bench";
 const MIB: usize = 1024 * 1024;
-/// One value; 1024 of them make the 1 GiB DB.
+/// One value; `BENCH_DB_MIB` (default 1024) of them make the 1 GiB DB.
 const VALUE_LEN: usize = MIB;
+/// The DB sizes (in values) without `BENCH_SMALL_DB_MIB` and `BENCH_DB_MIB`.
 const SMALL_KEYS: usize = 100;
 const LARGE_KEYS: usize = 1024;
 /// Puts in flight while filling (etcd batches them into fewer fsyncs).
@@ -241,11 +246,19 @@ async fn main() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return child().await;
     }
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .map(|v| v.parse().expect("BENCH_ROUNDS is a number"))
-        .unwrap_or(1)
-        .max(1);
+    let env_number = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} is a number")))
+            .unwrap_or(default)
+    };
+    let rounds = env_number("BENCH_ROUNDS", 1).max(1);
+    let small_keys = env_number("BENCH_SMALL_DB_MIB", SMALL_KEYS);
+    let large_keys = env_number("BENCH_DB_MIB", LARGE_KEYS);
+    assert!(
+        0 < small_keys && small_keys < large_keys,
+        "need 0 < BENCH_SMALL_DB_MIB ({small_keys}) < BENCH_DB_MIB ({large_keys})"
+    );
     let tools = Tools::from_env();
     let total = Instant::now();
 
@@ -276,20 +289,20 @@ async fn main() {
 
     // Peak RSS at ~100 MiB, then grow the same DB to ~1 GiB.
     let t = Instant::now();
-    fill(&client, 0, SMALL_KEYS).await;
+    fill(&client, 0, small_keys).await;
     let fill_small = t.elapsed();
     // As many samples as the 1 GiB side gets, both sides their maximum: like against like.
     let mut small_hwm_kib = 0;
     for round in 0..rounds {
         let small = run_child(&etcd, &s3, &format!("rss-small-{round}"));
-        assert!(small.size_bytes >= (SMALL_KEYS * VALUE_LEN) as u64);
+        assert!(small.size_bytes >= (small_keys * VALUE_LEN) as u64);
         small_hwm_kib = small_hwm_kib.max(small.hwm_kib);
     }
     empty_bucket(&s3).await;
     let t = Instant::now();
-    fill(&client, SMALL_KEYS, LARGE_KEYS).await;
+    fill(&client, small_keys, large_keys).await;
     let fill_time = fill_small + t.elapsed();
-    let data_bytes = (LARGE_KEYS * VALUE_LEN) as u64;
+    let data_bytes = (large_keys * VALUE_LEN) as u64;
 
     let snapshot = dir.path().join("snapshot.db");
     let mut results = Vec::new();
@@ -342,7 +355,7 @@ async fn main() {
         size_bytes as f64 / 1e6,
     );
     println!(
-        "backup 1GiB  operator  {:.1} s  ({:.0} MB/s) | save+upload {:.1} s | upload alone {:.1} s | ratio {:.2} {:.2}",
+        "backup {large_keys} MiB  operator  {:.1} s  ({:.0} MB/s) | save+upload {:.1} s | upload alone {:.1} s | ratio {:.2} {:.2}",
         secs(operator),
         mb_per_s(size_bytes, operator),
         secs(two_step),
@@ -362,13 +375,45 @@ async fn main() {
     println!("  ratio = operator / save+upload, operator / upload alone (time; below 1 is faster)");
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
-        "backup peak RSS (max of {rounds})  100MiB DB {:.1} MiB | 1GiB DB {:.1} MiB | ratio {:.2}  (part size {} MiB)",
+        "backup peak RSS (max of {rounds})  {small_keys} MiB DB {:.1} MiB | {large_keys} MiB DB {:.1} MiB | ratio {:.2}  (part size {} MiB)",
         mib(small_hwm_kib),
         mib(large_hwm_kib),
         large_hwm_kib as f64 / small_hwm_kib as f64,
         etcd_snapshot::DEFAULT_PART_SIZE / MIB,
     );
     println!("total {:.0} s", secs(total.elapsed()));
+
+    let measured = format!(
+        "operator: backup to S3 (etcd's snapshot stream → multipart upload), {large_keys} MiB of \
+         random values, snapshot {:.0} MB ({rounds} round(s), median)",
+        size_bytes as f64 / 1e6
+    );
+    let figures = [
+        Figure::new(
+            Part::Backup,
+            Unit::Seconds,
+            (&measured, secs(operator)),
+            ("`etcdctl snapshot save` + `aws s3 cp`", secs(two_step)),
+        ),
+        Figure::new(
+            Part::Backup,
+            Unit::Seconds,
+            (&measured, secs(operator)),
+            ("the upload alone (`aws s3 cp`)", secs(upload)),
+        ),
+        Figure::new(
+            Part::Backup,
+            Unit::Mebibytes,
+            (
+                &format!("peak RSS of the backup, {large_keys} MiB DB (max of {rounds})"),
+                mib(large_hwm_kib),
+            ),
+            (&format!("the same at {small_keys} MiB"), mib(small_hwm_kib)),
+        ),
+    ];
+    if let Some(path) = bench::record(&figures).expect("recording the figures") {
+        println!("figures appended to {}", path.display());
+    }
     drop(client);
     drop(s3);
     drop(member);
