@@ -298,6 +298,8 @@ async fn lifecycle(pair: KubePair) {
             format!("clusterrole.rbac.authorization.k8s.io/{RELEASE}-{suffix}"),
             format!("clusterrolebinding.rbac.authorization.k8s.io/{RELEASE}-{suffix}"),
             format!("role.rbac.authorization.k8s.io/{RELEASE}-{suffix}-leader-election"),
+            // upgrade-values.yaml turns the operators' disruption budgets on.
+            format!("poddisruptionbudget.policy/{RELEASE}-{suffix}"),
         ] {
             assert!(
                 released.lines().any(|l| l == expected),
@@ -605,7 +607,7 @@ fn released_objects(env: &Env) -> String {
     env.kubectl(&[
         "get",
         "deployments,replicasets,pods,serviceaccounts,roles,rolebindings,cronjobs,jobs,\
-         clusterroles,clusterrolebindings",
+         clusterroles,clusterrolebindings,poddisruptionbudgets",
         "--all-namespaces",
         "-l",
         RELEASE_LABEL,
