@@ -54,15 +54,7 @@ async fn hostname_mounts_and_env_are_the_pods_not_the_hosts() {
     ];
     let log = spec.log_path.clone();
     let mut c = pod.spawn(spec).await.unwrap();
-    let lines = eventually(
-        Duration::from_secs(10),
-        "the container's output",
-        || async {
-            let lines = stdout_lines(&log);
-            lines.contains(&"ready".to_string()).then_some(lines)
-        },
-    )
-    .await;
+    let lines = lines_until_ready(&log).await;
     let (before, env) = lines.split_at(lines.iter().position(|l| l == "env:").unwrap());
     assert_eq!(
         before,
@@ -393,15 +385,7 @@ async fn a_mount_does_not_hide_a_later_mounts_source() {
     ];
     let log = spec.log_path.clone();
     let mut c = pod.spawn(spec).await.unwrap();
-    let lines = eventually(
-        Duration::from_secs(10),
-        "the container's output",
-        || async {
-            let lines = stdout_lines(&log);
-            lines.contains(&"ready".to_string()).then_some(lines)
-        },
-    )
-    .await;
+    let lines = lines_until_ready(&log).await;
     // `state` shows the empty directory (plus the created mount point), the token is there.
     assert_eq!(lines, ["inside", "t0ken", "ready"]);
     c.stop(Duration::from_secs(5)).await;
@@ -449,17 +433,7 @@ async fn confinement_is_the_user_groups_and_a_read_only_root() {
     };
     let output = |name: &str| {
         let log = dir.path().join(format!("{name}.log"));
-        async move {
-            eventually(
-                Duration::from_secs(10),
-                "the container's output",
-                || async {
-                    let lines = stdout_lines(&log);
-                    lines.contains(&"ready".to_string()).then_some(lines)
-                },
-            )
-            .await
-        }
+        async move { lines_until_ready(&log).await }
     };
 
     // Root, but the root file system is read-only: only its volume takes the write.

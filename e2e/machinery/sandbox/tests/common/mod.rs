@@ -89,6 +89,19 @@ pub fn stdout_lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The container's stdout lines once it has printed `ready` (failing the test after 10 s).
+pub async fn lines_until_ready(log: &Path) -> Vec<String> {
+    eventually(
+        Duration::from_secs(10),
+        "the container's output",
+        || async {
+            let lines = stdout_lines(log);
+            lines.contains(&"ready".to_string()).then_some(lines)
+        },
+    )
+    .await
+}
+
 /// Link names on the host whose name starts with `lkbr<N>` exactly or `lkv<N>x`.
 pub fn links_of(index: u8) -> Vec<String> {
     let out = std::process::Command::new("ip")
