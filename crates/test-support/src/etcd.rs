@@ -429,6 +429,27 @@ pub async fn connect(endpoints: &[String]) -> Result<Client, HarnessError> {
     connect_with_timeout(endpoints, CLIENT_TIMEOUT).await
 }
 
+/// What `etcdctl member add` prints as ETCD_INITIAL_CLUSTER: every member of the answer's list
+/// as `name=peerURL`, the added member (`new_id`, not started, so still unnamed) as `new_name`.
+pub fn initial_cluster_after_add(
+    response: &etcd_client::MemberAddResponse,
+    new_id: u64,
+    new_name: &str,
+) -> String {
+    response
+        .member_list()
+        .iter()
+        .flat_map(|m| {
+            let name = if m.id() == new_id { new_name } else { m.name() };
+            m.peer_urls()
+                .iter()
+                .map(move |u| format!("{name}={u}"))
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Connects an etcd client to `endpoints` with `timeout` as connect and request timeout.
 pub async fn connect_with_timeout(
     endpoints: &[String],
@@ -709,23 +730,7 @@ impl EtcdCluster {
                 context: format!("member add {peer}"),
                 source: etcd_client::Error::InvalidArgs("response without the new member".into()),
             })?;
-        // What etcdctl prints as ETCD_INITIAL_CLUSTER.
-        let initial_cluster = response
-            .member_list()
-            .iter()
-            .flat_map(|m| {
-                let name = if m.id() == id {
-                    config.name.clone()
-                } else {
-                    m.name().to_owned()
-                };
-                m.peer_urls()
-                    .iter()
-                    .map(move |u| format!("{name}={u}"))
-                    .collect::<Vec<_>>()
-            })
-            .collect::<Vec<_>>()
-            .join(",");
+        let initial_cluster = initial_cluster_after_add(&response, id, &config.name);
         self.start_joining_member(i, &initial_cluster).await?;
         Ok(id)
     }

@@ -285,6 +285,38 @@ pub fn s3_client(endpoint: &str, access_key: &str, secret_key: &str) -> aws_sdk_
     aws_sdk_s3::Client::from_conf(config)
 }
 
+/// `aws s3 cp <from> <to>` against `endpoint` with static credentials and path-style addressing,
+/// nothing read from `~/.aws` or the environment's `AWS_*` (its config file is written to
+/// `dir`): the benches' baseline S3 client. One of `from` and `to` is an `s3://` URL.
+pub fn aws_s3_cp(
+    tools: &Tools,
+    dir: &Path,
+    endpoint: &str,
+    (access_key, secret_key, region): (&str, &str, &str),
+    from: &std::ffi::OsStr,
+    to: &std::ffi::OsStr,
+) -> Result<Command, HarnessError> {
+    let config = dir.join("aws-config");
+    std::fs::write(&config, "[default]\ns3 =\n  addressing_style = path\n")
+        .map_err(|e| HarnessError::io(format!("writing {}", config.display()), e))?;
+    let mut command = Command::new(tools.aws()?);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            command.env_remove(k);
+        }
+    }
+    command
+        .env("AWS_CONFIG_FILE", &config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
+        .env("AWS_ACCESS_KEY_ID", access_key)
+        .env("AWS_SECRET_ACCESS_KEY", secret_key)
+        .env("AWS_DEFAULT_REGION", region)
+        .args(["s3", "cp", "--only-show-errors", "--endpoint-url", endpoint])
+        .arg(from)
+        .arg(to);
+    Ok(command)
+}
+
 /// Polls `GET http://ip:port/healthz` until it answers 200, failing at once if the process exits.
 async fn wait_healthz(
     process: &mut ProcessGuard,

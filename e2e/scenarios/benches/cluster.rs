@@ -17,13 +17,15 @@
 //! there for the combined table (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod by_hand;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
 
+use by_hand::{healthy_voters, retry_later};
 use common::*;
-use etcd_client::{Client, MemberAddOptions};
+use etcd_client::MemberAddOptions;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -316,7 +318,7 @@ async fn by_hand_round() -> Round {
             .member_config(i, ClusterState::Existing, "")
             .expect("member config")
             .peer_url();
-        let added = retry_later(start, "member add --learner", || {
+        let added = retry_later(start, ROUND_TIMEOUT, "member add --learner", || {
             let mut client = client.clone();
             let peer = peer.clone();
             async move {
@@ -330,29 +332,15 @@ async fn by_hand_round() -> Round {
         steps.push("MemberAdded", offset(start));
 
         // What `member add` prints as ETCD_INITIAL_CLUSTER, the new member named.
-        let initial_cluster = added
-            .member_list()
-            .iter()
-            .flat_map(|m| {
-                let name = if m.id() == id {
-                    format!("m{i}")
-                } else {
-                    m.name().to_owned()
-                };
-                m.peer_urls()
-                    .iter()
-                    .map(move |u| format!("{name}={u}"))
-                    .collect::<Vec<_>>()
-            })
-            .collect::<Vec<_>>()
-            .join(",");
+        let initial_cluster =
+            test_support::etcd::initial_cluster_after_add(&added, id, &format!("m{i}"));
         let config = seed
             .member_config(i, ClusterState::Existing, &initial_cluster)
             .expect("member config");
         joined.push(EtcdMember::spawn(seed.tools(), VERSION, config).expect("member starts"));
         steps.push("MemberPodCreated", offset(start));
 
-        retry_later(start, "member promote", || {
+        retry_later(start, ROUND_TIMEOUT, "member promote", || {
             let mut client = client.clone();
             async move { client.member_promote(id).await }
         })
@@ -434,63 +422,6 @@ async fn by_hand_kill_round() -> Round {
     let total = start.elapsed();
     drop(cluster);
     Round { total, steps }
-}
-
-/// Calls `op` until etcd stops answering "retry later" (the messages the operator's etcd-admin
-/// treats so: unhealthy cluster for ~5 s after a change, learner not in sync, no leader), every
-/// `POLL`, as the operator retries.
-async fn retry_later<T, F, Fut>(start: Instant, what: &str, mut op: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
-{
-    loop {
-        match op().await {
-            Ok(value) => return value,
-            Err(e) if start.elapsed() < ROUND_TIMEOUT && is_retry_later(&e.to_string()) => {
-                tokio::time::sleep(POLL).await;
-            }
-            Err(e) => panic!("by hand: {what}: {e}"),
-        }
-    }
-}
-
-fn is_retry_later(message: &str) -> bool {
-    [
-        "unhealthy cluster",
-        "in sync with leader",
-        "no leader",
-        "not leader",
-        "leader changed",
-        "not enough started members",
-    ]
-    .iter()
-    .any(|m| message.contains(m))
-}
-
-/// Voters in etcd's member list whose endpoint answers status with a leader.
-async fn healthy_voters(client: &mut Client, endpoints: &[String]) -> usize {
-    let Ok(list) = client.member_list().await else {
-        return 0;
-    };
-    let voters: Vec<&etcd_client::Member> =
-        list.members().iter().filter(|m| !m.is_learner()).collect();
-    let mut healthy = 0;
-    for endpoint in endpoints {
-        let Ok(mut member) = test_support::etcd::connect(std::slice::from_ref(endpoint)).await
-        else {
-            continue;
-        };
-        if let Ok(status) = member.status().await
-            && status.leader() != 0
-            && voters
-                .iter()
-                .any(|v| status.header().is_some_and(|h| h.member_id() == v.id()))
-        {
-            healthy += 1;
-        }
-    }
-    healthy
 }
 
 /// A side of the table: `label`, each round's total and steps.

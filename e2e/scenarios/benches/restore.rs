@@ -20,14 +20,15 @@
 //! (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod by_hand;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use by_hand::{healthy_voters, retry_later};
 use common::*;
 use etcd_api::{BackupArtifact, BackupPhase, EtcdBackup, EtcdCluster, EtcdRestore};
 use etcd_api::{RestorePhase, restore::RESTORING_ANNOTATION};
@@ -96,7 +97,7 @@ async fn main() {
     let tools = Tools::from_env();
 
     let setup = Instant::now();
-    let env = start_env().await;
+    let env = start_with_restore_operator().await;
     start_s3(&env);
     env.apply(&bench_cluster_yaml())
         .unwrap_or_else(|e| panic!("kubectl apply {CLUSTER}: {e}"));
@@ -153,31 +154,6 @@ async fn main() {
     if let Some(path) = bench::record(&[figure]).expect("recording the figures") {
         println!("\nfigures appended to {}", path.display());
     }
-}
-
-/// A local control plane with the chart installed, failing early when the restore operator is
-/// not built or not installed by the chart (as the restore scenario does).
-async fn start_env() -> Env {
-    let binary = test_support::localkube_binary().expect("localkube is built");
-    check_operator_binary(&binary, "etcd-restore-operator");
-    let env = Env::start().await;
-    let pods = env.kubectl(&[
-        "get",
-        "pods",
-        "-n",
-        OPERATOR_NAMESPACE,
-        "-l",
-        "app.kubernetes.io/component=restore-operator",
-        "-o",
-        "name",
-    ]);
-    if pods.trim().is_empty() {
-        fail(
-            &env,
-            "the chart installed no restore operator (restoreOperator.enabled)",
-        );
-    }
-    env
 }
 
 /// The EtcdCluster: 3 members of 3.5.1, volumes and quota sized for the DB.
@@ -638,22 +614,8 @@ async fn by_hand_round(
         steps.push("MemberAdded", offset(start));
 
         // What `member add` prints as ETCD_INITIAL_CLUSTER, the new member named.
-        let initial_cluster = added
-            .member_list()
-            .iter()
-            .flat_map(|m| {
-                let name = if m.id() == id {
-                    format!("m{i}")
-                } else {
-                    m.name().to_owned()
-                };
-                m.peer_urls()
-                    .iter()
-                    .map(move |u| format!("{name}={u}"))
-                    .collect::<Vec<_>>()
-            })
-            .collect::<Vec<_>>()
-            .join(",");
+        let initial_cluster =
+            test_support::etcd::initial_cluster_after_add(&added, id, &format!("m{i}"));
         joined.push(
             EtcdMember::spawn(
                 tools,
@@ -699,26 +661,19 @@ async fn by_hand_round(
 }
 
 /// `aws s3 cp s3://BUCKET/key file` against `endpoint`, nothing read from `~/.aws` or the
-/// environment (the backup bench's `aws_cp`, downwards).
+/// environment.
 fn aws_download(tools: &Tools, endpoint: &str, key: &str, dir: &Path, file: &Path) -> Command {
-    let config = dir.join("aws-config");
-    std::fs::write(&config, "[default]\ns3 =\n  addressing_style = path\n").unwrap();
-    let mut command = Command::new(tools.aws().unwrap());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AWS_") {
-            command.env_remove(k);
-        }
-    }
-    command
-        .env("AWS_CONFIG_FILE", &config)
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
-        .env("AWS_ACCESS_KEY_ID", "e2e-access")
-        .env("AWS_SECRET_ACCESS_KEY", "e2e-secret")
-        .env("AWS_DEFAULT_REGION", "us-east-1")
-        .args(["s3", "cp", "--only-show-errors", "--endpoint-url", endpoint])
-        .arg(format!("s3://{BUCKET}/{key}"))
-        .arg(file);
-    command
+    let from = format!("s3://{BUCKET}/{key}");
+    let credentials = ("e2e-access", "e2e-secret", "us-east-1");
+    test_support::s3::aws_s3_cp(
+        tools,
+        dir,
+        endpoint,
+        credentials,
+        from.as_ref(),
+        file.as_os_str(),
+    )
+    .expect("the aws CLI (make deps)")
 }
 
 /// Runs `command` to success.
@@ -731,67 +686,6 @@ fn run(mut command: Command, what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Calls `op` until etcd stops answering "retry later" (the messages the operator's etcd-admin
-/// treats so: unhealthy cluster for ~5 s after a change, learner not in sync, no leader), every
-/// [`POLL`], as the operator retries.
-async fn retry_later<T, F, Fut>(start: Instant, timeout: Duration, what: &str, mut op: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
-{
-    loop {
-        match op().await {
-            Ok(value) => return value,
-            Err(e) if start.elapsed() < timeout && is_retry_later(&e.to_string()) => {
-                tokio::time::sleep(POLL).await;
-            }
-            Err(e) => panic!("by hand: {what}: {e}"),
-        }
-    }
-}
-
-fn is_retry_later(message: &str) -> bool {
-    [
-        "unhealthy cluster",
-        "in sync with leader",
-        "no leader",
-        "not leader",
-        "leader changed",
-        "not enough started members",
-    ]
-    .iter()
-    .any(|m| message.contains(m))
-}
-
-/// Voters in etcd's member list whose endpoint answers status with a leader.
-async fn healthy_voters(client: &mut Client, endpoints: &[String]) -> usize {
-    let Ok(list) = client.member_list().await else {
-        return 0;
-    };
-    let voters: BTreeSet<u64> = list
-        .members()
-        .iter()
-        .filter(|m| !m.is_learner())
-        .map(etcd_client::Member::id)
-        .collect();
-    let mut healthy = 0;
-    for endpoint in endpoints {
-        let Ok(mut member) = test_support::etcd::connect(std::slice::from_ref(endpoint)).await
-        else {
-            continue;
-        };
-        if let Ok(status) = member.status().await
-            && status.leader() != 0
-            && status
-                .header()
-                .is_some_and(|h| voters.contains(&h.member_id()))
-        {
-            healthy += 1;
-        }
-    }
-    healthy
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ const SETTLE: Duration = Duration::from_secs(15);
 #[tokio::test(flavor = "multi_thread")]
 async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_keys() {
     let clock = tokio::time::Instant::now();
-    let env = start_env().await;
+    let env = start_with_restore_operator().await;
     start_s3(&env);
     env.apply(&cluster_yaml("main", 3, VERSION)).unwrap();
     let _s3 = s3_from_host(&env).await;
@@ -340,7 +340,7 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
 #[tokio::test(flavor = "multi_thread")]
 async fn refusals_leave_the_cluster_untouched() {
     let clock = tokio::time::Instant::now();
-    let env = start_env().await;
+    let env = start_with_restore_operator().await;
     start_s3(&env);
     // "main" keeps quorum throughout; "lost" loses it (one of its two members, with its data).
     env.apply(&cluster_yaml("main", 1, VERSION)).unwrap();
@@ -643,31 +643,6 @@ async fn refusals_leave_the_cluster_untouched() {
     )
     .await;
     eprintln!("[{:?}] corrupt objects refused", clock.elapsed());
-}
-
-/// A local control plane with the chart installed, failing early when the restore operator is
-/// not built or not installed by the chart.
-async fn start_env() -> Env {
-    let binary = test_support::localkube_binary().expect("localkube is built");
-    check_operator_binary(&binary, "etcd-restore-operator");
-    let env = Env::start().await;
-    let pods = env.kubectl(&[
-        "get",
-        "pods",
-        "-n",
-        OPERATOR_NAMESPACE,
-        "-l",
-        "app.kubernetes.io/component=restore-operator",
-        "-o",
-        "name",
-    ]);
-    if pods.trim().is_empty() {
-        fail(
-            &env,
-            "the chart installed no restore operator (restoreOperator.enabled)",
-        );
-    }
-    env
 }
 
 fn keys(prefix: &str, n: usize) -> impl Iterator<Item = (String, String)> {

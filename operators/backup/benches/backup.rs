@@ -173,25 +173,17 @@ fn timed(mut command: Command, what: &str) -> Duration {
 
 /// `aws s3 cp file s3://BUCKET/key` against `s3`, nothing read from `~/.aws` or the environment.
 fn aws_cp(tools: &Tools, s3: &S3Server, dir: &Path, file: &Path, key: &str) -> Command {
-    let config = dir.join("aws-config");
-    std::fs::write(&config, "[default]\ns3 =\n  addressing_style = path\n").unwrap();
-    let mut command = Command::new(tools.aws().unwrap());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AWS_") {
-            command.env_remove(k);
-        }
-    }
-    command
-        .env("AWS_CONFIG_FILE", &config)
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
-        .env("AWS_ACCESS_KEY_ID", s3.access_key())
-        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
-        .env("AWS_DEFAULT_REGION", s3.region())
-        .args(["s3", "cp", "--only-show-errors", "--endpoint-url"])
-        .arg(s3.endpoint())
-        .arg(file)
-        .arg(format!("s3://{BUCKET}/{key}"));
-    command
+    let to = format!("s3://{BUCKET}/{key}");
+    let credentials = (s3.access_key(), s3.secret_key(), s3.region());
+    test_support::s3::aws_s3_cp(
+        tools,
+        dir,
+        s3.endpoint(),
+        credentials,
+        file.as_os_str(),
+        to.as_ref(),
+    )
+    .expect("the aws CLI (make deps)")
 }
 
 async fn object_size(s3: &S3Server, key: &str) -> u64 {

@@ -894,3 +894,28 @@ pub fn assert_operators_confined(env: &Env) {
         "the chart's operators, each confined: {seen:?}"
     );
 }
+
+/// A local control plane with the chart installed, failing early when the restore operator is
+/// not built or not installed by the chart (the restore scenario and bench start so).
+pub async fn start_with_restore_operator() -> Env {
+    let binary = test_support::localkube_binary().expect("localkube is built");
+    check_operator_binary(&binary, "etcd-restore-operator");
+    let env = Env::start().await;
+    let pods = env.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/component=restore-operator",
+        "-o",
+        "name",
+    ]);
+    if pods.trim().is_empty() {
+        fail(
+            &env,
+            "the chart installed no restore operator (restoreOperator.enabled)",
+        );
+    }
+    env
+}
