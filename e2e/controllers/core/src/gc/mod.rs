@@ -353,6 +353,10 @@ async fn owner_state(gc: &Gc, dependent: &Node, r: &OwnerReference) -> Result<Ow
         state.kinds.get(&(group, r.kind.clone())).cloned()
     };
     let Some(kind) = kind else {
+        // Discovery lags the owner's kind: a CRD's event can trigger discovery before the API
+        // serves the new kind, and nothing else would look again before the next resync
+        // (30 s). Ask for discovery now, as the dependent is retried.
+        gc.rediscover.notify_one();
         return Ok(OwnerState::Unknown);
     };
     let ns = dependent.meta.namespace.as_deref();
