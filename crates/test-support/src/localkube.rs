@@ -16,7 +16,9 @@ use crate::tools::Tools;
 
 /// The API server port inside the instance's private address block.
 const API_PORT: u16 = 6443;
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// kube-apiserver's start (post-start hooks, bootstrap RBAC) takes seconds on an idle machine
+/// and much longer on a loaded 2-core one.
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
 
 pub struct LocalKube {
     process: ProcessGuard,
@@ -98,15 +100,13 @@ impl LocalKube {
         api_only: bool,
     ) -> Result<ProcessGuard, HarnessError> {
         let mut command = Command::new(binary);
+        command.arg("up");
         if api_only {
-            command.arg("up").arg("--api-only");
-        } else {
-            // The node agent maps etcd images to the installed etcd binaries of this directory.
-            command
-                .arg("up")
-                .arg("--tools-dir")
-                .arg(Tools::from_env().dir());
+            command.arg("--api-only");
         }
+        // The upstream control plane's binaries are there (`make deps` builds them), and the
+        // node agent maps etcd images to the installed etcd binaries of this directory.
+        command.arg("--tools-dir").arg(Tools::from_env().dir());
         command
             .arg("--state-dir")
             .arg(dir.join("state"))
@@ -144,9 +144,17 @@ impl LocalKube {
         &self.kubeconfig
     }
 
-    /// `https://127.A.B.1:6443`
+    /// The API server's URL, as the kubeconfig names it: `https://10.244.N.1:6443` (the node's
+    /// gateway, where kube-apiserver listens so it can be the `kubernetes` Service's endpoint),
+    /// or `https://127.A.B.1:6443` with `--api-only`.
     pub fn server_url(&self) -> String {
-        format!("https://{}:{API_PORT}", self.address)
+        std::fs::read_to_string(&self.kubeconfig)
+            .ok()
+            .and_then(|k| {
+                k.lines()
+                    .find_map(|l| l.trim().strip_prefix("server: ").map(str::to_string))
+            })
+            .unwrap_or_else(|| format!("https://{}:{API_PORT}", self.address))
     }
 
     /// The endpoint of the control plane's own etcd (for tests that look underneath).
@@ -267,6 +275,16 @@ impl Drop for LocalKube {
         print_log_tail_if_panicking("localkube", self.process.log_path());
         let etcd_log = self.dir.path().join("state/etcd.log");
         print_log_tail_if_panicking("localkube etcd", &etcd_log);
+        for component in [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ] {
+            let log = self.dir.path().join(format!("state/logs/{component}.log"));
+            if log.exists() {
+                print_log_tail_if_panicking(component, &log);
+            }
+        }
         // SIGTERM first so localkube stops its etcd; the guard SIGKILLs whatever is left (and
         // etcd dies with localkube through its parent-death signal).
         if self.process.is_running() {

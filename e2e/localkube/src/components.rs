@@ -60,7 +60,19 @@ pub struct ComponentOptions {
     pub logs_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
     pub image_map: Option<PathBuf>,
+    /// On the upstream control plane: the node registers itself and serves the kubelet API,
+    /// and kube-controller-manager and kube-scheduler replace localkube's controllers.
+    pub upstream: Option<UpstreamNode>,
 }
+
+/// What the node needs on the upstream control plane.
+pub struct UpstreamNode {
+    pub kubelet_version: String,
+    pub kubelet_tls: localkube_node::kubelet_api::KubeletTls,
+}
+
+/// The kubelet API's port, as the kubelet's default.
+pub const KUBELET_PORT: u16 = 10250;
 
 pub struct Components {
     network: Arc<HostNetwork>,
@@ -129,8 +141,31 @@ impl Components {
             opts.tools_dir.as_deref(),
             opts.image_map.as_deref(),
         )?;
-        let background = vec![
-            spawn_logged(
+        let mut background = Vec::new();
+        if let Some(upstream) = opts.upstream {
+            background.push(spawn_logged(
+                "node registration",
+                localkube_node::registration::run(
+                    client.clone(),
+                    localkube_node::registration::NodeRegistration {
+                        name: NODE_NAME.to_string(),
+                        internal_ip: gateway,
+                        kubelet_port: KUBELET_PORT,
+                        kubelet_version: upstream.kubelet_version,
+                    },
+                ),
+            ));
+            background.push(spawn_logged(
+                "kubelet API",
+                localkube_node::kubelet_api::serve(
+                    SocketAddr::new(gateway.into(), KUBELET_PORT),
+                    upstream.kubelet_tls,
+                    client.clone(),
+                    opts.logs_dir.clone(),
+                ),
+            ));
+        } else {
+            background.push(spawn_logged(
                 "workload controllers",
                 localkube_workloads::run(
                     client.clone(),
@@ -138,8 +173,8 @@ impl Components {
                         node_name: NODE_NAME.to_string(),
                     },
                 ),
-            ),
-            spawn_logged(
+            ));
+            background.push(spawn_logged(
                 "core controllers",
                 localkube_core_controllers::run(
                     client.clone(),
@@ -149,7 +184,9 @@ impl Components {
                         root_ca_pem: opts.ca_pem.clone(),
                     },
                 ),
-            ),
+            ));
+        }
+        background.extend([
             spawn_logged(
                 "cluster DNS",
                 localkube_network::run_dns(
@@ -170,7 +207,7 @@ impl Components {
                     }),
                 ),
             ),
-        ];
+        ]);
         let (node_shutdown, shutdown_rx) = watch::channel(false);
         let node = spawn_logged(
             "node agent",

@@ -30,3 +30,4 @@ pub mod store;
 pub mod strategy;
 pub mod table;
 pub mod up;
+pub mod upstream;

@@ -43,6 +43,14 @@ enum Command {
         /// An image map file (YAML) to use instead of the default one.
         #[arg(long)]
         image_map: Option<PathBuf>,
+        /// Serve the API with localkube's own API server and controllers instead of the
+        /// upstream kube-apiserver, kube-controller-manager and kube-scheduler.
+        #[arg(long, env = "LOCALKUBE_BUILTIN_API_SERVER")]
+        builtin_api_server: bool,
+        /// Where kube-apiserver, kube-controller-manager and kube-scheduler are (default:
+        /// --tools-dir, where `make deps` builds them).
+        #[arg(long, env = "LOCALKUBE_KUBE_BIN_DIR")]
+        kube_bin_dir: Option<PathBuf>,
     },
     /// Run a host command with the cluster's DNS (e.g. an operator under `cargo run`, which then
     /// resolves `<pod>.<service>.<ns>.svc` names as it would inside a Pod).
@@ -133,6 +141,8 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
             api_only,
             tools_dir,
             image_map,
+            builtin_api_server,
+            kube_bin_dir,
         } => {
             localkube::up::up(localkube::up::UpOptions {
                 state_dir,
@@ -142,6 +152,8 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
                 api_only,
                 tools_dir,
                 image_map,
+                builtin_api_server,
+                kube_bin_dir,
             })
             .await
         }

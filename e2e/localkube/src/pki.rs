@@ -34,6 +34,27 @@ pub struct Pki {
     pub serving_key: String,
     pub admin_cert: String,
     pub admin_key: String,
+    /// The ServiceAccount token signing key (PKCS#8) and its public half: kube-apiserver's
+    /// `--service-account-signing-key-file`/`--service-account-key-file`, kube-controller-manager's
+    /// `--service-account-private-key-file`.
+    pub service_account_key: String,
+    pub service_account_pub: String,
+    /// Client certificates of the upstream components, with the identities their bootstrap
+    /// RBAC roles are bound to: `system:kube-controller-manager`, `system:kube-scheduler`, the
+    /// node `system:node:<name>` in `system:nodes`, and the API server's client to the kubelet
+    /// API (`system:masters`, as kubeadm's apiserver-kubelet-client is bound to
+    /// `system:kubelet-api-admin`).
+    pub controller_manager_cert: String,
+    pub controller_manager_key: String,
+    pub scheduler_cert: String,
+    pub scheduler_key: String,
+    pub node_cert: String,
+    pub node_key: String,
+    pub kubelet_client_cert: String,
+    pub kubelet_client_key: String,
+    /// The node agent's kubelet API serving certificate (the node's addresses as SANs).
+    pub kubelet_serving_cert: String,
+    pub kubelet_serving_key: String,
 }
 
 /// The serving certificate's names (spec §a1): what kube-rs builds from
@@ -124,6 +145,40 @@ impl Pki {
             &issuer,
             "admin certificate",
         )?;
+        let client = |cn: &str, o: Option<&str>, what| {
+            leaf(
+                cn,
+                o,
+                vec![],
+                ExtendedKeyUsagePurpose::ClientAuth,
+                &issuer,
+                what,
+            )
+        };
+        let (controller_manager_cert, controller_manager_key) = client(
+            "system:kube-controller-manager",
+            None,
+            "controller-manager certificate",
+        )?;
+        let (scheduler_cert, scheduler_key) =
+            client("system:kube-scheduler", None, "scheduler certificate")?;
+        let node_user = format!("system:node:{}", crate::bootstrap::NODE_NAME);
+        let (node_cert, node_key) =
+            client(&node_user, Some("system:nodes"), "node client certificate")?;
+        let (kubelet_client_cert, kubelet_client_key) = client(
+            "kube-apiserver-kubelet-client",
+            Some("system:masters"),
+            "kubelet client certificate",
+        )?;
+        let (kubelet_serving_cert, kubelet_serving_key) = leaf(
+            &node_user,
+            Some("system:nodes"),
+            serving_names(extra_ips),
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &issuer,
+            "kubelet serving certificate",
+        )?;
+        let sa = KeyPair::generate().map_err(generate_err("ServiceAccount key"))?;
         Ok(Self {
             ca_cert: ca_cert_pem,
             ca_key: ca_key_pem,
@@ -131,10 +186,22 @@ impl Pki {
             serving_key,
             admin_cert,
             admin_key,
+            service_account_key: sa.serialize_pem(),
+            service_account_pub: sa.public_key_pem(),
+            controller_manager_cert,
+            controller_manager_key,
+            scheduler_cert,
+            scheduler_key,
+            node_cert,
+            node_key,
+            kubelet_client_cert,
+            kubelet_client_key,
+            kubelet_serving_cert,
+            kubelet_serving_key,
         })
     }
 
-    fn files(dir: &Path) -> [(PathBuf, PemField); 6] {
+    fn files(dir: &Path) -> [(PathBuf, PemField); 18] {
         [
             (dir.join("ca.crt"), |p| &p.ca_cert),
             (dir.join("ca.key"), |p| &p.ca_key),
@@ -142,6 +209,26 @@ impl Pki {
             (dir.join("apiserver.key"), |p| &p.serving_key),
             (dir.join("admin.crt"), |p| &p.admin_cert),
             (dir.join("admin.key"), |p| &p.admin_key),
+            (dir.join("sa.key"), |p| &p.service_account_key),
+            (dir.join("sa.pub"), |p| &p.service_account_pub),
+            (dir.join("controller-manager.crt"), |p| {
+                &p.controller_manager_cert
+            }),
+            (dir.join("controller-manager.key"), |p| {
+                &p.controller_manager_key
+            }),
+            (dir.join("scheduler.crt"), |p| &p.scheduler_cert),
+            (dir.join("scheduler.key"), |p| &p.scheduler_key),
+            (dir.join("node.crt"), |p| &p.node_cert),
+            (dir.join("node.key"), |p| &p.node_key),
+            (dir.join("apiserver-kubelet-client.crt"), |p| {
+                &p.kubelet_client_cert
+            }),
+            (dir.join("apiserver-kubelet-client.key"), |p| {
+                &p.kubelet_client_key
+            }),
+            (dir.join("kubelet.crt"), |p| &p.kubelet_serving_cert),
+            (dir.join("kubelet.key"), |p| &p.kubelet_serving_key),
         ]
     }
 
@@ -162,6 +249,18 @@ impl Pki {
                 serving_key: read(3)?,
                 admin_cert: read(4)?,
                 admin_key: read(5)?,
+                service_account_key: read(6)?,
+                service_account_pub: read(7)?,
+                controller_manager_cert: read(8)?,
+                controller_manager_key: read(9)?,
+                scheduler_cert: read(10)?,
+                scheduler_key: read(11)?,
+                node_cert: read(12)?,
+                node_key: read(13)?,
+                kubelet_client_cert: read(14)?,
+                kubelet_client_key: read(15)?,
+                kubelet_serving_cert: read(16)?,
+                kubelet_serving_key: read(17)?,
             });
         }
         let pki = Self::generate(extra_ips)?;

@@ -25,6 +25,11 @@ pub struct UpOptions {
     pub tools_dir: Option<PathBuf>,
     /// An image map file replacing the default one.
     pub image_map: Option<PathBuf>,
+    /// Serve the API with localkube's own API server and controllers instead of the upstream
+    /// kube-apiserver, kube-controller-manager and kube-scheduler.
+    pub builtin_api_server: bool,
+    /// Where the upstream binaries are (default: `tools_dir`, where `make deps` puts them).
+    pub kube_bin_dir: Option<PathBuf>,
 }
 
 pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {
@@ -44,6 +49,9 @@ fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    if !opts.builtin_api_server {
+        return up_upstream(opts).await;
+    }
     std::fs::create_dir_all(&opts.state_dir)?;
     let kubeconfig_path = opts.state_dir.join("kubeconfig");
     // A stale kubeconfig would tell a waiting client we are ready before we are.
@@ -92,6 +100,7 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
                 logs_dir,
                 tools_dir: opts.tools_dir.clone(),
                 image_map: opts.image_map.clone(),
+                upstream: None,
             })
             .await?,
         ),
@@ -119,4 +128,114 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     compactor.abort();
     etcd.stop().await;
     Ok(())
+}
+
+/// `up` on the upstream control plane: etcd, kube-apiserver, kube-controller-manager and
+/// kube-scheduler (see [`crate::upstream`]), then the node agent, DNS and Service proxy joined to
+/// it as the node.
+async fn up_upstream(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    std::fs::create_dir_all(&opts.state_dir)?;
+    let kubeconfig_path = opts.state_dir.join("kubeconfig");
+    let _ = std::fs::remove_file(&kubeconfig_path);
+    let bin_dir = opts
+        .kube_bin_dir
+        .clone()
+        .or_else(|| opts.tools_dir.clone())
+        .ok_or("--kube-bin-dir (or --tools-dir) must name where kube-apiserver is")?;
+    crate::upstream::binaries(&bin_dir)?;
+    let network = if opts.api_only {
+        None
+    } else {
+        Some(crate::components::claim_network(&opts.state_dir).await?)
+    };
+    let index = network.as_ref().map(|n| n.index()).unwrap_or(0);
+    let service_cidr = crate::services::ServiceCidr::new(index);
+    // With a node network the API server listens on the node's gateway: kube-apiserver publishes
+    // its address as the `kubernetes` Service's endpoint, which may not be a loopback address.
+    let api_address: IpAddr = match &network {
+        Some(net) => net.gateway().into(),
+        None => opts.address,
+    };
+    let serving_ips = vec![
+        opts.address,
+        api_address,
+        service_cidr.kubernetes_ip().into(),
+    ];
+    let pki = Pki::load_or_generate(&opts.state_dir.join("pki"), &serving_ips)?;
+    let etcd = EtcdProcess::start(&opts.etcd_binary, &opts.state_dir, opts.address).await?;
+    std::fs::write(opts.state_dir.join("etcd-endpoint"), &etcd.endpoint)?;
+    let upstream_opts = crate::upstream::UpstreamOptions {
+        bin_dir,
+        state_dir: opts.state_dir.clone(),
+        etcd_endpoint: etcd.endpoint.clone(),
+        address: api_address,
+        port: opts.port,
+        advertise: network.is_some(),
+        component_address: opts.address,
+        service_cidr: service_cidr.to_string(),
+        api_only: opts.api_only,
+    };
+    let mut control_plane = crate::upstream::ControlPlane::start(&upstream_opts, &pki).await?;
+    let url = control_plane.url.clone();
+    let admin_kubeconfig = kubeconfig(&pki, &url);
+    let client = crate::components::kube_client(&admin_kubeconfig).await?;
+    crate::upstream::bootstrap(&client).await?;
+    let kubelet_version = client.apiserver_version().await?.git_version;
+    let components = match network {
+        Some(network) => Some(
+            crate::components::Components::start(crate::components::ComponentOptions {
+                state_dir: opts.state_dir.clone(),
+                kubeconfig: admin_kubeconfig.clone(),
+                ca_pem: pki.ca_cert.clone(),
+                network,
+                logs_dir: opts.state_dir.join("node/logs"),
+                tools_dir: opts.tools_dir.clone(),
+                image_map: opts.image_map.clone(),
+                upstream: Some(crate::components::UpstreamNode {
+                    kubelet_version,
+                    kubelet_tls: localkube_node::kubelet_api::KubeletTls {
+                        ca_pem: pki.ca_cert.clone(),
+                        cert_pem: pki.kubelet_serving_cert.clone(),
+                        key_pem: pki.kubelet_serving_key.clone(),
+                    },
+                }),
+            })
+            .await?,
+        ),
+        None => None,
+    };
+    write_atomically(&kubeconfig_path, &admin_kubeconfig)?;
+    tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "localkube is serving (upstream control plane)");
+    println!(
+        "localkube is serving at {url}\nexport KUBECONFIG={}",
+        kubeconfig_path.display()
+    );
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut check = tokio::time::interval(std::time::Duration::from_secs(1));
+    let failure = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break None,
+            _ = term.recv() => break None,
+            _ = check.tick() => {
+                if let Some(exited) = control_plane.check_running() {
+                    tracing::error!(component = %exited, "a control plane component exited; stopping");
+                    break Some(exited);
+                }
+            }
+        }
+    };
+    tracing::info!("stopping");
+    let _ = std::fs::remove_file(&kubeconfig_path);
+    if let Some(components) = components {
+        components.stop().await;
+    }
+    control_plane.stop().await;
+    etcd.stop().await;
+    match failure {
+        Some(exited) => {
+            Err(format!("{exited}; see {}", opts.state_dir.join("logs").display()).into())
+        }
+        None => Ok(()),
+    }
 }

@@ -16,8 +16,11 @@
 //! tick.
 
 mod agent;
+pub mod kubelet_api;
+pub mod logs;
 mod lookups;
 mod probe;
+pub mod registration;
 mod volumes;
 mod worker;
 
