@@ -90,6 +90,20 @@ ln -sfn helm-4.3 "$BIN/helm"
 # (pinned in e2e/upstream/kubernetes/go.mod; cached: a second run builds nothing).
 BIN="$BIN" "$REPO/e2e/upstream/build-kubernetes.sh"
 
+# --- Debian prometheus: promtool checks and unit-tests the chart's alert rules
+# (charts/etcd-operator/files/alerts.yaml, crates/etcd-api/tests/monitoring.rs); the server
+# scrapes an operator's /metrics in crates/operator-runtime/tests/prometheus.rs, each test
+# starting its own on a free port (the package's service is not used).
+if ! [ -x /usr/bin/promtool ] || ! [ -x /usr/bin/prometheus ]; then
+  log "apt-get install prometheus (for promtool)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+ln -sfn /usr/bin/promtool "$BIN/promtool"
+ln -sfn /usr/bin/prometheus "$BIN/prometheus"
+"$BIN/promtool" --version >/dev/null # a broken install fails here
+"$BIN/prometheus" --version >/dev/null
+
 # --- Report: every binary with the version it prints (a broken binary fails the script here).
 set +o pipefail # `| head -1` must not turn SIGPIPE into a failure
 version_of() { "$@" 2>&1 | head -1; }

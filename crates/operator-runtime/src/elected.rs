@@ -9,10 +9,12 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::{LeaseConfig, Readiness, acquire, serve_probes, shutdown_signal};
+use crate::{LeaseConfig, ProbeServer, Readiness, acquire, shutdown_signal};
 
 /// Runs `controller(stop, readiness)` until SIGTERM/SIGINT, as the only active replica when
 /// `election` is given. `controller` must return once `stop` is cancelled.
@@ -26,10 +28,29 @@ where
     F: FnOnce(CancellationToken, Readiness) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    run_elected_with_metrics(client, probe_addr, None, election, controller).await
+}
+
+/// [`run_elected`], with `GET /metrics` on the probe address rendering `metrics`.
+pub async fn run_elected_with_metrics<F, Fut>(
+    client: kube::Client,
+    probe_addr: SocketAddr,
+    metrics: Option<Arc<Registry>>,
+    election: Option<LeaseConfig>,
+    controller: F,
+) -> ExitCode
+where
+    F: FnOnce(CancellationToken, Readiness) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let readiness = Readiness::new();
     let probes = readiness.clone();
     tokio::spawn(async move {
-        if let Err(error) = serve_probes(probe_addr, probes).await {
+        let served = match ProbeServer::bind(probe_addr).await {
+            Ok(server) => server.serve_with_metrics(probes, metrics).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = served {
             tracing::error!(%error, addr = %probe_addr, "cannot serve probes");
         }
     });

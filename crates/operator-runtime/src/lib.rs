@@ -7,7 +7,9 @@
 //! - [`status`] — `apply_status`, server-side apply of a status subresource (I/O).
 //! - [`events`] — best-effort Kubernetes Events with the API's size limits applied (I/O).
 //! - [`backoff`] — per-object exponential back-off keyed by UID for the error policy (pure).
-//! - [`probes`] — `/healthz` and `/readyz` on a plain TCP listener (I/O).
+//! - [`probes`] — `/healthz`, `/readyz` and `/metrics` on a plain TCP listener (I/O).
+//! - [`metrics`] — the Prometheus registry and the reconcile/action families every operator
+//!   exposes (no I/O).
 //! - [`shutdown`] — SIGTERM/SIGINT.
 //! - [`objects`] — idempotent create and delete of one object (I/O).
 //! - [`elected`] — `run_elected`: the above wired into an operator's `run` (backup, restore).
@@ -22,17 +24,19 @@ pub mod elected;
 pub mod events;
 pub mod leader;
 pub mod logging;
+pub mod metrics;
 pub mod objects;
 pub mod probes;
 pub mod shutdown;
 pub mod status;
 
 pub use backoff::FailureBackoff;
-pub use elected::run_elected;
+pub use elected::{run_elected, run_elected_with_metrics};
 pub use events::Events;
 pub use leader::{Decision, Leadership, LeaseConfig, LeaseError, acquire, decide};
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
+pub use metrics::ReconcileMetrics;
 pub use objects::{ObjectError, create_if_absent, delete_if_present};
-pub use probes::{ProbeServer, Readiness, serve_probes};
+pub use probes::{ProbeServer, Readiness, serve_probes, serve_probes_and_metrics};
 pub use shutdown::shutdown_signal;
 pub use status::apply_status;

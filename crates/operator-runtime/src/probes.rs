@@ -4,17 +4,22 @@
 //! - `GET /healthz` → 200 `ok` while the process serves requests at all (liveness).
 //! - `GET /readyz` → 200 `ok` once [`Readiness::set_ready`] was called with `true`, else 503
 //!   (readiness: the binaries set it after their watches synced and they hold the Lease).
+//! - `GET /metrics` → 200 with the OpenMetrics text of the operator's registry (see
+//!   [`crate::metrics`]), when the server was given one; 404 otherwise. A standby serves it too
+//!   (its reconcile counters stay at zero), so "operator down" means the process is down.
 //! - anything else → 404.
 //!
 //! One request per connection (`Connection: close`), the request head read with a size and a time
 //! bound, so a slow or hostile client costs one small task and never the server.
 
+use std::borrow::Cow;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -64,12 +69,22 @@ impl ProbeServer {
     /// Serve until the future is dropped. Errors on single connections are logged at debug and
     /// never end the server.
     pub async fn serve(self, readiness: Readiness) -> io::Result<()> {
+        self.serve_with_metrics(readiness, None).await
+    }
+
+    /// [`ProbeServer::serve`], plus `GET /metrics` rendering `metrics` when given.
+    pub async fn serve_with_metrics(
+        self,
+        readiness: Readiness,
+        metrics: Option<Arc<Registry>>,
+    ) -> io::Result<()> {
         loop {
             match self.listener.accept().await {
                 Ok((stream, _peer)) => {
                     let readiness = readiness.clone();
+                    let metrics = metrics.clone();
                     tokio::spawn(async move {
-                        if let Err(error) = handle(stream, &readiness).await {
+                        if let Err(error) = handle(stream, &readiness, metrics.as_deref()).await {
                             tracing::debug!(%error, "probe connection failed");
                         }
                     });
@@ -88,12 +103,29 @@ pub async fn serve_probes(addr: SocketAddr, readiness: Readiness) -> io::Result<
     ProbeServer::bind(addr).await?.serve(readiness).await
 }
 
-async fn handle(mut stream: TcpStream, readiness: &Readiness) -> io::Result<()> {
+/// Bind `addr` and serve the probes and `GET /metrics` (rendering `metrics`) on it; returns only
+/// if binding fails.
+pub async fn serve_probes_and_metrics(
+    addr: SocketAddr,
+    readiness: Readiness,
+    metrics: Arc<Registry>,
+) -> io::Result<()> {
+    ProbeServer::bind(addr)
+        .await?
+        .serve_with_metrics(readiness, Some(metrics))
+        .await
+}
+
+async fn handle(
+    mut stream: TcpStream,
+    readiness: &Readiness,
+    metrics: Option<&Registry>,
+) -> io::Result<()> {
     let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
         Ok(head) => head?,
         Err(_elapsed) => return Ok(()),
     };
-    let response = respond(&head, readiness.is_ready());
+    let response = respond(&head, readiness.is_ready(), metrics);
     stream.write_all(response.to_bytes().as_slice()).await?;
     stream.shutdown().await
 }
@@ -120,10 +152,19 @@ async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
 #[derive(Debug, PartialEq, Eq)]
 struct Response {
     status: u16,
-    body: &'static str,
+    content_type: &'static str,
+    body: Cow<'static, str>,
 }
 
 impl Response {
+    fn text(status: u16, body: &'static str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: Cow::Borrowed(body),
+        }
+    }
+
     fn to_bytes(&self) -> Vec<u8> {
         let reason = match self.status {
             200 => "OK",
@@ -132,8 +173,9 @@ impl Response {
             _ => "Service Unavailable",
         };
         format!(
-            "HTTP/1.1 {} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
             self.status,
+            self.content_type,
             self.body.len(),
             self.body
         )
@@ -142,50 +184,37 @@ impl Response {
 }
 
 /// The answer to a request head: pure, so every case is a unit test.
-fn respond(head: &[u8], ready: bool) -> Response {
+fn respond(head: &[u8], ready: bool, metrics: Option<&Registry>) -> Response {
     let line_end = head
         .windows(2)
         .position(|w| w == b"\r\n")
         .unwrap_or(head.len());
     let Ok(line) = std::str::from_utf8(&head[..line_end]) else {
-        return Response {
-            status: 400,
-            body: "bad request\n",
-        };
+        return Response::text(400, "bad request\n");
     };
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
     else {
-        return Response {
-            status: 400,
-            body: "bad request\n",
-        };
+        return Response::text(400, "bad request\n");
     };
     if !version.starts_with("HTTP/1.") || parts.next().is_some() {
-        return Response {
-            status: 400,
-            body: "bad request\n",
-        };
+        return Response::text(400, "bad request\n");
     }
     // Probes may carry a query string; it does not change the answer.
     let path = target.split('?').next().unwrap_or(target);
     match (method, path) {
-        ("GET", "/healthz") => Response {
-            status: 200,
-            body: "ok",
+        ("GET", "/healthz") => Response::text(200, "ok"),
+        ("GET", "/readyz") if ready => Response::text(200, "ok"),
+        ("GET", "/readyz") => Response::text(503, "not ready"),
+        ("GET", "/metrics") => match metrics {
+            Some(registry) => Response {
+                status: 200,
+                content_type: crate::metrics::CONTENT_TYPE,
+                body: Cow::Owned(crate::metrics::render(registry)),
+            },
+            None => Response::text(404, "not found"),
         },
-        ("GET", "/readyz") if ready => Response {
-            status: 200,
-            body: "ok",
-        },
-        ("GET", "/readyz") => Response {
-            status: 503,
-            body: "not ready",
-        },
-        _ => Response {
-            status: 404,
-            body: "not found",
-        },
+        _ => Response::text(404, "not found"),
     }
 }
 
@@ -194,7 +223,8 @@ mod tests {
     use super::*;
 
     fn status(head: &str, ready: bool) -> u16 {
-        respond(head.as_bytes(), ready).status
+        let registry = crate::metrics::new_registry();
+        respond(head.as_bytes(), ready, Some(&registry)).status
     }
 
     #[test]
@@ -207,7 +237,9 @@ mod tests {
             ("GET /readyz HTTP/1.1\r\n\r\n", true, 200),
             ("GET /readyz HTTP/1.0\r\n\r\n", true, 200),
             ("GET / HTTP/1.1\r\n\r\n", true, 404),
-            ("GET /metrics HTTP/1.1\r\n\r\n", true, 404),
+            ("GET /metrics HTTP/1.1\r\n\r\n", true, 200),
+            ("GET /metrics HTTP/1.1\r\n\r\n", false, 200),
+            ("POST /metrics HTTP/1.1\r\n\r\n", true, 404),
             ("GET /healthzz HTTP/1.1\r\n\r\n", true, 404),
             ("POST /healthz HTTP/1.1\r\n\r\n", true, 404),
             ("DELETE /readyz HTTP/1.1\r\n\r\n", true, 404),
@@ -229,13 +261,13 @@ mod tests {
             b"GET /\xff\xfe HTTP/1.1\r\n\r\n",
         ];
         for head in cases {
-            assert_eq!(respond(head, true).status, 400, "{head:?}");
+            assert_eq!(respond(head, true, None).status, 400, "{head:?}");
         }
     }
 
     #[test]
     fn responses_are_complete_http() {
-        let bytes = respond(b"GET /readyz HTTP/1.1\r\n\r\n", false).to_bytes();
+        let bytes = respond(b"GET /readyz HTTP/1.1\r\n\r\n", false, None).to_bytes();
         let text = String::from_utf8(bytes).unwrap();
         assert!(
             text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
@@ -243,5 +275,30 @@ mod tests {
         );
         assert!(text.contains("Content-Length: 9\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\nnot ready"), "{text}");
+    }
+
+    #[test]
+    fn metrics_are_the_registry_as_openmetrics_text() {
+        let mut registry = crate::metrics::new_registry();
+        let reconciles = crate::metrics::ReconcileMetrics::register(&mut registry, "backup");
+        reconciles.action("BackupStarted");
+        let response = respond(b"GET /metrics HTTP/1.1\r\n\r\n", false, Some(&registry));
+        assert_eq!(response.status, 200);
+        assert_eq!(response.content_type, crate::metrics::CONTENT_TYPE);
+        assert!(
+            response.body.contains(
+                "etcd_operator_actions_total{controller=\"backup\",action=\"BackupStarted\"} 1\n"
+            ),
+            "{}",
+            response.body
+        );
+        let text = String::from_utf8(response.to_bytes()).unwrap();
+        assert!(
+            text.contains(&format!("Content-Length: {}\r\n", response.body.len())),
+            "{text}"
+        );
+        // Without a registry there is no such endpoint.
+        let none = respond(b"GET /metrics HTTP/1.1\r\n\r\n", true, None);
+        assert_eq!(none.status, 404);
     }
 }

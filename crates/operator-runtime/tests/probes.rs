@@ -2,8 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use operator_runtime::metrics::{ReconcileMetrics, new_registry};
 use operator_runtime::{ProbeServer, Readiness};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -19,7 +21,10 @@ async fn start() -> (
     let addr = server.local_addr().unwrap();
     assert_ne!(addr.port(), 0);
     let readiness = Readiness::new();
-    let task = tokio::spawn(server.serve(readiness.clone()));
+    let mut registry = new_registry();
+    let reconciles = ReconcileMetrics::register(&mut registry, "restore");
+    reconciles.reconciled(Duration::from_millis(3), Some("ObserveFailed"));
+    let task = tokio::spawn(server.serve_with_metrics(readiness.clone(), Some(Arc::new(registry))));
     (addr, readiness, task)
 }
 
@@ -63,7 +68,16 @@ async fn healthz_readyz_and_everything_else() {
     readiness.set_ready(false);
     assert_eq!(get(addr, "/readyz").await.0, 503);
     assert_eq!(get(addr, "/").await.0, 404);
-    assert_eq!(get(addr, "/metrics").await.0, 404);
+    // The registry's families, whether ready or not (a standby is scraped too).
+    let (status, body) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(
+            "etcd_operator_reconcile_errors_total{controller=\"restore\",reason=\"ObserveFailed\"} 1\n"
+        ),
+        "{body}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
 
     assert!(!task.is_finished());
     task.abort();

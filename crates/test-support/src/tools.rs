@@ -1,4 +1,5 @@
-//! Locating the binaries of the test components (etcd, etcdctl, etcdutl, weed, aws, kubectl, helm).
+//! Locating the binaries of the test components (etcd, etcdctl, etcdutl, weed, aws, kubectl, helm,
+//! promtool, prometheus).
 //!
 //! They are installed by `make deps` (`e2e/install-tools.sh`) into `<workspace>/.tools/bin`, or into
 //! the directory named by `$ETCD_OPERATOR_TOOLS`. A missing binary is a loud [`MissingBinary`]
@@ -189,6 +190,18 @@ impl Tools {
     pub fn helm(&self, pair: KubePair) -> Result<PathBuf, MissingBinary> {
         let minor = pair.helm_minor();
         self.find(&format!("helm {minor}"), &format!("helm-{minor}"))
+    }
+
+    /// Prometheus' promtool (`promtool`, Debian's prometheus package): checks and unit-tests
+    /// the chart's alert rules.
+    pub fn promtool(&self) -> Result<PathBuf, MissingBinary> {
+        self.find("promtool (Debian prometheus)", "promtool")
+    }
+
+    /// The Prometheus server (`prometheus`, Debian's prometheus package): scrapes the operators'
+    /// `/metrics` and evaluates the alert rules in tests.
+    pub fn prometheus(&self) -> Result<PathBuf, MissingBinary> {
+        self.find("Prometheus (Debian prometheus)", "prometheus")
     }
 
     fn find(&self, what: &str, file: &str) -> Result<PathBuf, MissingBinary> {

@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::execute::{execute, resolve};
+use crate::metrics::{BackupLabels, Metrics};
 use crate::plan::{LocalState, Step, next_step};
 use crate::status;
 
@@ -93,6 +94,7 @@ struct Context {
     shutdown: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
     backoff: FailureBackoff,
+    metrics: Metrics,
 }
 
 impl Context {
@@ -113,6 +115,18 @@ pub async fn run(
     shutdown: CancellationToken,
     readiness: Readiness,
 ) {
+    let metrics = Metrics::register(&mut operator_runtime::metrics::new_registry());
+    run_with_metrics(client, settings, shutdown, readiness, metrics).await;
+}
+
+/// [`run`], recording into `metrics` (registered in the registry the probe server renders).
+pub async fn run_with_metrics(
+    client: kube::Client,
+    settings: Settings,
+    shutdown: CancellationToken,
+    readiness: Readiness,
+    metrics: Metrics,
+) {
     let api: Api<EtcdBackup> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -125,9 +139,21 @@ pub async fn run(
         shutdown: shutdown.clone(),
         tasks: Mutex::new(JoinSet::new()),
         backoff: FailureBackoff::new(Duration::from_secs(2), Duration::from_secs(300)),
+        metrics,
     });
     let controller = Controller::new(api, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(16));
+    // A cluster's series go when its last EtcdBackup does (deletion is not a reconcile).
+    let store = controller.store();
+    let metrics = ctx.metrics.clone();
+    let sweep = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            let present: std::collections::HashSet<BackupLabels> =
+                store.state().iter().map(|b| BackupLabels::of(b)).collect();
+            metrics.retain(|labels| present.contains(labels));
+        }
+    });
     // Ready once the controller runs. (Waiting on `store.wait_until_ready()` from a second task
     // does not work in kube-runtime 5.0: the store wakes only its last waiter, which is the
     // controller itself, so the probe stayed 503 forever.)
@@ -144,9 +170,24 @@ pub async fn run(
     // The tasks saw the same cancellation: they abort their uploads and record the outcome.
     let mut tasks = std::mem::take(&mut *ctx.tasks.lock().unwrap_or_else(PoisonError::into_inner));
     while tasks.join_next().await.is_some() {}
+    sweep.abort();
 }
 
 async fn reconcile(backup: Arc<EtcdBackup>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let started = std::time::Instant::now();
+    ctx.metrics.observe(&backup);
+    let result = reconcile_once(backup, &ctx).await;
+    ctx.metrics.reconciles.reconciled(
+        started.elapsed(),
+        result.as_ref().err().map(ReconcileError::reason),
+    );
+    result
+}
+
+async fn reconcile_once(
+    backup: Arc<EtcdBackup>,
+    ctx: &Arc<Context>,
+) -> Result<Action, ReconcileError> {
     let name = backup.name_any();
     let (Some(uid), Some(namespace)) = (backup.uid(), backup.namespace()) else {
         return Err(ReconcileError::Incomplete(name));
@@ -184,6 +225,8 @@ async fn reconcile(backup: Arc<EtcdBackup>, ctx: Arc<Context>) -> Result<Action,
                 &now(),
             );
             write(failed).await?;
+            ctx.metrics.failed(&backup, status::REASON_INTERRUPTED);
+            ctx.metrics.reconciles.action("BackupFailed");
             ctx.local().insert(uid.clone(), LocalState::Finished);
             tracing::warn!(%namespace, %name, "backup was running when the operator stopped: marked Interrupted");
             ctx.events
@@ -210,6 +253,7 @@ async fn reconcile(backup: Arc<EtcdBackup>, ctx: Arc<Context>) -> Result<Action,
                 return Err(e);
             }
             tracing::info!(%namespace, %name, "backup started");
+            ctx.metrics.reconciles.action("BackupStarted");
             ctx.events
                 .normal(
                     &backup.object_ref(&()),
@@ -217,7 +261,7 @@ async fn reconcile(backup: Arc<EtcdBackup>, ctx: Arc<Context>) -> Result<Action,
                     "streaming an etcd snapshot to S3",
                 )
                 .await;
-            let task = run_backup(Arc::clone(&ctx), backup, running, uid.clone(), permit);
+            let task = run_backup(Arc::clone(ctx), backup, running, uid.clone(), permit);
             ctx.tasks
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -291,6 +335,13 @@ async fn run_backup(
         }
     }
     ctx.local().insert(uid, LocalState::Finished);
+    match failure {
+        None => ctx.metrics.reconciles.action("BackupSucceeded"),
+        Some(reason) => {
+            ctx.metrics.failed(&backup, reason);
+            ctx.metrics.reconciles.action("BackupFailed");
+        }
+    }
     match failure {
         None => ctx.events.normal(&object, "BackupSucceeded", note).await,
         Some(_) => ctx.events.warning(&object, "BackupFailed", note).await,

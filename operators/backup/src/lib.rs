@@ -8,7 +8,7 @@
 //!   create-backup (CronJob) ──▶ retention::plan_retention (pure) ──▶ deletes
 //! ```
 //!
-//! Pure modules: [`plan`], [`select`], [`credentials`], [`status`], [`retention`].
+//! Pure modules: [`plan`], [`select`], [`credentials`], [`status`], [`retention`], [`metrics`].
 //! I/O: [`execute`] (etcd, S3, Kubernetes reads).
 #![forbid(unsafe_code)]
 
@@ -16,6 +16,7 @@ pub mod controller;
 pub mod create;
 pub mod credentials;
 pub mod execute;
+pub mod metrics;
 pub mod plan;
 pub mod retention;
 pub mod select;

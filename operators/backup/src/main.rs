@@ -6,13 +6,15 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use etcd_api::{LocalObjectReference, S3Connection, S3Destination};
 use etcd_backup_operator::controller::{self, Settings};
 use etcd_backup_operator::create::{CreateBackup, create_backup};
-use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected};
+use etcd_backup_operator::metrics::Metrics;
+use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected_with_metrics};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -53,7 +55,7 @@ struct RunArgs {
     /// This replica's identity (the Pod name).
     #[arg(long, env = "POD_NAME", default_value = "etcd-backup-operator")]
     pod_name: String,
-    /// Address of the /healthz and /readyz endpoints.
+    /// Address of the /healthz, /readyz and /metrics endpoints.
     #[arg(long, default_value = "0.0.0.0:8080")]
     probe_addr: SocketAddr,
     /// Watch EtcdBackups in this namespace only (default: all namespaces).
@@ -137,12 +139,15 @@ async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
         max_concurrent_backups: usize::from(args.max_concurrent_backups),
         pod_name: Some(args.pod_name),
     };
+    let mut registry = operator_runtime::metrics::new_registry();
+    let metrics = Metrics::register(&mut registry);
     // On stop the running backups abort their uploads and record the outcome.
-    run_elected(
+    run_elected_with_metrics(
         client.clone(),
         args.probe_addr,
+        Some(Arc::new(registry)),
         election,
-        |stop, readiness| controller::run(client, settings, stop, readiness),
+        |stop, readiness| controller::run_with_metrics(client, settings, stop, readiness, metrics),
     )
     .await
 }

@@ -27,7 +27,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::naming::{CLIENT_PORT, ClusterName, PEER_PORT};
+use crate::naming::{CLIENT_PORT, ClusterName, METRICS_PORT, PEER_PORT};
 use crate::plan;
 
 #[cfg(test)]
@@ -281,6 +281,11 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         ports: Some(vec![
             container_port("client", CLIENT_PORT),
             container_port("peer", PEER_PORT),
+            // Named so that a PodMonitor selects it by name (the chart's `podMonitor`). A Pod's
+            // spec is immutable and the planner never compares it with this builder's output,
+            // so existing members keep running as they are: only Pods created from now on
+            // (new members, restarts, upgrades) serve it.
+            container_port("metrics", METRICS_PORT),
         ]),
         volume_mounts: Some(vec![VolumeMount {
             name: DATA_VOLUME.to_owned(),
@@ -369,6 +374,7 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         format!("--data-dir={DATA_DIR}"),
         format!("--listen-peer-urls=http://0.0.0.0:{PEER_PORT}"),
         format!("--listen-client-urls=http://0.0.0.0:{CLIENT_PORT}"),
+        format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
         format!(
             "--initial-advertise-peer-urls={}",
             names.peer_url(pod.member)

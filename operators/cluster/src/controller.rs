@@ -25,6 +25,7 @@ use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::execute::{ExecError, Executor};
+use crate::metrics::{ClusterLabels, Metrics};
 use crate::observe::{self, ObserveError, UnhealthySince};
 use crate::plan::{self, Action, Policy, WaitReason};
 use crate::{build, status};
@@ -43,6 +44,8 @@ pub struct Context {
     pub etcd_timeout: Duration,
     /// When members were first seen unhealthy.
     pub unhealthy: UnhealthySince,
+    /// Prometheus series (served by the probe server).
+    pub metrics: Metrics,
 }
 
 /// A failed reconcile.
@@ -96,6 +99,20 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readin
         .watches(pods, ours.clone(), |pod| cluster_of(&pod))
         .watches(pvcs, ours, |pvc| cluster_of(&pvc))
         .shutdown_on_signal();
+    // A deleted cluster's series go with it. Deletion is not a reconcile (no finalizer), so the
+    // watched store is compared with what the metrics hold, every few seconds.
+    let store = controller.store();
+    let metrics = ctx.metrics.clusters.clone();
+    let sweep = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            metrics.retain(|c| {
+                store
+                    .get(&ObjectRef::new(&c.name).within(&c.namespace))
+                    .is_some()
+            });
+        }
+    });
     // Ready once the controller runs; the first reconciles follow the initial lists.
     readiness.set_ready(true);
     controller
@@ -106,6 +123,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readin
             }
         })
         .await;
+    sweep.abort();
 }
 
 /// The EtcdCluster a member Pod or PVC belongs to, from its cluster label.
@@ -126,10 +144,19 @@ async fn reconcile(
     );
     async move {
         if cluster.meta().deletion_timestamp.is_some() {
+            ctx.metrics.clusters.forget(&ClusterLabels {
+                namespace: cluster.namespace().unwrap_or_default(),
+                name: cluster.name_any(),
+            });
             // Owned objects go with the garbage collector; PVCs stay unless the policy said Delete.
             return Ok(Requeue::await_change());
         }
+        let started = Instant::now();
         let result = reconcile_once(&cluster, &ctx).await;
+        ctx.metrics.reconciles.reconciled(
+            started.elapsed(),
+            result.as_ref().err().map(ReconcileError::reason),
+        );
         if result.is_ok() {
             ctx.backoff.success(&cluster.uid().unwrap_or_default());
         }
@@ -145,6 +172,10 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
     let view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
     let observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+
+    ctx.metrics
+        .clusters
+        .record(&observed.cluster, &crate::metrics::sample(&observed, &view));
 
     // Plan.
     let action = plan::next_action(&observed, &ctx.policy);
@@ -182,6 +213,12 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         executed = executor.execute(&action).await;
     }
     let side_effect = acts && !matches!(action, Action::Wait(_) | Action::Converged);
+    if side_effect
+        && executed.is_ok()
+        && let Some(kind) = crate::metrics::action_kind(&action)
+    {
+        ctx.metrics.reconciles.action(kind);
+    }
     match &executed {
         Ok(()) if side_effect => info!(action = ?action, "executed"),
         Ok(()) => tracing::debug!(action = ?action, "nothing to do"),

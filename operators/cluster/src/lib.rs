@@ -14,12 +14,14 @@
 //! - [`observe`]: gathers the observed state from the API and from etcd (I/O).
 //! - [`execute`]: performs one action (I/O).
 //! - [`controller`]: the watch-driven loop that ties them together (I/O).
+//! - [`metrics`]: the Prometheus series of each cluster and of the reconciles (pure).
 
 pub mod build;
 pub mod controller;
 pub mod execute;
 #[cfg(test)]
 mod fixtures;
+pub mod metrics;
 pub mod naming;
 pub mod observe;
 pub mod plan;

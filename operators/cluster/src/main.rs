@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use etcd_cluster_operator::controller::{self, Context};
+use etcd_cluster_operator::metrics::Metrics;
 use etcd_cluster_operator::observe::UnhealthySince;
 use etcd_cluster_operator::plan::Policy;
 use operator_runtime::{Events, FailureBackoff, LeaseConfig, LogFormat, Readiness};
@@ -37,7 +38,7 @@ struct Args {
     /// This replica's identity in the Lease (the Pod name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Address of the /healthz and /readyz endpoints.
+    /// Address of the /healthz, /readyz and /metrics endpoints.
     #[arg(long, env = "PROBE_ADDR", default_value = "0.0.0.0:8080")]
     probe_addr: SocketAddr,
     /// How long a voting member may be unhealthy before it is replaced.
@@ -74,9 +75,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| format!("etcd-cluster-operator-{}", std::process::id()));
 
     let readiness = Readiness::default();
-    let probes = tokio::spawn(operator_runtime::serve_probes(
+    let mut registry = operator_runtime::metrics::new_registry();
+    let metrics = Metrics::register(&mut registry);
+    let probes = tokio::spawn(operator_runtime::serve_probes_and_metrics(
         args.probe_addr,
         readiness.clone(),
+        Arc::new(registry),
     ));
 
     let leadership = if args.leader_elect {
@@ -104,6 +108,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         unhealthy: UnhealthySince::default(),
+        metrics,
     });
     let controller = controller::run(ctx, args.namespace.clone(), readiness);
     let result = match leadership {

@@ -14,6 +14,10 @@
 pub const PEER_PORT: u16 = 2380;
 /// etcd's client port.
 pub const CLIENT_PORT: u16 = 2379;
+/// etcd's metrics port (`--listen-metrics-urls`): `/metrics` and `/health` over plain HTTP,
+/// apart from the client port, so Prometheus scrapes it without client access (and without
+/// client TLS once members have it).
+pub const METRICS_PORT: u16 = 2381;
 
 /// Where a cluster lives: its namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span};
 
 use crate::execute::{ExecError, Executor};
+use crate::metrics::{Metrics, RestoreLabels};
 use crate::observe::observe;
 use crate::plan::{Step, next_step};
 use crate::status::{event_for, next_status};
@@ -49,6 +50,7 @@ struct Context {
     settings: Settings,
     events: Events,
     backoff: FailureBackoff,
+    metrics: Metrics,
 }
 
 /// A failed reconcile.
@@ -83,6 +85,18 @@ pub async fn run(
     shutdown: CancellationToken,
     readiness: Readiness,
 ) {
+    let metrics = Metrics::register(&mut operator_runtime::metrics::new_registry());
+    run_with_metrics(client, settings, shutdown, readiness, metrics).await;
+}
+
+/// [`run`], recording into `metrics` (registered in the registry the probe server renders).
+pub async fn run_with_metrics(
+    client: kube::Client,
+    settings: Settings,
+    shutdown: CancellationToken,
+    readiness: Readiness,
+    metrics: Metrics,
+) {
     let api: Api<EtcdRestore> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -92,9 +106,22 @@ pub async fn run(
         client,
         settings,
         backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(120)),
+        metrics,
+    });
+    let controller = Controller::new(api, watcher::Config::default());
+    // A deleted EtcdRestore's series go with it (deletion is not a reconcile).
+    let store = controller.store();
+    let metrics = ctx.metrics.clone();
+    let sweep = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            let present: std::collections::HashSet<RestoreLabels> =
+                store.state().iter().map(|r| RestoreLabels::of(r)).collect();
+            metrics.retain(|labels| present.contains(labels));
+        }
     });
     readiness.set_ready(true);
-    Controller::new(api, watcher::Config::default())
+    controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -103,6 +130,7 @@ pub async fn run(
             }
         })
         .await;
+    sweep.abort();
 }
 
 async fn reconcile(restore: Arc<EtcdRestore>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -113,7 +141,14 @@ async fn reconcile(restore: Arc<EtcdRestore>, ctx: Arc<Context>) -> Result<Actio
         cluster = %restore.spec.cluster_name,
     );
     async move {
-        let action = reconcile_once(&restore, &ctx).await?;
+        let started = std::time::Instant::now();
+        ctx.metrics.observe(&restore, Timestamp::now());
+        let result = reconcile_once(&restore, &ctx).await;
+        ctx.metrics.reconciles.reconciled(
+            started.elapsed(),
+            result.as_ref().err().map(ReconcileError::reason),
+        );
+        let action = result?;
         ctx.backoff.success(&restore.uid().unwrap_or_default());
         Ok(action)
     }
@@ -141,6 +176,7 @@ async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, 
         current = apply_status(&api, &restore.name_any(), FIELD_MANAGER, &status)
             .await
             .map_err(ReconcileError::Status)?;
+        ctx.metrics.observe(&current, Timestamp::now());
     }
     let executor = Executor {
         client: &ctx.client,
@@ -152,6 +188,9 @@ async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, 
     executor.execute(&step).await?;
     if !matches!(step, Step::Wait(_)) {
         info!(step = ?step, "restore step done");
+        if let Some(kind) = crate::metrics::step_kind(&step) {
+            ctx.metrics.reconciles.action(kind);
+        }
     }
     if let Some((warning, reason, note)) = event_for(&step, observed) {
         let object = restore.object_ref(&());

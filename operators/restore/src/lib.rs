@@ -14,6 +14,7 @@
 //!   etcd's answers (I/O; conversions pure).
 //! - [`execute`]: one step's object changes (I/O).
 //! - [`controller`]: the loop (I/O).
+//! - [`metrics`]: the Prometheus series of each restore and of the reconciles (pure).
 //! - [`seed`]: `prepare-seed`, the seed Pod's init container: downloads the snapshot from S3,
 //!   checks its SHA-256 and etcd's trailer, and restores it into the seed's data directory with
 //!   `etcdutl`, never touching a data directory that already holds a member.
@@ -25,6 +26,7 @@
 pub mod build;
 pub mod controller;
 pub mod execute;
+pub mod metrics;
 pub mod observe;
 pub mod plan;
 pub mod seed;

@@ -7,12 +7,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use etcd_restore_operator::controller::{self, Settings};
+use etcd_restore_operator::metrics::Metrics;
 use etcd_restore_operator::seed::{SeedOutcome, SeedSpec, prepare_seed, s3_client};
-use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected};
+use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected_with_metrics};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,7 +60,7 @@ struct RunArgs {
     /// This replica's identity (the Pod name).
     #[arg(long, env = "POD_NAME", default_value = "etcd-restore-operator")]
     pod_name: String,
-    /// Address of the /healthz and /readyz endpoints.
+    /// Address of the /healthz, /readyz and /metrics endpoints.
     #[arg(long, default_value = "0.0.0.0:8080")]
     probe_addr: SocketAddr,
     /// Watch EtcdRestores in this namespace only (default: all namespaces).
@@ -163,11 +165,14 @@ async fn run(args: RunArgs) -> ExitCode {
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         pod_name: Some(args.pod_name),
     };
-    run_elected(
+    let mut registry = operator_runtime::metrics::new_registry();
+    let metrics = Metrics::register(&mut registry);
+    run_elected_with_metrics(
         client.clone(),
         args.probe_addr,
+        Some(Arc::new(registry)),
         election,
-        |stop, readiness| controller::run(client, settings, stop, readiness),
+        |stop, readiness| controller::run_with_metrics(client, settings, stop, readiness, metrics),
     )
     .await
 }

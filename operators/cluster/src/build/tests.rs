@@ -167,6 +167,7 @@ fn seed_pod_has_every_flag_name_and_dns_identity() {
             "--data-dir=/var/lib/etcd/data",
             "--listen-peer-urls=http://0.0.0.0:2380",
             "--listen-client-urls=http://0.0.0.0:2379",
+            "--listen-metrics-urls=http://0.0.0.0:2381",
             "--initial-advertise-peer-urls=http://main-0.main.db.svc:2380",
             "--advertise-client-urls=http://main-0.main.db.svc:2379",
             "--initial-cluster=main-0=http://main-0.main.db.svc:2380",
@@ -181,7 +182,14 @@ fn seed_pod_has_every_flag_name_and_dns_identity() {
         .iter()
         .map(|p| (p.name.as_deref(), p.container_port))
         .collect();
-    assert_eq!(ports, [(Some("client"), 2379), (Some("peer"), 2380)]);
+    assert_eq!(
+        ports,
+        [
+            (Some("client"), 2379),
+            (Some("peer"), 2380),
+            (Some("metrics"), 2381)
+        ]
+    );
     let mount = &container.volume_mounts.as_ref().unwrap()[0];
     assert_eq!(mount.mount_path, DATA_MOUNT);
     let volume = &spec.volumes.as_ref().unwrap()[0];
@@ -258,7 +266,7 @@ fn etcd_options_become_flags_and_unset_ones_do_not() {
     });
     let flags = args(&pod_of(&etcd(all), "main-0", InitialState::New));
     assert_eq!(
-        flags[9..],
+        flags[10..],
         [
             "--quota-backend-bytes=4294967296",
             "--auto-compaction-mode=periodic",
@@ -275,13 +283,13 @@ fn etcd_options_become_flags_and_unset_ones_do_not() {
         ..EtcdOptions::default()
     });
     let flags = args(&pod_of(&etcd(some), "main-0", InitialState::New));
-    assert_eq!(flags[9..], ["--auto-compaction-mode=revision"]);
+    assert_eq!(flags[10..], ["--auto-compaction-mode=revision"]);
 
     let mut empty = spec();
     empty.etcd_options = Some(EtcdOptions::default());
     assert_eq!(
         args(&pod_of(&etcd(empty), "main-0", InitialState::New)).len(),
-        9
+        10
     );
 }
 

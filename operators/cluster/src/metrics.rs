@@ -1,0 +1,382 @@
+//! What the cluster operator tells Prometheus about each EtcdCluster. No I/O: [`sample`] is a
+//! pure function of one observation, [`ClusterMetrics::record`] sets the gauges from it, and the
+//! probe server renders the registry on `GET /metrics`.
+//!
+//! Every per-cluster series is labelled `namespace` and `name` only (plus `alarm` or `version`,
+//! both small closed sets); never a member name or ID, so a cluster's series count does not
+//! grow with member replacements. [`ClusterMetrics::forget`] removes every series of a cluster
+//! that is gone.
+//!
+//! - `etcd_operator_cluster_desired_voters` — `spec.size`
+//! - `etcd_operator_cluster_healthy_voters` — voting members that answer with a leader and no error
+//! - `etcd_operator_cluster_voters` — voting members in etcd's member list
+//! - `etcd_operator_cluster_learners` — learners in etcd's member list
+//! - `etcd_operator_cluster_quorum` — 1 while a quorum of the voters is healthy, else 0
+//! - `etcd_operator_cluster_leader_changes_total` — leader changes this process observed
+//! - `etcd_operator_cluster_alarms{alarm}` — members reporting the alarm (`NOSPACE`, `CORRUPT`
+//!   always present, 0 when clear)
+//! - `etcd_operator_cluster_version_info{version}` — 1 for the version the members run
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use etcd_admin::ClusterView;
+use operator_runtime::ReconcileMetrics;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::naming::ClusterName;
+use crate::plan::{Action, PodReason, RemovalReason};
+use crate::state::{Membership, Observed};
+
+/// Everything the cluster operator exposes: the shared reconcile families and the per-cluster
+/// ones.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    /// Reconciles, errors by reason, actions by kind (`controller="cluster"`).
+    pub reconciles: ReconcileMetrics,
+    /// Per-EtcdCluster series.
+    pub clusters: ClusterMetrics,
+}
+
+impl Metrics {
+    /// Registers every family in `registry`.
+    pub fn register(registry: &mut Registry) -> Metrics {
+        Metrics {
+            reconciles: ReconcileMetrics::register(registry, "cluster"),
+            clusters: ClusterMetrics::register(registry),
+        }
+    }
+}
+
+/// The alarms etcd raises; always exported (0 when clear) so alert rules compare numbers.
+pub const KNOWN_ALARMS: [&str; 2] = ["NOSPACE", "CORRUPT"];
+
+/// What one reconcile observed about a cluster, as numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterSample {
+    /// `spec.size`.
+    pub desired_voters: i64,
+    /// Voting members in the member list.
+    pub voters: i64,
+    /// Voting members that answered healthy.
+    pub healthy_voters: i64,
+    /// Learners in the member list.
+    pub learners: i64,
+    /// A quorum of the voters is healthy (false when no member in quorum answered).
+    pub quorum: bool,
+    /// The leader's member ID, if a healthy member is the leader.
+    pub leader: Option<u64>,
+    /// Alarm name → members reporting it.
+    pub alarms: BTreeMap<String, i64>,
+    /// The lowest version the healthy members run (the cluster's version during a roll).
+    pub version: Option<String>,
+}
+
+/// The sample of one observation. `view` gives the alarms (etcd reports them as errors in
+/// each member's status answer, e.g. `memberID:1 alarm:NOSPACE`).
+pub fn sample(observed: &Observed, view: &ClusterView) -> ClusterSample {
+    let mut out = ClusterSample {
+        desired_voters: i64::from(observed.spec.size.max(0)),
+        ..ClusterSample::default()
+    };
+    for alarm in KNOWN_ALARMS {
+        out.alarms.insert(alarm.to_owned(), 0);
+    }
+    for status in view.statuses.values().filter_map(|s| s.as_ref().ok()) {
+        for error in &status.errors {
+            if let Some(alarm) = alarm_of(error) {
+                *out.alarms.entry(alarm).or_default() += 1;
+            }
+        }
+    }
+    if let Membership::Known(members) = &observed.membership {
+        let count = |f: &dyn Fn(&crate::state::Member) -> bool| {
+            i64::try_from(members.iter().filter(|m| f(m)).count()).unwrap_or(i64::MAX)
+        };
+        out.voters = count(&|m| !m.learner);
+        out.learners = count(&|m| m.learner);
+        out.healthy_voters = count(&|m| !m.learner && m.healthy());
+        out.quorum = out.voters > 0 && out.healthy_voters > out.voters / 2;
+        out.leader = members.iter().find(|m| m.leader()).map(|m| m.id);
+        out.version = members
+            .iter()
+            .filter_map(|m| m.version())
+            .min()
+            .map(|v| v.to_string());
+    }
+    if out.version.is_none() {
+        out.version = observed.last_known_version.map(|v| v.to_string());
+    }
+    out
+}
+
+/// `NOSPACE` from `memberID:1 alarm:NOSPACE` (or `alarm:NOSPACE`); `None` for other errors.
+fn alarm_of(error: &str) -> Option<String> {
+    let (_, rest) = error.split_once("alarm:")?;
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    // etcd's alarm types are a short closed enum; anything else is not an alarm name and must
+    // not become a label value.
+    (!name.is_empty() && name.len() <= 16).then(|| name.to_ascii_uppercase())
+}
+
+/// The action kind counted in `etcd_operator_actions_total{controller="cluster"}`; `None` for
+/// waiting, refusing and converged (nothing was changed).
+pub fn action_kind(action: &Action) -> Option<&'static str> {
+    Some(match action {
+        Action::BootstrapSeed { .. } => "SeedBootstrapped",
+        Action::CreateMemberPod {
+            reason: PodReason::NewMember,
+            ..
+        } => "MemberPodCreated",
+        Action::CreateMemberPod {
+            reason: PodReason::Restart,
+            ..
+        } => "PodRestarted",
+        Action::AddLearner { .. } => "MemberAdded",
+        Action::PromoteLearner { .. } => "MemberPromoted",
+        Action::RemoveMember {
+            reason: RemovalReason::ScaleDown,
+            ..
+        } => "MemberRemoved",
+        Action::RemoveMember {
+            reason: RemovalReason::Dead,
+            ..
+        } => "DeadMemberRemoved",
+        Action::DeletePod { .. } => "PodDeleted",
+        Action::UpgradeMember { .. } => "MemberUpgraded",
+        Action::DeletePvc { .. } => "PvcDeleted",
+        Action::Wait(_) | Action::Refuse(_) | Action::Converged => return None,
+    })
+}
+
+/// `namespace` and `name` of an EtcdCluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// Namespace of the EtcdCluster.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl From<&ClusterName> for ClusterLabels {
+    fn from(c: &ClusterName) -> Self {
+        ClusterLabels {
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlarmLabels {
+    namespace: String,
+    name: String,
+    alarm: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    namespace: String,
+    name: String,
+    version: String,
+}
+
+/// What is remembered per cluster between reconciles: the leader (to count changes) and the
+/// label values set (to remove them when they change or the cluster goes).
+#[derive(Debug, Default)]
+struct Remembered {
+    leader: Option<u64>,
+    alarms: Vec<String>,
+    version: Option<String>,
+}
+
+/// The per-cluster families.
+#[derive(Clone, Debug)]
+pub struct ClusterMetrics {
+    desired_voters: Family<ClusterLabels, Gauge>,
+    voters: Family<ClusterLabels, Gauge>,
+    healthy_voters: Family<ClusterLabels, Gauge>,
+    learners: Family<ClusterLabels, Gauge>,
+    quorum: Family<ClusterLabels, Gauge>,
+    leader_changes: Family<ClusterLabels, Counter>,
+    alarms: Family<AlarmLabels, Gauge>,
+    version: Family<VersionLabels, Gauge>,
+    remembered: Arc<Mutex<HashMap<ClusterLabels, Remembered>>>,
+}
+
+impl ClusterMetrics {
+    /// Registers the families.
+    pub fn register(registry: &mut Registry) -> ClusterMetrics {
+        let m = ClusterMetrics {
+            desired_voters: Family::default(),
+            voters: Family::default(),
+            healthy_voters: Family::default(),
+            learners: Family::default(),
+            quorum: Family::default(),
+            leader_changes: Family::default(),
+            alarms: Family::default(),
+            version: Family::default(),
+            remembered: Arc::default(),
+        };
+        let registry = registry.sub_registry_with_prefix("cluster");
+        registry.register(
+            "desired_voters",
+            "Voting members the EtcdCluster asks for (spec.size)",
+            m.desired_voters.clone(),
+        );
+        registry.register(
+            "voters",
+            "Voting members in etcd's member list",
+            m.voters.clone(),
+        );
+        registry.register(
+            "healthy_voters",
+            "Voting members that answer with a leader and no alarm",
+            m.healthy_voters.clone(),
+        );
+        registry.register(
+            "learners",
+            "Learners (non-voting members) in etcd's member list",
+            m.learners.clone(),
+        );
+        registry.register(
+            "quorum",
+            "1 while a quorum of the voting members is healthy, 0 when quorum is lost or no member in quorum answers",
+            m.quorum.clone(),
+        );
+        registry.register(
+            "leader_changes",
+            "Leader changes the operator observed between two reconciles",
+            m.leader_changes.clone(),
+        );
+        registry.register(
+            "alarms",
+            "Members reporting an active etcd alarm, by alarm type",
+            m.alarms.clone(),
+        );
+        registry.register(
+            "version_info",
+            "The etcd version the cluster's members run (always 1)",
+            m.version.clone(),
+        );
+        m
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterLabels, Remembered>> {
+        self.remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the cluster's series from one observation.
+    pub fn record(&self, cluster: &ClusterName, sample: &ClusterSample) {
+        let labels = ClusterLabels::from(cluster);
+        self.desired_voters
+            .get_or_create(&labels)
+            .set(sample.desired_voters);
+        self.voters.get_or_create(&labels).set(sample.voters);
+        self.healthy_voters
+            .get_or_create(&labels)
+            .set(sample.healthy_voters);
+        self.learners.get_or_create(&labels).set(sample.learners);
+        self.quorum
+            .get_or_create(&labels)
+            .set(i64::from(sample.quorum));
+        let changes = self.leader_changes.get_or_create(&labels);
+
+        let mut remembered = self.remembered();
+        let seen = remembered.entry(labels.clone()).or_default();
+        if let Some(leader) = sample.leader {
+            // A change from one leader to another; the first leader seen is not a change, and
+            // an observation without a leader keeps the last one (a new leader after an
+            // election counts once).
+            if seen.leader.is_some_and(|previous| previous != leader) {
+                changes.inc();
+            }
+            seen.leader = Some(leader);
+        }
+        let alarm_labels = |alarm: &str| AlarmLabels {
+            namespace: labels.namespace.clone(),
+            name: labels.name.clone(),
+            alarm: alarm.to_owned(),
+        };
+        for old in &seen.alarms {
+            if !sample.alarms.contains_key(old) {
+                self.alarms.remove(&alarm_labels(old));
+            }
+        }
+        for (alarm, members) in &sample.alarms {
+            self.alarms
+                .get_or_create(&alarm_labels(alarm))
+                .set(*members);
+        }
+        seen.alarms = sample.alarms.keys().cloned().collect();
+        let version_labels = |version: &str| VersionLabels {
+            namespace: labels.namespace.clone(),
+            name: labels.name.clone(),
+            version: version.to_owned(),
+        };
+        if seen.version != sample.version {
+            if let Some(old) = &seen.version {
+                self.version.remove(&version_labels(old));
+            }
+            seen.version = sample.version.clone();
+        }
+        if let Some(version) = &sample.version {
+            self.version.get_or_create(&version_labels(version)).set(1);
+        }
+    }
+
+    /// Removes every series of a cluster that is gone (or no longer watched).
+    pub fn forget(&self, cluster: &ClusterLabels) {
+        for family in [
+            &self.desired_voters,
+            &self.voters,
+            &self.healthy_voters,
+            &self.learners,
+            &self.quorum,
+        ] {
+            family.remove(cluster);
+        }
+        self.leader_changes.remove(cluster);
+        if let Some(seen) = self.remembered().remove(cluster) {
+            for alarm in seen.alarms {
+                self.alarms.remove(&AlarmLabels {
+                    namespace: cluster.namespace.clone(),
+                    name: cluster.name.clone(),
+                    alarm,
+                });
+            }
+            if let Some(version) = seen.version {
+                self.version.remove(&VersionLabels {
+                    namespace: cluster.namespace.clone(),
+                    name: cluster.name.clone(),
+                    version,
+                });
+            }
+        }
+    }
+
+    /// Removes the series of every cluster `exists` says is gone.
+    pub fn retain(&self, exists: impl Fn(&ClusterLabels) -> bool) {
+        let gone: Vec<ClusterLabels> = self
+            .remembered()
+            .keys()
+            .filter(|c| !exists(c))
+            .cloned()
+            .collect();
+        for cluster in gone {
+            self.forget(&cluster);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+use etcd_admin::{ClusterView, MemberStatus};
+use operator_runtime::metrics::{new_registry, render};
+
+use super::*;
+use crate::fixtures::{Build, V34, V35, cluster, healthy, learner, main, unhealthy};
+
+fn view_with_errors(errors: &[(u64, &str)]) -> ClusterView {
+    let mut view = ClusterView::default();
+    for (id, error) in errors {
+        let status = view.statuses.entry(*id).or_insert_with(|| {
+            Ok(MemberStatus {
+                id: *id,
+                ..MemberStatus::default()
+            })
+        });
+        status.as_mut().unwrap().errors.push((*error).to_owned());
+    }
+    view
+}
+
+#[test]
+fn a_sample_counts_voters_learners_quorum_leader_alarms_and_version() {
+    let observed = cluster(3, V35).members(vec![
+        healthy(0, V35, true),
+        unhealthy(1, 30),
+        healthy(2, V34, false),
+        learner(3, true),
+    ]);
+    let view = view_with_errors(&[
+        (0xa0, "memberID:160 alarm:NOSPACE"),
+        (0xa2, "alarm:NOSPACE"),
+        (0xa2, "etcdserver: no leader"),
+    ]);
+    let s = sample(&observed, &view);
+    assert_eq!(s.desired_voters, 3);
+    assert_eq!(s.voters, 3);
+    assert_eq!(s.healthy_voters, 2);
+    assert_eq!(s.learners, 1);
+    assert!(s.quorum);
+    assert_eq!(s.leader, Some(0xa0));
+    assert_eq!(s.alarms.get("NOSPACE"), Some(&2));
+    assert_eq!(s.alarms.get("CORRUPT"), Some(&0));
+    assert_eq!(s.alarms.len(), 2, "no label from a non-alarm error");
+    // During a roll the cluster runs its lowest version.
+    assert_eq!(s.version.as_deref(), Some(V34));
+}
+
+#[test]
+fn quorum_needs_a_majority_of_voters_and_a_known_membership() {
+    let lost = cluster(3, V35).members(vec![
+        healthy(0, V35, false),
+        unhealthy(1, 30),
+        unhealthy(2, 30),
+    ]);
+    assert!(!sample(&lost, &ClusterView::default()).quorum);
+    let two_of_three = cluster(3, V35).members(vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        unhealthy(2, 30),
+    ]);
+    assert!(sample(&two_of_three, &ClusterView::default()).quorum);
+    // Learners hold no vote: one voter and two answering learners still is a quorum of one.
+    let learners = cluster(3, V35).members(vec![
+        healthy(0, V35, true),
+        learner(1, true),
+        learner(2, true),
+    ]);
+    let s = sample(&learners, &ClusterView::default());
+    assert!(s.quorum);
+    assert_eq!((s.voters, s.learners), (1, 2));
+    // Nobody in quorum answered: no quorum, the last version recorded in the status.
+    let silent = cluster(3, V35).existed(&[0, 1, 2], V34);
+    let s = sample(&silent, &ClusterView::default());
+    assert!(!s.quorum);
+    assert_eq!((s.voters, s.healthy_voters), (0, 0));
+    assert_eq!(s.version.as_deref(), Some(V34));
+}
+
+#[test]
+fn alarm_names_are_parsed_and_bounded() {
+    assert_eq!(
+        alarm_of("memberID:1 alarm:NOSPACE").as_deref(),
+        Some("NOSPACE")
+    );
+    assert_eq!(alarm_of("alarm:CORRUPT").as_deref(), Some("CORRUPT"));
+    assert_eq!(alarm_of("etcdserver: no leader"), None);
+    assert_eq!(alarm_of("alarm:"), None);
+    assert_eq!(alarm_of("alarm:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), None);
+}
+
+fn line(text: &str, series: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .map(|l| l[series.len() + 1..].to_owned())
+}
+
+#[test]
+fn recorded_series_render_per_cluster_and_go_with_the_cluster() {
+    let mut registry = new_registry();
+    let metrics = ClusterMetrics::register(&mut registry);
+    let observed = cluster(3, V35).members(vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        unhealthy(2, 30),
+    ]);
+    let view = view_with_errors(&[(0xa0, "memberID:160 alarm:NOSPACE")]);
+    metrics.record(&main(), &sample(&observed, &view));
+
+    let text = render(&registry);
+    let id = "namespace=\"db\",name=\"main\"";
+    for (series, value) in [
+        (format!("etcd_operator_cluster_desired_voters{{{id}}}"), "3"),
+        (format!("etcd_operator_cluster_voters{{{id}}}"), "3"),
+        (format!("etcd_operator_cluster_healthy_voters{{{id}}}"), "2"),
+        (format!("etcd_operator_cluster_learners{{{id}}}"), "0"),
+        (format!("etcd_operator_cluster_quorum{{{id}}}"), "1"),
+        (
+            format!("etcd_operator_cluster_leader_changes_total{{{id}}}"),
+            "0",
+        ),
+        (
+            format!("etcd_operator_cluster_alarms{{{id},alarm=\"NOSPACE\"}}"),
+            "1",
+        ),
+        (
+            format!("etcd_operator_cluster_alarms{{{id},alarm=\"CORRUPT\"}}"),
+            "0",
+        ),
+        (
+            format!("etcd_operator_cluster_version_info{{{id},version=\"3.5.1\"}}"),
+            "1",
+        ),
+    ] {
+        assert_eq!(
+            line(&text, &series).as_deref(),
+            Some(value),
+            "{series} in\n{text}"
+        );
+    }
+    // No member names or IDs in any label.
+    assert!(!text.contains("main-0") && !text.contains("160"), "{text}");
+
+    // The leader moves to member 1, quorum is lost, the version changes: one change counted,
+    // the old version series gone.
+    let moved = cluster(3, V35).members(vec![
+        unhealthy(0, 10),
+        healthy(1, V34, true),
+        unhealthy(2, 40),
+    ]);
+    metrics.record(&main(), &sample(&moved, &ClusterView::default()));
+    // An observation without a leader is not a change either way.
+    let leaderless =
+        cluster(3, V35).members(vec![unhealthy(0, 10), unhealthy(1, 1), unhealthy(2, 1)]);
+    metrics.record(&main(), &sample(&leaderless, &ClusterView::default()));
+    metrics.record(&main(), &sample(&moved, &ClusterView::default()));
+    let text = render(&registry);
+    assert_eq!(
+        line(
+            &text,
+            &format!("etcd_operator_cluster_leader_changes_total{{{id}}}")
+        )
+        .as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        line(&text, &format!("etcd_operator_cluster_quorum{{{id}}}")).as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        line(
+            &text,
+            &format!("etcd_operator_cluster_alarms{{{id},alarm=\"NOSPACE\"}}")
+        )
+        .as_deref(),
+        Some("0")
+    );
+    assert!(!text.contains("version=\"3.5.1\""), "{text}");
+    assert!(text.contains("version=\"3.4.23\""), "{text}");
+
+    // Another cluster stays when this one is deleted.
+    let other = ClusterName::new("db", "other");
+    metrics.record(&other, &sample(&cluster(1, V35), &ClusterView::default()));
+    metrics.retain(|c| c.name == "other");
+    let text = render(&registry);
+    assert!(!text.contains("name=\"main\""), "{text}");
+    assert_eq!(
+        line(
+            &text,
+            "etcd_operator_cluster_desired_voters{namespace=\"db\",name=\"other\"}"
+        )
+        .as_deref(),
+        Some("1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_change_is_an_action_kind_and_waiting_is_none() {
+    use crate::plan::{Action, PodReason, RemovalReason, WaitReason};
+    let v = crate::fixtures::v(V35);
+    let cases = [
+        (
+            Action::BootstrapSeed {
+                member: "m".into(),
+                version: v,
+            },
+            Some("SeedBootstrapped"),
+        ),
+        (
+            Action::CreateMemberPod {
+                member: "m".into(),
+                initial_cluster: vec![],
+                version: v,
+                reason: PodReason::Restart,
+            },
+            Some("PodRestarted"),
+        ),
+        (
+            Action::AddLearner {
+                member: "m".into(),
+                peer_url: "u".into(),
+            },
+            Some("MemberAdded"),
+        ),
+        (
+            Action::PromoteLearner {
+                member: "m".into(),
+                id: 1,
+            },
+            Some("MemberPromoted"),
+        ),
+        (
+            Action::RemoveMember {
+                member: "m".into(),
+                id: 1,
+                reason: RemovalReason::Dead,
+            },
+            Some("DeadMemberRemoved"),
+        ),
+        (
+            Action::UpgradeMember {
+                member: "m".into(),
+                from: v,
+                to: v,
+            },
+            Some("MemberUpgraded"),
+        ),
+        (Action::Wait(WaitReason::Paused), None),
+        (Action::Converged, None),
+    ];
+    for (action, kind) in cases {
+        assert_eq!(action_kind(&action), kind, "{action:?}");
+    }
+}
+
+#[test]
+fn the_chart_lists_every_series_this_operator_exposes() {
+    let mut registry = new_registry();
+    let metrics = Metrics::register(&mut registry);
+    // A series in every family (the exposition leaves empty families out).
+    metrics
+        .reconciles
+        .reconciled(std::time::Duration::from_millis(1), Some("Failed"));
+    metrics.reconciles.action("MemberAdded");
+    let observed = cluster(1, V35).members(vec![healthy(0, V35, true)]);
+    metrics
+        .clusters
+        .record(&main(), &sample(&observed, &ClusterView::default()));
+    let list = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../charts/etcd-operator/files/series/cluster-operator.txt");
+    if let Err(stale) = operator_runtime::metrics::check_series_list(&registry, &list) {
+        panic!("{stale}");
+    }
+}
