@@ -55,8 +55,10 @@ chart-lint: ## helm lint and helm template the chart with both helm majors
 .PHONY: test
 test: deps lint ## Install what tests need, lint, and run every test
 	$(call timed,test-build,cargo build --workspace --bins && cargo nextest run --workspace --no-run)
+	rm -rf target/audit   # the e2e runs' audit events, read by rbac-usage below
 	$(call timed,tests,cargo nextest run --workspace --no-fail-fast)
 	$(call timed,doctests,cargo test --workspace --doc)
+	$(call timed,rbac-usage,cargo run -q -p test-support --bin rbac-usage -- $(CHART) examples/scheduled-backup.yaml)
 
 # Each bench prints its own tables and appends its headline figures to BENCH_RESULTS (JSON
 # lines, crates/test-support/src/bench.rs); bench-report then prints them all as one table. The

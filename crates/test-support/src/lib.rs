@@ -53,6 +53,7 @@ pub mod etcd;
 pub mod kube_tools;
 pub mod localkube;
 pub mod process;
+pub mod rbac_usage;
 pub mod s3;
 pub mod tools;
 

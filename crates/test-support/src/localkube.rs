@@ -270,8 +270,32 @@ fn rand_suffix() -> u64 {
         .unwrap_or(0)
 }
 
+impl LocalKube {
+    /// Keep this instance's audit events of ServiceAccounts for the RBAC usage check
+    /// (`crate::rbac_usage`): copied under [`crate::rbac_usage::audit_dir`], one file per
+    /// instance, before the state directory goes.
+    fn keep_audit_log(&self) {
+        let source = self.dir.path().join("state/logs/audit.log");
+        let Ok(text) = std::fs::read_to_string(&source) else {
+            return;
+        };
+        let dir = crate::rbac_usage::audit_dir();
+        if std::fs::create_dir_all(&dir).is_err() {
+            return;
+        }
+        let name = format!(
+            "{}-{}-{}.jsonl",
+            std::process::id(),
+            self.address,
+            rand_suffix()
+        );
+        let _ = std::fs::write(dir.join(name), text);
+    }
+}
+
 impl Drop for LocalKube {
     fn drop(&mut self) {
+        self.keep_audit_log();
         print_log_tail_if_panicking("localkube", self.process.log_path());
         let etcd_log = self.dir.path().join("state/etcd.log");
         print_log_tail_if_panicking("localkube etcd", &etcd_log);

@@ -30,12 +30,15 @@ pub const DEFAULT_STORAGE_CLASS: &str = "standard";
 /// roles, priority levels, the `kubernetes` Service) on a loaded 2-core machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Audit policy: metadata of every request a ServiceAccount makes (who, verb, resource,
-/// namespace, response code), nothing from the control plane's own components.
+/// Audit policy: metadata of every request a workload's ServiceAccount makes (who, verb,
+/// resource, namespace, response code); nothing from the control plane's own components (the
+/// controllers' accounts in kube-system, the node, the admin).
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: None
+  userGroups: [\"system:serviceaccounts:kube-system\"]
 - level: Metadata
   userGroups: [\"system:serviceaccounts\"]
 - level: None

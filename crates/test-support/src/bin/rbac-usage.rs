@@ -1,0 +1,122 @@
+//! `rbac-usage CHART [VALUES...]`: the verbs and resources each operator used across the e2e
+//! runs (the audit events [`test_support::LocalKube`] collected) against what the chart renders
+//! for it. Prints one table per operator; exits 1 when a use is not granted or a grant is never
+//! used, naming both lists. The last step of `make test`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, ExitCode};
+
+use serde_json::Value;
+use test_support::rbac_usage::{self, Permission, Usage, fmt_permission};
+
+const OPERATORS: [&str; 4] = ["cluster", "backup", "restore", "scheduled-backup"];
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("rbac-usage: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<bool, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((chart, values)) = args.split_first() else {
+        return Err("usage: rbac-usage CHART [VALUES-FILE...]".into());
+    };
+    let helm = test_support::Tools::from_env().dir().join("helm");
+    let mut command = Command::new(&helm);
+    command.args(["template", "etcd-operator", chart]);
+    for v in values {
+        command.args(["-f", v]);
+    }
+    let out = command
+        .output()
+        .map_err(|e| format!("running {}: {e}", helm.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "helm template failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let rendered = String::from_utf8_lossy(&out.stdout).into_owned();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered)
+        .map_err(|e| format!("parsing the rendered chart: {e}"))?;
+    let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+    let mut usage: BTreeMap<String, Usage> = BTreeMap::new();
+    for (account, perms) in rbac_usage::granted(&docs) {
+        if let Some(op) = rbac_usage::operator_of(&account, &OPERATORS) {
+            usage.entry(op).or_default().granted.extend(perms);
+        }
+    }
+
+    let dir = rbac_usage::audit_dir();
+    let mut files = 0;
+    let mut events = 0;
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        format!(
+            "{}: {e} (no audit events: run the end-to-end tests first)",
+            dir.display()
+        )
+    })?;
+    for entry in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        files += 1;
+        for line in text.lines() {
+            let Ok(event) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let Some((account, perm)) = rbac_usage::used_by(&event) else {
+                continue;
+            };
+            if let Some(op) = rbac_usage::operator_of(&account, &OPERATORS) {
+                events += 1;
+                usage.entry(op).or_default().used.insert(perm);
+            }
+        }
+    }
+    if events == 0 {
+        return Err(format!(
+            "no operator requests in {} audit logs under {}: run the end-to-end tests first",
+            files,
+            dir.display()
+        ));
+    }
+    println!("RBAC usage: {events} operator requests from {files} audit logs");
+    let mut ok = true;
+    for (op, u) in &usage {
+        println!("\n{op}: used {} / granted {}", u.used.len(), u.granted.len());
+        let all: BTreeSet<&Permission> = u.used.iter().chain(u.granted.iter()).collect();
+        for perm in all {
+            let mark = match (u.used.contains(perm), u.granted.contains(perm)) {
+                (true, true) => "ok",
+                (true, false) => "USED, NOT GRANTED",
+                (false, true) => "GRANTED, NEVER USED",
+                (false, false) => unreachable!(),
+            };
+            println!("  {:<60} {mark}", fmt_permission(perm));
+        }
+        let missing = u.used_not_granted();
+        let unused = u.granted_never_used();
+        if !missing.is_empty() || !unused.is_empty() {
+            ok = false;
+            let list = |v: &[&Permission]| {
+                v.iter()
+                    .map(|p| fmt_permission(p))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            eprintln!(
+                "rbac-usage: {op}: used but not granted: [{}]; granted but never used: [{}]",
+                list(&missing),
+                list(&unused)
+            );
+        }
+    }
+    Ok(ok)
+}
