@@ -99,6 +99,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         events: Events::new(client.clone(), "etcd-cluster-operator", Some(identity)),
         client,
         backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+        refusals: FailureBackoff::new(Duration::from_millis(500), Duration::from_secs(30)),
         policy: Policy {
             dead_after: Duration::from_secs(args.dead_member_after_seconds),
         },

@@ -23,7 +23,7 @@
 //! `last_known_members` and `last_known_version` come from [`last_known_members`] and
 //! [`last_known_version`] of the previous status.
 
-use etcd_api::condition::{ConditionUpdate, Time, set_condition, types};
+use etcd_api::condition::{ConditionUpdate, Time, find_condition, set_condition, types};
 use etcd_api::validation::EtcdVersion;
 use etcd_api::{ClusterPhase, EtcdClusterStatus, MemberStatus};
 
@@ -103,6 +103,75 @@ pub struct ActionEvent {
     pub reason: &'static str,
     /// What happened, for humans.
     pub note: String,
+}
+
+/// A step of a reconcile that failed: a Kubernetes API call (e.g. a 403 for a verb the
+/// operator's role lacks) or an etcd call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepFailure {
+    /// PascalCase cause ([`crate::execute::ExecError::reason`]).
+    pub reason: &'static str,
+    /// The error, naming the object and the API's answer.
+    pub message: String,
+}
+
+/// Records a failed step in `status`: Degraded turns True with the step's reason and the error,
+/// which names the object and the API's answer (a 403 names the missing verb), so the failure
+/// shows in `kubectl describe`, not only in the operator's log. A Degraded that was already True
+/// (quorum lost, an unhealthy member) is kept in the message.
+pub fn record_failure(
+    status: &mut EtcdClusterStatus,
+    failure: &StepFailure,
+    generation: Option<i64>,
+    now: Time,
+) {
+    let also = find_condition(&status.conditions, types::DEGRADED)
+        .filter(|c| c.status == "True")
+        .map(|c| format!("; also {}: {}", c.reason, c.message))
+        .unwrap_or_default();
+    let update = ConditionUpdate::new(
+        types::DEGRADED,
+        true,
+        failure.reason,
+        format!("{}{also}", failure.message),
+    );
+    set_condition(&mut status.conditions, update, generation, &now);
+}
+
+/// The Warning event for a failed step (published when the status changed, so a step that keeps
+/// failing the same way is not repeated on every retry).
+pub fn failure_event(failure: &StepFailure) -> ActionEvent {
+    // Event notes are limited to 1 kB.
+    let mut note = format!("{}; retried with back-off", failure.message);
+    if note.len() > 1000 {
+        let mut cut = 1000;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    ActionEvent {
+        warning: true,
+        reason: failure.reason,
+        note,
+    }
+}
+
+/// Consecutive "retry later" answers after which a refusal is reported. The controller backs
+/// off from 0.5 s doubling to 30 s, so 8 in a row is about a minute of refusals: far past the
+/// ~5 s etcd refuses after every membership change (etcd-facts.md).
+pub const PERSISTENT_REFUSALS: u32 = 8;
+
+/// The failure to report for the `consecutive`-th "retry later" in a row, once it persists:
+/// the status then says which step is stuck and why (the step's error names it).
+pub fn refusal_report(consecutive: u32, message: &str) -> Option<StepFailure> {
+    (consecutive >= PERSISTENT_REFUSALS).then(|| StepFailure {
+        reason: "EtcdRetryLater",
+        message: format!(
+            "etcd refused the next step at least {PERSISTENT_REFUSALS} times in a row, retried \
+             with back-off: {message}"
+        ),
+    })
 }
 
 /// The status to report for `observed` when the planner chose `action`.

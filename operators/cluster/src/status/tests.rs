@@ -969,3 +969,90 @@ fn event_notes_name_the_member_field_and_counts() {
         None
     );
 }
+
+/// A failed API call (here the 403 a missing RBAC verb gives) is reported where `kubectl
+/// describe` shows it: Degraded names the step, the object and the API's answer, and a Warning
+/// event says the same; what was Degraded before is kept in the message, not lost.
+#[test]
+fn a_failed_step_is_reported_as_a_condition_and_a_warning_event() {
+    let observed = cluster(3, V35)
+        .members(three(V35))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    let action = next_action(&observed, &Policy::default());
+    assert_eq!(action, Action::Converged);
+    let mut status = status_from(
+        &observed,
+        &action,
+        Some(4),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    let failure = StepFailure {
+        reason: "KubeApiFailed",
+        message: "patch PersistentVolumeClaim data-main-0: 403 Forbidden".into(),
+    };
+    record_failure(&mut status, &failure, Some(4), at(11));
+    let degraded = condition(&status, types::DEGRADED);
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "KubeApiFailed")
+    );
+    assert!(
+        degraded.message.contains("data-main-0"),
+        "{}",
+        degraded.message
+    );
+    assert!(degraded.message.contains("403"), "{}", degraded.message);
+    let event = failure_event(&failure);
+    assert!(event.warning);
+    assert_eq!(event.reason, "KubeApiFailed");
+    assert!(event.note.contains("data-main-0"));
+
+    // A failure on top of quorum loss keeps the quorum loss in view.
+    let lost = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            unhealthy(1, 5),
+            unhealthy(2, 5),
+        ])
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    let action = next_action(&lost, &Policy::default());
+    let mut status = status_from(
+        &lost,
+        &action,
+        Some(4),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    record_failure(&mut status, &failure, Some(4), at(11));
+    let degraded = condition(&status, types::DEGRADED);
+    assert_eq!(degraded.reason, "KubeApiFailed");
+    assert!(
+        degraded.message.contains("QuorumLost"),
+        "{}",
+        degraded.message
+    );
+}
+
+/// Issue 17: etcd's "retry later" is normal for ~5 s after a membership change, but a refusal
+/// that persists (a learner that never catches up enough to be promoted, a cluster that stays
+/// "unhealthy" to etcd) must say what is stuck: reported once it lasted past the short phase.
+#[test]
+fn a_persistent_refusal_is_reported_and_a_short_one_is_not() {
+    let message = "promote main-3: etcdserver: can only promote a learner member which is in sync \
+                   with leader";
+    for consecutive in 1..PERSISTENT_REFUSALS {
+        assert_eq!(refusal_report(consecutive, message), None, "{consecutive}");
+    }
+    let report = refusal_report(PERSISTENT_REFUSALS, message).unwrap();
+    assert_eq!(report.reason, "EtcdRetryLater");
+    assert!(report.message.contains("main-3"), "{}", report.message);
+    assert!(
+        report.message.contains(&PERSISTENT_REFUSALS.to_string()),
+        "{}",
+        report.message
+    );
+    assert!(refusal_report(PERSISTENT_REFUSALS + 5, message).is_some());
+}
