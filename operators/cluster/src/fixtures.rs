@@ -45,6 +45,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
         cluster_id: None,
         pods: BTreeMap::new(),
         pvcs: BTreeMap::new(),
+        alarms: vec![],
     }
 }
 

@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::naming::ClusterName;
-use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
+use crate::state::{Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState};
 use crate::{build, status};
 
 pub use etcd_api::restore::RETAINED_BY_RESTORE_LABEL;
@@ -160,6 +160,7 @@ pub fn to_observed(
     let name = cluster_name(cluster);
     let uid = cluster.uid().unwrap_or_default();
     let previous = cluster.status.clone().unwrap_or_default();
+    let alarms = alarms_of(view, &name);
     let membership = match &view.membership {
         None => Membership::Unknown,
         Some((_, members)) => Membership::Known(
@@ -203,7 +204,36 @@ pub fn to_observed(
                 (member.clone(), state)
             })
             .collect(),
+        alarms,
     }
+}
+
+/// Every alarm any member reported, once, named by the member that raised it.
+fn alarms_of(view: &ClusterView, cluster: &ClusterName) -> Vec<MemberAlarm> {
+    let members = view.membership.as_ref().map(|(_, m)| m.as_slice());
+    let name_of = |id: u64| {
+        let info = members.and_then(|m| m.iter().find(|m| m.id == id));
+        info.and_then(|m| {
+            m.peer_urls
+                .first()
+                .and_then(|url| cluster.member_of_peer_url(url))
+                .or_else(|| (!m.name.is_empty()).then(|| m.name.clone()))
+        })
+        .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let mut alarms: Vec<MemberAlarm> = view
+        .statuses
+        .values()
+        .filter_map(|s| s.as_ref().ok())
+        .flat_map(MemberStatus::alarms)
+        .map(|a| MemberAlarm {
+            member: name_of(a.member_id),
+            alarm: a.kind,
+        })
+        .collect();
+    alarms.sort();
+    alarms.dedup();
+    alarms
 }
 
 fn member_from(
@@ -322,6 +352,87 @@ mod tests {
         assert_eq!(
             member_storage(&storage("1Gi", Some("slow")), pvcs.iter()),
             Some(storage("1Gi", Some("fast")))
+        );
+    }
+
+    fn etcd_cluster() -> EtcdCluster {
+        let mut cluster = EtcdCluster::new(
+            "main",
+            etcd_api::EtcdClusterSpec {
+                size: 3,
+                version: "3.5.1".into(),
+                repository: "gcr.io/etcd-development/etcd".into(),
+                paused: false,
+                storage: StorageSpec::default(),
+                pod: None,
+                etcd_options: None,
+            },
+        );
+        cluster.metadata.namespace = Some("db".into());
+        cluster.metadata.uid = Some("uid-1".into());
+        cluster
+    }
+
+    fn no_objects() -> KubeObservation {
+        KubeObservation {
+            pods: BTreeMap::new(),
+            pvcs: BTreeMap::new(),
+        }
+    }
+
+    fn info(id: u64) -> MemberInfo {
+        let names = ClusterName::new("db", "main");
+        let member = names.member_name(u32::try_from(id).unwrap());
+        MemberInfo {
+            id,
+            name: member.clone(),
+            peer_urls: vec![names.peer_url(&member)],
+            client_urls: vec![names.client_url(&member)],
+            learner: false,
+        }
+    }
+
+    fn answer(id: u64, leader: u64, errors: &[&str]) -> Result<MemberStatus, String> {
+        Ok(MemberStatus {
+            id,
+            version: "3.5.1".into(),
+            leader_id: leader,
+            errors: errors.iter().map(|e| (*e).to_owned()).collect(),
+            ..MemberStatus::default()
+        })
+    }
+
+    /// Issue 17: etcd lists every alarm of the cluster in every member's Status. An alarm is not
+    /// ill health: the members stay healthy voters and the alarms are reported with the member
+    /// that raised them.
+    #[test]
+    fn alarms_are_reported_and_leave_members_healthy() {
+        let (cluster, kube, clock) = (etcd_cluster(), no_objects(), UnhealthySince::default());
+        let nospace = "memberID:1 alarm:NOSPACE";
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1)])),
+            statuses: [(0, answer(0, 0, &[nospace])), (1, answer(1, 0, &[nospace]))].into(),
+            unreached: BTreeMap::new(),
+        };
+        let view = ClusterView {
+            statuses: view
+                .statuses
+                .into_iter()
+                .map(|(id, s)| (id, s.map(|s| MemberStatus { leader_id: 1, ..s })))
+                .collect(),
+            ..view
+        };
+        let observed = to_observed(&cluster, &kube, &view, &clock, Instant::now());
+        let Membership::Known(members) = &observed.membership else {
+            panic!("{observed:?}")
+        };
+        assert!(members.iter().all(Member::healthy), "{members:?}");
+        assert_eq!(
+            observed.alarms,
+            vec![crate::state::MemberAlarm {
+                member: "main-1".into(),
+                alarm: "NOSPACE".into()
+            }]
         );
     }
 

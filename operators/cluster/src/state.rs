@@ -42,6 +42,18 @@ pub struct Observed {
     pub pods: BTreeMap<String, PodState>,
     /// Member PVCs of this cluster, by name.
     pub pvcs: BTreeMap<String, PvcState>,
+    /// Alarms the members report (NOSPACE, CORRUPT), by the member that raised them; sorted.
+    /// Not ill health: a member with an alarm still votes and serves reads.
+    pub alarms: Vec<MemberAlarm>,
+}
+
+/// An etcd alarm and the member that raised it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MemberAlarm {
+    /// The member's name (its peer URL, or its hexadecimal ID, when not one of ours).
+    pub member: String,
+    /// `NOSPACE`, `CORRUPT`.
+    pub alarm: String,
 }
 
 /// What etcd said about its members.

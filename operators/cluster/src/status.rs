@@ -74,6 +74,8 @@ pub mod reasons {
     pub const WOULD_LOSE_QUORUM: &str = "WouldLoseQuorum";
     /// Progressing, Degraded, event: a voter does not answer.
     pub const MEMBER_UNHEALTHY: &str = "MemberUnhealthy";
+    /// Available, Degraded: a member raised an etcd alarm (NOSPACE, CORRUPT); quorum holds.
+    pub const ALARM_RAISED: &str = "AlarmRaised";
     /// Degraded: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
     /// Event: the seed member of a new cluster was created.
@@ -542,6 +544,8 @@ fn available(facts: &Facts) -> ConditionUpdate {
         )
     } else if facts.quorum_lost() {
         (false, reasons::QUORUM_LOST, facts.quorum_lost_message())
+    } else if !facts.observed.alarms.is_empty() {
+        (false, reasons::ALARM_RAISED, alarm_message(facts))
     } else if !facts.unhealthy_voters.is_empty() {
         (
             false,
@@ -758,6 +762,9 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
             format!("Member {member} is dead ({DEAD_WHY}); it is removed and replaced"),
         ),
         _ if facts.quorum_lost() => wrong(reasons::QUORUM_LOST, facts.quorum_lost_message()),
+        _ if !facts.observed.alarms.is_empty() => {
+            wrong(reasons::ALARM_RAISED, alarm_message(facts))
+        }
         _ if !facts.unhealthy_voters.is_empty() => wrong(
             reasons::MEMBER_UNHEALTHY,
             format!(
@@ -795,6 +802,7 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
             ClusterPhase::QuorumLost
         }
         _ if facts.quorum_lost() => ClusterPhase::QuorumLost,
+        _ if !facts.observed.alarms.is_empty() => ClusterPhase::Degraded,
         Action::Wait(WaitReason::WouldLoseQuorum { .. })
         | Action::RemoveMember {
             reason: RemovalReason::Dead,
@@ -805,6 +813,36 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         Action::Converged => ClusterPhase::Running,
         _ => ClusterPhase::Scaling,
     }
+}
+
+/// Each alarm with the member that raised it and what it means; quorum holds (an alarm is never
+/// reported as quorum loss: a restore is not the answer to it).
+fn alarm_message(facts: &Facts) -> String {
+    let each: Vec<String> = facts
+        .observed
+        .alarms
+        .iter()
+        .map(|a| {
+            let meaning = match a.alarm.as_str() {
+                "NOSPACE" => {
+                    "the database reached its quota: etcd refuses writes until it is compacted, \
+                     defragmented and the alarm disarmed, or the quota raised"
+                }
+                "CORRUPT" => "its data differs from the other members'",
+                _ => "see the etcd documentation",
+            };
+            format!(
+                "{} alarm raised by member {} ({meaning})",
+                a.alarm, a.member
+            )
+        })
+        .collect();
+    format!(
+        "{}; quorum holds ({} of {} voting members answer) and members serve reads",
+        each.join("; "),
+        facts.healthy_voters,
+        facts.voters
+    )
 }
 
 fn invalid_spec_message(errors: &[etcd_api::validation::FieldError]) -> String {

@@ -1036,6 +1036,39 @@ fn a_failed_step_is_reported_as_a_condition_and_a_warning_event() {
     );
 }
 
+/// Issue 17: an alarm is reported as what it is, naming the alarm and the member, never as
+/// quorum loss (which would tell the user to restore a cluster that holds quorum).
+#[test]
+fn an_alarm_is_reported_by_name_and_is_not_quorum_loss() {
+    let mut observed = cluster(3, V35)
+        .members(three(V35))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    observed.alarms = vec![crate::state::MemberAlarm {
+        member: name(1),
+        alarm: "NOSPACE".into(),
+    }];
+    let action = next_action(&observed, &Policy::default());
+    let status = status_from(
+        &observed,
+        &action,
+        Some(2),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    assert_eq!(status.phase, Some(ClusterPhase::Degraded));
+    assert_eq!(status.ready_members, 3);
+    for type_ in [types::AVAILABLE, types::DEGRADED] {
+        let c = condition(&status, type_);
+        assert_eq!(c.reason, reasons::ALARM_RAISED, "{type_}");
+        assert!(c.message.contains("NOSPACE"), "{type_}: {}", c.message);
+        assert!(c.message.contains(&name(1)), "{type_}: {}", c.message);
+        assert!(!c.message.contains("restore"), "{type_}: {}", c.message);
+    }
+    assert!(!summary(&status, types::AVAILABLE).0);
+    assert!(summary(&status, types::DEGRADED).0);
+}
+
 /// Issue 17: etcd's "retry later" is normal for ~5 s after a membership change, but a refusal
 /// that persists (a learner that never catches up enough to be promoted, a cluster that stays
 /// "unhealthy" to etcd) must say what is stuck: reported once it lasted past the short phase.
