@@ -531,12 +531,16 @@ pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
 }
 
 /// The PodDisruptionBudget named like the cluster: voluntary evictions (node drains) may take
-/// members only while a quorum of `spec.size` stays ready. A one-member cluster therefore
+/// members only while a quorum of the `voters` in etcd's member list stays ready. A one-member cluster therefore
 /// blocks drains: evicting its only member is an outage the user must choose deliberately.
-pub fn pod_disruption_budget(cluster: &EtcdCluster) -> Result<PodDisruptionBudget, BuildError> {
+pub fn pod_disruption_budget(
+    cluster: &EtcdCluster,
+    voters: usize,
+) -> Result<PodDisruptionBudget, BuildError> {
     let owner = owner(cluster)?;
-    let size = usize::try_from(cluster.spec.size).unwrap_or(0);
-    let min_available = i32::try_from(plan::quorum(size)).unwrap_or(i32::MAX);
+    // A quorum of the voters that exist, not of spec.size: while 5 shrink to 3 one member at a
+    // time, the five still running need three up (issue 17).
+    let min_available = i32::try_from(plan::quorum(voters)).unwrap_or(i32::MAX);
     Ok(PodDisruptionBudget {
         metadata: owner.meta(owner.name.name.clone(), cluster_labels(cluster), true),
         spec: Some(PodDisruptionBudgetSpec {

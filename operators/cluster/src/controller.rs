@@ -147,7 +147,13 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     // Observe.
     let kube = observe::observe_kube(&ctx.client, cluster).await?;
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
-    let view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
+    let mut view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
+    let unasked = observe::unasked_client_urls(&endpoints, &view);
+    if !unasked.is_empty() {
+        // Members added by hand: ask them too, so they are judged by their own answer.
+        let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
+        view = observe::observe_etcd(&all, ctx.etcd_timeout).await;
+    }
     let observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
 
     // Plan.
@@ -184,13 +190,13 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     // created): the Services and the budget are kept while a restore holds the cluster.
     if matches!(action, Action::Wait(WaitReason::Restoring { .. })) {
         housekeeping = executor
-            .ensure_cluster_objects()
+            .ensure_cluster_objects(observed.budget_voters())
             .await
             .err();
     }
     if acts {
         housekeeping = executor
-            .ensure_cluster_objects()
+            .ensure_cluster_objects(observed.budget_voters())
             .await
             .err();
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {

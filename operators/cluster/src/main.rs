@@ -43,6 +43,10 @@ struct Args {
     /// How long a voting member may be unhealthy before it is replaced.
     #[arg(long, default_value = "300", value_name = "SECONDS")]
     dead_member_after_seconds: u64,
+    /// How long a learner may go without answering (not started, not caught up) before it is
+    /// removed and replaced. It holds no vote: removing it never touches quorum.
+    #[arg(long, default_value = "600", value_name = "SECONDS")]
+    learner_deadline_seconds: u64,
     /// Timeout of each etcd call.
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
@@ -102,6 +106,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         refusals: FailureBackoff::new(Duration::from_millis(500), Duration::from_secs(30)),
         policy: Policy {
             dead_after: Duration::from_secs(args.dead_member_after_seconds),
+            learner_deadline: Duration::from_secs(args.learner_deadline_seconds),
         },
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         unhealthy: UnhealthySince::default(),

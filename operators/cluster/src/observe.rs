@@ -70,6 +70,14 @@ impl UnhealthySince {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.remove(&(uid.to_owned(), member));
     }
+
+    /// Forgets every member of cluster `uid`: while no member list can be had, nothing tells
+    /// whether a member that was down came back, so its grace period starts again once the list
+    /// is back (issue 17: it was removed the moment quorum returned). Only delays a removal.
+    fn unknown(&self, uid: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|(cluster, _), _| cluster != uid);
+    }
 }
 
 /// What the API says about a cluster: its member Pods and PVCs.
@@ -143,6 +151,24 @@ pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<St
     members.iter().map(|m| name.client_url(m)).collect()
 }
 
+/// Client URLs of listed members that were not asked: members added by hand (not ours, so no
+/// Pod or status entry of ours names them). Without asking them they always look unhealthy and
+/// are eventually removed as dead however well they serve.
+pub fn unasked_client_urls(asked: &[String], view: &ClusterView) -> Vec<String> {
+    let Some((_, members)) = &view.membership else {
+        return vec![];
+    };
+    let mut urls: Vec<String> = members
+        .iter()
+        .filter(|m| !view.statuses.contains_key(&m.id))
+        .filter_map(|m| m.client_urls.first().cloned())
+        .filter(|url| !asked.contains(url))
+        .collect();
+    urls.sort();
+    urls.dedup();
+    urls
+}
+
 /// The cluster's namespace and name.
 pub fn cluster_name(cluster: &EtcdCluster) -> ClusterName {
     ClusterName::new(cluster.namespace().unwrap_or_default(), cluster.name_any())
@@ -162,7 +188,10 @@ pub fn to_observed(
     let previous = cluster.status.clone().unwrap_or_default();
     let alarms = alarms_of(view, &name);
     let membership = match &view.membership {
-        None => Membership::Unknown,
+        None => {
+            unhealthy.unknown(&uid);
+            Membership::Unknown
+        }
         Some((_, members)) => Membership::Known(
             members
                 .iter()
@@ -400,6 +429,70 @@ mod tests {
             errors: errors.iter().map(|e| (*e).to_owned()).collect(),
             ..MemberStatus::default()
         })
+    }
+
+    /// Member 0 answers, member 1 does not.
+    fn view_with_one_down() -> ClusterView {
+        ClusterView {
+            membership: Some((7, vec![info(0), info(1)])),
+            statuses: [(0, answer(0, 0, &[])), (1, Err("refused".into()))].into(),
+            unreached: BTreeMap::new(),
+        }
+    }
+
+    fn unhealthy_for(observed: &Observed, id: u64) -> Option<Duration> {
+        match &observed.membership {
+            Membership::Known(members) => members.iter().find(|m| m.id == id).and_then(|m| match m
+                .health
+            {
+                MemberHealth::Unhealthy { unhealthy_for } => Some(unhealthy_for),
+                MemberHealth::Healthy { .. } => None,
+            }),
+            Membership::Unknown => None,
+        }
+    }
+
+    /// Issue 17: while no member list can be had (quorum lost), nobody can tell whether a member
+    /// that was down before came back meanwhile; its grace period starts again once the list is
+    /// back, so it is not removed the moment quorum returns.
+    #[test]
+    fn the_grace_clock_restarts_after_the_member_list_was_unknown() {
+        let (cluster, kube, clock) = (etcd_cluster(), no_objects(), UnhealthySince::default());
+        let t0 = Instant::now();
+        let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, t0);
+        assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+        let outage = ClusterView {
+            membership: None,
+            statuses: BTreeMap::new(),
+            unreached: BTreeMap::new(),
+        };
+        let during = t0 + Duration::from_secs(60);
+        let observed = to_observed(&cluster, &kube, &outage, &clock, during);
+        assert_eq!(observed.membership, Membership::Unknown);
+        let back = t0 + Duration::from_secs(900);
+        let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, back);
+        assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+    }
+
+    /// Issue 17: a member added by hand is asked through its own client URL, once the member
+    /// list names it.
+    #[test]
+    fn members_added_by_hand_are_asked_too() {
+        let mut foreign = info(9);
+        foreign.name = "hand-made".into();
+        foreign.peer_urls = vec!["http://10.1.2.3:2380".into()];
+        foreign.client_urls = vec!["http://10.1.2.3:2379".into()];
+        let mut unstarted = info(5);
+        unstarted.client_urls.clear();
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1), foreign, unstarted])),
+            ..view_with_one_down()
+        };
+        let asked = vec![
+            ClusterName::new("db", "main").client_url("main-0"),
+            ClusterName::new("db", "main").client_url("main-1"),
+        ];
+        assert_eq!(unasked_client_urls(&asked, &view), ["http://10.1.2.3:2379"]);
     }
 
     /// Issue 17: etcd lists every alarm of the cluster in every member's Status. An alarm is not

@@ -305,6 +305,17 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 DEAD_WHY
             ),
         ),
+        Action::RemoveMember {
+            member,
+            id,
+            reason: RemovalReason::LearnerStuck,
+        } => warning(
+            reasons::MEMBER_REMOVED,
+            format!(
+                "Removed learner {member} (ID {id:x}): it did not start or catch up within its \
+                 deadline (check its Pod's events and logs); a new member replaces it"
+            ),
+        ),
         Action::DeletePod { member } => normal(
             reasons::MEMBER_POD_DELETED,
             format!("Deleted Pod {member}: it is not an etcd member"),
@@ -453,9 +464,7 @@ impl<'a> Facts<'a> {
 }
 
 fn display_name(cluster: &ClusterName, member: &Member) -> String {
-    member
-        .member_name(cluster)
-        .unwrap_or_else(|| member.peer_url.clone())
+    member.display_name(cluster)
 }
 
 /// Sorts by member ordinal; names that are not ours go last, by name.
@@ -650,6 +659,17 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::REPLACING_MEMBER,
             format!("Removing dead member {member}; a new member replaces it"),
         ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::LearnerStuck,
+            ..
+        } => active(
+            reasons::REPLACING_MEMBER,
+            format!(
+                "Removing learner {member}: it did not start or catch up within its deadline; a \
+                 new member replaces it"
+            ),
+        ),
         Action::DeletePod { member } => active(
             reasons::DELETING_POD,
             format!("Deleting Pod {member}: it is not an etcd member"),
@@ -805,7 +825,7 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         _ if !facts.observed.alarms.is_empty() => ClusterPhase::Degraded,
         Action::Wait(WaitReason::WouldLoseQuorum { .. })
         | Action::RemoveMember {
-            reason: RemovalReason::Dead,
+            reason: RemovalReason::Dead | RemovalReason::LearnerStuck,
             ..
         } => ClusterPhase::Degraded,
         _ if upgrade_step => ClusterPhase::Upgrading,

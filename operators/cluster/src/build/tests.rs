@@ -130,7 +130,7 @@ fn objects_need_namespace_and_uid() {
         cluster: "main".into(),
     };
     assert_eq!(client_service(&no_ns).unwrap_err(), missing_ns);
-    assert_eq!(pod_disruption_budget(&no_ns).unwrap_err(), missing_ns);
+    assert_eq!(pod_disruption_budget(&no_ns, 3).unwrap_err(), missing_ns);
     assert_eq!(missing_ns.reason(), "MissingNamespace");
 
     let mut no_name = etcd(spec());
@@ -433,7 +433,8 @@ fn services_and_budget() {
     );
 
     for (size, min) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
-        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() })).unwrap();
+        let voters = usize::try_from(size).unwrap();
+        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() }), voters).unwrap();
         assert_eq!(pdb.metadata.name.as_deref(), Some("main"));
         assert_eq!(pdb.metadata.owner_references, Some(vec![owner_ref()]));
         let pdb_spec = pdb.spec.unwrap();
@@ -476,7 +477,7 @@ fn member_pods_select_into_services_and_budget() {
             .selector
             .unwrap()
     ));
-    let pdb = pod_disruption_budget(&cluster).unwrap();
+    let pdb = pod_disruption_budget(&cluster, 3).unwrap();
     assert!(selected(
         &pdb.spec.unwrap().selector.unwrap().match_labels.unwrap()
     ));
@@ -528,7 +529,7 @@ fn unchanged_spec_builds_identical_objects() {
             serde_json::to_string(&member_pvc(cluster, "main-1").unwrap()).unwrap(),
             serde_json::to_string(&peer_service(cluster).unwrap()).unwrap(),
             serde_json::to_string(&client_service(cluster).unwrap()).unwrap(),
-            serde_json::to_string(&pod_disruption_budget(cluster).unwrap()).unwrap(),
+            serde_json::to_string(&pod_disruption_budget(cluster, 3).unwrap()).unwrap(),
         ]
     };
     assert_eq!(json(&cluster), json(&cluster.clone()));
@@ -537,6 +538,20 @@ fn unchanged_spec_builds_identical_objects() {
     let a = pod.find("\"a\":\"2\"").unwrap();
     let m = pod.find("\"m\":\"3\"").unwrap();
     assert!(a < m);
+}
+
+/// Issue 17: the budget keeps a quorum of the voters that exist, not of `spec.size`: shrinking
+/// 5 → 3 removes one member at a time, and meanwhile five voters need three up.
+#[test]
+fn the_disruption_budget_follows_the_voters_that_exist() {
+    for (size, voters, min) in [(3, 5, 3), (5, 3, 2), (3, 4, 3), (1, 1, 1)] {
+        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() }), voters).unwrap();
+        assert_eq!(
+            pdb.spec.unwrap().min_available,
+            Some(IntOrString::Int(min)),
+            "size {size}, {voters} voters"
+        );
+    }
 }
 
 /// Issue 17: etcd's default backend quota (2 GiB) is larger than the default volume (1Gi): the
