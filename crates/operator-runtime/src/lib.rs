@@ -30,7 +30,9 @@ pub mod status;
 pub use backoff::FailureBackoff;
 pub use elected::run_elected;
 pub use events::Events;
-pub use leader::{Decision, Leadership, LeaseConfig, LeaseError, acquire, decide};
+pub use leader::{
+    Decision, Leadership, LeaseConfig, LeaseError, acquire, decide, hostname, lease_identity,
+};
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
 pub use objects::{ObjectError, create_if_absent, delete_if_present};
 pub use probes::{ProbeServer, Readiness, serve_probes};

@@ -34,7 +34,7 @@ struct Args {
     /// Name of the Lease.
     #[arg(long, default_value = "etcd-cluster-operator")]
     lease_name: String,
-    /// This replica's identity in the Lease (the Pod name).
+    /// This replica's identity in the Lease (the Pod name; default: the hostname).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Address of the /healthz and /readyz endpoints.
@@ -72,10 +72,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // kube-rs and etcd-client bring two rustls crypto providers; pick one for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube::Client::try_default().await?;
-    let identity = args
-        .identity
-        .clone()
-        .unwrap_or_else(|| format!("etcd-cluster-operator-{}", std::process::id()));
+    // The Pod name, else the hostname; never the PID (1 in every container), or two replicas
+    // could share an identity and both hold the Lease.
+    let identity = operator_runtime::lease_identity(
+        args.identity.as_deref(),
+        operator_runtime::hostname().as_deref(),
+    )?;
 
     let readiness = Readiness::default();
     let probes = tokio::spawn(operator_runtime::serve_probes(
