@@ -375,9 +375,9 @@ fn requeue_after(action: &Action) -> Duration {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
-            WaitReason::MemberUnhealthy { .. } | WaitReason::WouldLoseQuorum { .. } => {
-                Duration::from_secs(10)
-            }
+            WaitReason::MemberUnhealthy { .. }
+            | WaitReason::WouldLoseQuorum { .. }
+            | WaitReason::MembersUnreachable { .. } => Duration::from_secs(10),
             WaitReason::QuorumLost { .. } | WaitReason::ClusterLost => Duration::from_secs(15),
             WaitReason::Paused => Duration::from_secs(300),
             // The annotation's removal is a change to the EtcdCluster: it triggers a reconcile.

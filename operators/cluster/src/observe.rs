@@ -218,6 +218,7 @@ pub fn to_observed(
             .map(|(member, pod)| {
                 let state = PodState {
                     terminating: pod.metadata.deletion_timestamp.is_some(),
+                    ready: pod_ready(pod),
                 };
                 (member.clone(), state)
             })
@@ -235,6 +236,18 @@ pub fn to_observed(
             .collect(),
         alarms,
     }
+}
+
+/// Whether the kubelet reports the Pod Ready (its readiness probe passes).
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 /// Every alarm any member reported, once, named by the member that raised it.
@@ -493,6 +506,43 @@ mod tests {
             ClusterName::new("db", "main").client_url("main-1"),
         ];
         assert_eq!(unasked_client_urls(&asked, &view), ["http://10.1.2.3:2379"]);
+    }
+
+    /// Issue 17 (defect 5): the kubelet's readiness of a member Pod is observed, as the second
+    /// observer of a member's health.
+    #[test]
+    fn pod_readiness_is_observed() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let pod = |ready: &str| Pod {
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        };
+        let kube = KubeObservation {
+            pods: [
+                ("main-0".to_owned(), pod("True")),
+                ("main-1".to_owned(), pod("False")),
+                ("main-2".to_owned(), Pod::default()),
+            ]
+            .into(),
+            pvcs: BTreeMap::new(),
+        };
+        let clock = UnhealthySince::default();
+        let observed = to_observed(
+            &etcd_cluster(),
+            &kube,
+            &view_with_one_down(),
+            &clock,
+            Instant::now(),
+        );
+        let ready: Vec<bool> = observed.pods.values().map(|p| p.ready).collect();
+        assert_eq!(ready, [true, false, false]);
     }
 
     /// Issue 17: etcd lists every alarm of the cluster in every member's Status. An alarm is not

@@ -104,6 +104,10 @@ pub enum MemberHealth {
 pub struct PodState {
     /// Its deletion has been requested.
     pub terminating: bool,
+    /// The kubelet reports it Ready: its readiness probe (etcd's `/health?exclude=NOSPACE`: a
+    /// leader, a read served) passes. A second observer, independent of the operator's network
+    /// path to the member.
+    pub ready: bool,
 }
 
 /// A member PVC.

@@ -76,6 +76,9 @@ pub mod reasons {
     pub const MEMBER_UNHEALTHY: &str = "MemberUnhealthy";
     /// Available, Degraded: a member raised an etcd alarm (NOSPACE, CORRUPT); quorum holds.
     pub const ALARM_RAISED: &str = "AlarmRaised";
+    /// Available, Progressing, Degraded, event: quorum holds (a linearizable read succeeded) but
+    /// the operator reaches fewer than a majority of the voters.
+    pub const MEMBERS_UNREACHABLE: &str = "MembersUnreachable";
     /// Degraded: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
     /// Event: the seed member of a new cluster was created.
@@ -332,6 +335,10 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             format!("Deleted PVC {name} of a removed member (reclaimPolicy: Delete)"),
         ),
         Action::Refuse(errors) => warning(reasons::INVALID_SPEC, invalid_spec_message(errors)),
+        Action::Wait(WaitReason::MembersUnreachable { reachable, voters }) => warning(
+            reasons::MEMBERS_UNREACHABLE,
+            members_unreachable_message(*reachable, *voters),
+        ),
         Action::Wait(WaitReason::QuorumLost { healthy, voters }) => warning(
             reasons::QUORUM_LOST,
             quorum_lost_message(*healthy, *voters, &[]),
@@ -429,11 +436,18 @@ impl<'a> Facts<'a> {
             && self.observed.last_known_members.is_empty()
     }
 
+    /// Only without a member list: one is known only after a linearizable read succeeded, so
+    /// with one etcd confirmed quorum, however few members the operator reaches.
     fn quorum_lost(&self) -> bool {
         match self.known {
             None => !self.bootstrapping(),
-            Some(_) => self.healthy_voters < quorum(self.voters),
+            Some(_) => false,
         }
+    }
+
+    /// A member list (quorum confirmed) but the operator reaches a minority of the voters.
+    fn minority_reached(&self) -> bool {
+        self.known.is_some() && self.healthy_voters < quorum(self.voters)
     }
 
     fn size(&self) -> i32 {
@@ -553,6 +567,12 @@ fn available(facts: &Facts) -> ConditionUpdate {
         )
     } else if facts.quorum_lost() {
         (false, reasons::QUORUM_LOST, facts.quorum_lost_message())
+    } else if facts.minority_reached() {
+        (
+            false,
+            reasons::MEMBERS_UNREACHABLE,
+            members_unreachable_message(facts.healthy_voters, facts.voters),
+        )
     } else if !facts.observed.alarms.is_empty() {
         (false, reasons::ALARM_RAISED, alarm_message(facts))
     } else if !facts.unhealthy_voters.is_empty() {
@@ -724,6 +744,11 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::INVALID_SPEC,
             "The spec cannot be acted on; the Degraded condition names the field".to_owned(),
         ),
+        Action::Wait(WaitReason::MembersUnreachable { .. }) => still(
+            reasons::MEMBERS_UNREACHABLE,
+            "Nothing is changed while the operator cannot reach a majority of the members"
+                .to_owned(),
+        ),
         Action::Wait(WaitReason::QuorumLost { .. }) => still(
             reasons::QUORUM_LOST,
             "Nothing is changed while quorum is lost".to_owned(),
@@ -752,6 +777,10 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
     };
     match action {
         Action::Refuse(errors) => wrong(reasons::INVALID_SPEC, invalid_spec_message(errors)),
+        Action::Wait(WaitReason::MembersUnreachable { reachable, voters }) => wrong(
+            reasons::MEMBERS_UNREACHABLE,
+            members_unreachable_message(*reachable, *voters),
+        ),
         Action::Wait(WaitReason::QuorumLost { .. }) => {
             wrong(reasons::QUORUM_LOST, facts.quorum_lost_message())
         }
@@ -780,6 +809,17 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
         } => wrong(
             reasons::MEMBER_UNHEALTHY,
             format!("Member {member} is dead ({DEAD_WHY}); it is removed and replaced"),
+        ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::LearnerStuck,
+            ..
+        } => wrong(
+            reasons::MEMBER_UNHEALTHY,
+            format!(
+                "Learner {member} did not start or catch up within its deadline; it is removed \
+                 and replaced"
+            ),
         ),
         _ if facts.quorum_lost() => wrong(reasons::QUORUM_LOST, facts.quorum_lost_message()),
         _ if !facts.observed.alarms.is_empty() => {
@@ -823,7 +863,9 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         }
         _ if facts.quorum_lost() => ClusterPhase::QuorumLost,
         _ if !facts.observed.alarms.is_empty() => ClusterPhase::Degraded,
-        Action::Wait(WaitReason::WouldLoseQuorum { .. })
+        Action::Wait(
+            WaitReason::WouldLoseQuorum { .. } | WaitReason::MembersUnreachable { .. },
+        )
         | Action::RemoveMember {
             reason: RemovalReason::Dead | RemovalReason::LearnerStuck,
             ..
@@ -862,6 +904,16 @@ fn alarm_message(facts: &Facts) -> String {
         each.join("; "),
         facts.healthy_voters,
         facts.voters
+    )
+}
+
+/// Quorum holds (etcd served a linearizable read), the operator reaches a minority: not quorum
+/// loss, and no restore.
+fn members_unreachable_message(reachable: usize, voters: usize) -> String {
+    format!(
+        "The operator reaches {reachable} of {voters} voting members, but etcd confirmed quorum \
+         (a linearizable read succeeded): check the network between the operator and the \
+         members. Nothing is removed meanwhile"
     )
 }
 

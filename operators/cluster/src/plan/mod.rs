@@ -181,6 +181,15 @@ pub enum WaitReason {
         /// Voters in the member list (0 when no member answers).
         voters: usize,
     },
+    /// etcd confirmed quorum (a linearizable read succeeded through a member) but the operator
+    /// reaches fewer than a majority of the voters: its own network path is the problem, not
+    /// the cluster's quorum. Nothing destructive is done.
+    MembersUnreachable {
+        /// Voters that answer the operator.
+        reachable: usize,
+        /// Voters in the member list.
+        voters: usize,
+    },
     /// A member is unhealthy but within its grace period.
     MemberUnhealthy {
         /// Member name.
@@ -411,9 +420,17 @@ fn plan_with_members(
                 && observed.pvcs.get(&name).is_none_or(|p| p.terminating)
         })
     };
+    // "Unhealthy" is never the operator's view alone: a member whose Pod the kubelet reports
+    // Ready (its /health probe passes: it has a leader and serves reads) is only cut off from
+    // the operator, and is not removed however long that lasts.
+    let ready_per_kubelet = |m: &Member| {
+        m.member_name(cluster)
+            .and_then(|name| observed.pods.get(&name))
+            .is_some_and(|pod| pod.ready && !pod.terminating)
+    };
     let dead = voters.iter().find(|m| match m.health {
         MemberHealth::Unhealthy { unhealthy_for } => {
-            unhealthy_for >= policy.dead_after || data_lost(m)
+            (unhealthy_for >= policy.dead_after && !ready_per_kubelet(m)) || data_lost(m)
         }
         MemberHealth::Healthy { .. } => false,
     });
@@ -428,17 +445,19 @@ fn plan_with_members(
                 reason: RemovalReason::Dead,
             }
         } else {
-            Action::Wait(WaitReason::QuorumLost {
-                healthy: healthy_voters,
+            Action::Wait(WaitReason::MembersUnreachable {
+                reachable: healthy_voters,
                 voters: voters.len(),
             })
         };
     }
 
-    // 5. Quorum lost, or a member unhealthy within its grace period: change nothing.
+    // 5. The operator reaches a minority, or a member is unhealthy within its grace period:
+    //    change nothing. Not quorum loss: the member list is only known after a linearizable
+    //    read succeeded (state.rs), so etcd confirmed quorum; the operator is cut off.
     if healthy_voters < quorum(voters.len()) {
-        return Action::Wait(WaitReason::QuorumLost {
-            healthy: healthy_voters,
+        return Action::Wait(WaitReason::MembersUnreachable {
+            reachable: healthy_voters,
             voters: voters.len(),
         });
     }

@@ -354,8 +354,12 @@ fn replacement_gets_a_new_ordinal_and_never_the_old_volume() {
     );
 }
 
+/// With a member list (etcd confirmed quorum) two of three members the operator cannot reach
+/// are not quorum loss but the operator's own isolation: nothing is removed. (Two members really
+/// dead means no linearizable read succeeds, so no member list: that is quorum loss, see
+/// `no_member_answering_is_reported_and_nothing_is_touched`.)
 #[test]
-fn two_dead_of_three_is_quorum_loss_and_nothing_is_removed() {
+fn two_unreachable_of_three_are_waited_on_and_nothing_is_removed() {
     let members = vec![healthy(0, V35, false), unhealthy(1, 600), unhealthy(2, 600)];
     let observed = cluster(3, V35)
         .members(members)
@@ -363,8 +367,8 @@ fn two_dead_of_three_is_quorum_loss_and_nothing_is_removed() {
         .pvcs(&[0, 1, 2]);
     assert_eq!(
         plan(&observed),
-        Action::Wait(WaitReason::QuorumLost {
-            healthy: 1,
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
             voters: 3
         })
     );
@@ -378,8 +382,8 @@ fn dead_member_of_two_is_not_removed() {
     let observed = cluster(2, V35).members(members).pods(&[0, 1]).pvcs(&[0, 1]);
     assert_eq!(
         plan(&observed),
-        Action::Wait(WaitReason::QuorumLost {
-            healthy: 1,
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
             voters: 2
         })
     );
@@ -657,7 +661,9 @@ fn no_action_ever_breaks_quorum() {
                         Action::AddLearner { .. } | Action::PromoteLearner { .. } => {
                             assert_eq!(healthy_count, n, "grows only when healthy: {observed:?}");
                         }
-                        Action::Wait(WaitReason::QuorumLost { .. }) => {
+                        Action::Wait(
+                            WaitReason::QuorumLost { .. } | WaitReason::MembersUnreachable { .. },
+                        ) => {
                             assert!(healthy_count < quorum(n));
                         }
                         _ => {}
@@ -962,9 +968,10 @@ fn no_action_breaks_quorum_with_learners_foreign_members_and_missing_objects() {
                                 Action::DeletePvc { .. } | Action::UpgradeMember { .. } => {
                                     assert!(healthy_count >= quorum(n), "{}", why())
                                 }
-                                Action::Wait(WaitReason::QuorumLost { .. }) => {
-                                    assert!(healthy_count < quorum(n), "{}", why())
-                                }
+                                Action::Wait(
+                                    WaitReason::QuorumLost { .. }
+                                    | WaitReason::MembersUnreachable { .. },
+                                ) => assert!(healthy_count < quorum(n), "{}", why()),
                                 _ => {}
                             }
                             checked += 1;
@@ -975,4 +982,56 @@ fn no_action_breaks_quorum_with_learners_foreign_members_and_missing_objects() {
         }
     }
     assert!(checked > 10_000, "{checked}");
+}
+
+// === issue 17, defect 5: "unhealthy" is never the operator's reachability alone ===
+
+/// The member list is only known after a linearizable read succeeded through a member: etcd
+/// confirmed quorum. An operator that then reaches only a minority of the voters is cut off
+/// from them; it must not call that quorum loss (which tells the user to restore) nor act.
+#[test]
+fn an_operator_reaching_a_minority_does_not_report_quorum_loss() {
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            unhealthy(1, 600),
+            unhealthy(2, 600),
+        ])
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
+            voters: 3
+        })
+    );
+}
+
+/// A member the operator cannot reach, past the grace period, whose Pod the kubelet reports
+/// Ready (its own /health probe passes: it has a leader and serves reads) is not dead: the
+/// operator's view alone never removes a member. With its Pod not Ready, both observers agree.
+#[test]
+fn an_unreachable_member_whose_pod_is_ready_is_not_removed() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        unhealthy(2, 600),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed.clone().ready(&[0, 1, 2])),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(2) })
+    );
+    assert_eq!(
+        plan(&observed.ready(&[0, 1])),
+        Action::RemoveMember {
+            member: name(2),
+            id: 0xa2,
+            reason: RemovalReason::Dead,
+        }
+    );
 }

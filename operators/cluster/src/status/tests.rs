@@ -351,6 +351,31 @@ fn cases() -> Vec<Case> {
             degraded_mentions: &["main-1"],
         },
         Case {
+            name: "a learner that never started past its deadline: remove it",
+            observed: full().members(vec![
+                healthy(0, V35, true),
+                healthy(1, V35, false),
+                Member {
+                    health: MemberHealth::Unhealthy {
+                        unhealthy_for: Duration::from_secs(600),
+                    },
+                    ..unstarted_learner(2)
+                },
+            ]),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::RemoveMember {
+                member: name(2),
+                id: 0xa2,
+                reason: RemovalReason::LearnerStuck,
+            },
+            phase: ClusterPhase::Degraded,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "ReplacingMember"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((true, "MemberRemoved")),
+            degraded_mentions: &["main-2", "deadline"],
+        },
+        Case {
             name: "a member dead past its grace period: remove it",
             observed: full().members(vec![
                 healthy(0, V35, true),
@@ -371,23 +396,24 @@ fn cases() -> Vec<Case> {
             degraded_mentions: &["main-1", "dead"],
         },
         Case {
-            name: "two of three silent: quorum lost",
+            // A member list means etcd confirmed quorum: the operator is cut off (issue 17).
+            name: "two of three unreachable while etcd confirms quorum",
             observed: full().members(vec![
                 healthy(0, V35, false),
                 unhealthy(1, 30),
                 unhealthy(2, 30),
             ]),
             previous: previous_of(&[0, 1, 2], V35),
-            action: Action::Wait(WaitReason::QuorumLost {
-                healthy: 1,
+            action: Action::Wait(WaitReason::MembersUnreachable {
+                reachable: 1,
                 voters: 3,
             }),
-            phase: ClusterPhase::QuorumLost,
-            available: (false, "QuorumLost"),
-            progressing: (false, "QuorumLost"),
-            degraded: (true, "QuorumLost"),
-            event: Some((true, "QuorumLost")),
-            degraded_mentions: &["1 of 3", "needs 2", "main-1, main-2", "EtcdRestore"],
+            phase: ClusterPhase::Degraded,
+            available: (false, "MembersUnreachable"),
+            progressing: (false, "MembersUnreachable"),
+            degraded: (true, "MembersUnreachable"),
+            event: Some((true, "MembersUnreachable")),
+            degraded_mentions: &["1 of 3", "confirmed quorum"],
         },
         Case {
             name: "no member answers at all",
@@ -609,11 +635,13 @@ fn the_table_covers_every_action_and_wait_reason() {
             "PromoteLearner",
             "Refuse",
             "RemoveMember::Dead",
+            "RemoveMember::LearnerStuck",
             "RemoveMember::ScaleDown",
             "UpgradeMember",
             "Wait::ClusterLost",
             "Wait::LearnerCatchingUp",
             "Wait::MemberUnhealthy",
+            "Wait::MembersUnreachable",
             "Wait::Paused",
             "Wait::PodTerminating",
             "Wait::QuorumLost",
@@ -1009,15 +1037,12 @@ fn a_failed_step_is_reported_as_a_condition_and_a_warning_event() {
     assert_eq!(event.reason, "KubeApiFailed");
     assert!(event.note.contains("data-main-0"));
 
-    // A failure on top of quorum loss keeps the quorum loss in view.
+    // A failure on top of quorum loss keeps the quorum loss in view. (No member list: with one,
+    // etcd confirmed quorum.)
     let lost = cluster(3, V35)
-        .members(vec![
-            healthy(0, V35, true),
-            unhealthy(1, 5),
-            unhealthy(2, 5),
-        ])
         .pods(&[0, 1, 2])
-        .pvcs(&[0, 1, 2]);
+        .pvcs(&[0, 1, 2])
+        .existed(&[0, 1, 2], V35);
     let action = next_action(&lost, &Policy::default());
     let mut status = status_from(
         &lost,
@@ -1088,4 +1113,37 @@ fn a_persistent_refusal_is_reported_and_a_short_one_is_not() {
         report.message
     );
     assert!(refusal_report(PERSISTENT_REFUSALS + 5, message).is_some());
+}
+
+/// Issue 17 (defect 5): an operator that reaches only a minority while etcd confirmed quorum
+/// reports what it sees (members it cannot reach), not quorum loss, and recommends no restore.
+#[test]
+fn an_operator_reaching_a_minority_reports_unreachable_members_not_quorum_loss() {
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            unhealthy(1, 30),
+            unhealthy(2, 30),
+        ])
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    let action = next_action(&observed, &Policy::default());
+    let status = status_from(
+        &observed,
+        &action,
+        Some(2),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    assert_ne!(status.phase, Some(ClusterPhase::QuorumLost));
+    for type_ in [types::AVAILABLE, types::DEGRADED] {
+        let c = condition(&status, type_);
+        assert_eq!(
+            c.reason,
+            reasons::MEMBERS_UNREACHABLE,
+            "{type_}: {}",
+            c.message
+        );
+        assert!(!c.message.contains("EtcdRestore"), "{type_}: {}", c.message);
+    }
 }
