@@ -213,6 +213,16 @@ pub fn new_cluster(restore: &EtcdRestore, namespace: &str) -> Option<EtcdCluster
     Some(cluster)
 }
 
+/// The merge patch that marks an old member PVC retained by `restore`: the label, and no owner
+/// reference (`null` removes the field), so the garbage collector never deletes it with the
+/// EtcdCluster, whatever its `reclaimPolicy`. Retained means retained.
+pub fn retain_patch(restore: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {
+        "labels": {etcd_api::restore::RETAINED_BY_RESTORE_LABEL: restore},
+        "ownerReferences": null,
+    }})
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -356,5 +366,18 @@ mod tests {
         let c = new_cluster(&r, "db").unwrap();
         assert_eq!(c.metadata.annotations.unwrap()[RESTORING_ANNOTATION], "r1");
         assert_eq!(c.metadata.namespace.as_deref(), Some("db"));
+    }
+
+    /// Issue 17 (defect 13): a retained PVC keeps no owner reference, or the garbage collector
+    /// deletes it with the EtcdCluster under `reclaimPolicy: Delete`: retained means retained.
+    #[test]
+    fn retaining_a_pvc_drops_its_owner_reference() {
+        assert_eq!(
+            retain_patch("r1"),
+            serde_json::json!({"metadata": {
+                "labels": {etcd_api::restore::RETAINED_BY_RESTORE_LABEL: "r1"},
+                "ownerReferences": null,
+            }})
+        );
     }
 }

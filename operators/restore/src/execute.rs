@@ -2,7 +2,7 @@
 //! hand-over, outcome) are written by the controller; this module does the object changes.
 //! Every change is idempotent: creating what exists or deleting what is gone is success.
 
-use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
+use etcd_api::restore::RESTORING_ANNOTATION;
 use etcd_api::{EtcdCluster, EtcdRestore};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
@@ -113,9 +113,7 @@ impl Executor<'_> {
             Step::Hold => self.annotate(Some(self.restore.name_any())).await,
             Step::Release => self.annotate(None).await,
             Step::RetainPvc { name } => {
-                let patch = serde_json::json!({"metadata": {"labels": {
-                    RETAINED_BY_RESTORE_LABEL: self.restore.name_any()
-                }}});
+                let patch = build::retain_patch(&self.restore.name_any());
                 self.api::<PersistentVolumeClaim>()
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await

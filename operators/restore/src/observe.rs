@@ -286,10 +286,17 @@ pub fn cluster_state(
             .pvcs
             .iter()
             .filter(|(name, _)| not_seed(name))
+            // Retained once labelled and owned by nothing (a label without dropping the owner
+            // reference left it to the garbage collector): else it is patched again.
             .map(|(name, pvc)| {
+                let owned = pvc
+                    .metadata
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|o| !o.is_empty());
                 (
                     name.clone(),
-                    pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
+                    pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL) && !owned,
                 )
             })
             .collect(),
@@ -649,5 +656,52 @@ mod tests {
         let failure = pod.init_failure.unwrap();
         assert_eq!(failure.reason, "SeedPreparationFailed");
         assert!(failure.message.contains("code 1"), "{}", failure.message);
+    }
+
+    /// Issue 17 (defect 13): a PVC labelled retained that still carries an owner reference (an
+    /// older operator labelled it without dropping it) is not retained yet: the planner patches
+    /// it again, which drops the reference.
+    #[test]
+    fn a_labelled_pvc_still_owned_is_not_retained_yet() {
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let cluster = EtcdCluster::new(
+            "main",
+            etcd_api::EtcdClusterSpec {
+                size: 3,
+                version: "3.5.1".into(),
+                repository: "gcr.io/etcd-development/etcd".into(),
+                paused: false,
+                storage: etcd_api::StorageSpec::default(),
+                pod: None,
+                etcd_options: None,
+            },
+        );
+        let pvc = |owned: bool| {
+            let mut pvc = PersistentVolumeClaim::default();
+            pvc.metadata.labels =
+                Some([(RETAINED_BY_RESTORE_LABEL.to_owned(), "r1".to_owned())].into());
+            if owned {
+                pvc.metadata.owner_references = Some(vec![OwnerReference {
+                    kind: "EtcdCluster".into(),
+                    name: "main".into(),
+                    ..OwnerReference::default()
+                }]);
+            }
+            pvc
+        };
+        let kube = etcd_cluster_operator::observe::KubeObservation {
+            pods: std::collections::BTreeMap::new(),
+            pvcs: [
+                ("main-0".to_owned(), pvc(true)),
+                ("main-1".to_owned(), pvc(false)),
+            ]
+            .into(),
+        };
+        let state = cluster_state(&cluster, &kube, Some("main-3"));
+        assert_eq!(
+            state.old_pvcs,
+            [("main-0".to_owned(), false), ("main-1".to_owned(), true)].into()
+        );
     }
 }
