@@ -2,7 +2,6 @@
 //! hand-over, outcome) are written by the controller; this module does the object changes.
 //! Every change is idempotent: creating what exists or deleting what is gone is success.
 
-use etcd_api::restore::RESTORING_ANNOTATION;
 use etcd_api::{EtcdCluster, EtcdRestore};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
@@ -172,7 +171,10 @@ impl Executor<'_> {
     /// Sets (Some) or removes (None) the hold annotation on the cluster.
     async fn annotate(&self, value: Option<String>) -> Result<(), ExecError> {
         let name = &self.restore.spec.cluster_name;
-        let patch = serde_json::json!({"metadata": {"annotations": {RESTORING_ANNOTATION: value}}});
+        let observed_version = self
+            .cluster
+            .and_then(|c| c.metadata.resource_version.as_deref());
+        let patch = build::hold_patch(value.as_deref(), observed_version);
         match self
             .api::<EtcdCluster>()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -79,8 +79,16 @@ pub async fn observe(
             .is_some();
     }
     if let Some(seed) = &seed {
-        observed.seed =
-            seed_state(client, found, &kube, seed, &observed.progress, etcd_timeout).await;
+        observed.seed = seed_state(
+            client,
+            found,
+            &kube,
+            seed,
+            &observed.name,
+            &observed.progress,
+            etcd_timeout,
+        )
+        .await;
     }
     observed.cluster = Some(state);
     Ok(Observation { observed, cluster })
@@ -308,15 +316,24 @@ async fn seed_state(
     cluster: &EtcdCluster,
     kube: &KubeObservation,
     seed: &str,
+    restore: &str,
     progress: &Progress,
     etcd_timeout: Duration,
 ) -> SeedState {
+    // Objects another EtcdRestore created under the same name are not ours (issue 17).
     let mut state = SeedState {
-        pvc: kube.pvcs.contains_key(seed),
+        pvc: kube
+            .pvcs
+            .get(seed)
+            .is_some_and(|pvc| crate::build::is_own_seed(&pvc.metadata, restore)),
         pod: None,
         serving_revision: None,
     };
-    let Some(pod) = kube.pods.get(seed) else {
+    let Some(pod) = kube
+        .pods
+        .get(seed)
+        .filter(|pod| crate::build::is_own_seed(&pod.metadata, restore))
+    else {
         return state;
     };
     let init = init_status(pod);
