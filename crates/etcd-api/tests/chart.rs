@@ -353,4 +353,17 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
     assert!(missing.is_empty(), "not granted: {missing:?}");
     // Least privilege: the operator never patches or updates Pods.
     assert!(!granted("", "pods", "patch") && !granted("", "pods", "update"));
+
+    // The restore operator patches its EtcdRestores' finalizer (issue 17: a restore deleted
+    // mid-flight releases its hold on the cluster).
+    let restore = of_kind(&objects, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "etcd-operator-restore")
+        .unwrap();
+    assert!(
+        restore["rules"].as_array().unwrap().iter().any(|rule| {
+            has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "patch")
+        }),
+        "the restore operator cannot patch its finalizer: {restore}"
+    );
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::{self, SeedBuildError};
-use crate::plan::{Snapshot, Step};
+use crate::plan::{FINALIZER, Snapshot, Step};
 
 /// A step that could not be performed (the reconcile retries with back-off).
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +157,9 @@ impl Executor<'_> {
                 )
                 .await
             }
+            Step::AddFinalizer | Step::RemoveFinalizer => {
+                self.set_finalizer(matches!(step, Step::AddFinalizer)).await
+            }
             Step::Done
             | Step::Fail(_)
             | Step::MarkFailed
@@ -169,6 +172,40 @@ impl Executor<'_> {
     }
 
     /// Sets (Some) or removes (None) the hold annotation on the cluster.
+    /// Adds or removes [`FINALIZER`], conditional on the restore's observed resourceVersion
+    /// (the whole list is written by a merge patch: another writer's change is not lost).
+    async fn set_finalizer(&self, present: bool) -> Result<(), ExecError> {
+        let name = self.restore.name_any();
+        let mut finalizers: Vec<String> = self
+            .restore
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        if present {
+            finalizers.push(FINALIZER.to_owned());
+        }
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": self.restore.resource_version(),
+        }});
+        match self
+            .api::<EtcdRestore>()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 && !present => Ok(()),
+            Err(source) => Err(ExecError::Kube {
+                verb: "patch",
+                kind: "EtcdRestore",
+                name,
+                source,
+            }),
+        }
+    }
+
     async fn annotate(&self, value: Option<String>) -> Result<(), ExecError> {
         let name = &self.restore.spec.cluster_name;
         let observed_version = self

@@ -58,6 +58,11 @@ pub async fn observe(
         source,
         credentials,
         cluster: None,
+        deleting: restore.metadata.deletion_timestamp.is_some(),
+        finalizer: restore
+            .finalizers()
+            .iter()
+            .any(|f| f == crate::plan::FINALIZER),
         seed: SeedState::default(),
     };
     let Some(found) = &cluster else {
