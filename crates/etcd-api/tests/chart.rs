@@ -366,4 +366,36 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         }),
         "the restore operator cannot patch its finalizer: {restore}"
     );
+
+    // The scheduled backup's retention lists EtcdRestores: it never deletes a backup an
+    // unfinished restore reads (issue 17).
+    let scheduled = rendered_objects(
+        &clients
+            .run_helm(&[
+                "template",
+                "etcd-operator",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "scheduledBackup.enabled=true",
+                "--set",
+                "scheduledBackup.clusterName=main",
+                "--set",
+                "scheduledBackup.s3.bucket=bkt",
+            ])
+            .unwrap(),
+    );
+    let role = of_kind(&scheduled, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduled-backup")
+        .unwrap();
+    assert!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| { has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "list") }),
+        "the scheduled backup cannot list EtcdRestores: {role}"
+    );
 }
