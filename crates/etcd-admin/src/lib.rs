@@ -20,4 +20,4 @@ mod types;
 pub use admin::EtcdAdmin;
 pub use error::{AdminError, ErrorClass, classify, classify_error};
 pub use observe::{member_status, observe};
-pub use types::{ClusterView, MemberInfo, MemberStatus, initial_cluster};
+pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};

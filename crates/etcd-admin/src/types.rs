@@ -67,11 +67,45 @@ impl MemberStatus {
         self.leader_id != 0 && self.leader_id == self.id
     }
 
-    /// It knows a leader and reports no error (no alarm). A member that lost quorum reports
+    /// It knows a leader and reports no error but alarms. A member that lost quorum reports
     /// leader 0 and `etcdserver: no leader` once its election timeout passed, so it is not
     /// healthy; right after losing quorum it can still name the old leader for about a second.
+    ///
+    /// Alarms do not count: etcd lists every alarm of the cluster in every member's Status, and
+    /// a member under NOSPACE (or next to a CORRUPT one) still votes and serves reads. Counting
+    /// them made one alarm look like the loss of every member (issue 17); see [`Self::alarms`].
     pub fn healthy(&self) -> bool {
-        self.leader_id != 0 && self.errors.is_empty()
+        self.leader_id != 0 && self.errors.iter().all(|e| Alarm::parse(e).is_some())
+    }
+}
+
+/// An alarm etcd reports in a Status answer (`memberID:<decimal id> alarm:<NAME>`). Alarms are
+/// cluster-wide: every member lists every member's alarms.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Alarm {
+    /// The member that raised it.
+    pub member_id: u64,
+    /// `NOSPACE`, `CORRUPT`.
+    pub kind: String,
+}
+
+impl Alarm {
+    /// Parses one error of a Status answer; `None` when it is not an alarm.
+    pub fn parse(error: &str) -> Option<Alarm> {
+        let (member, kind) = error.trim().split_once(' ')?;
+        let member_id = member.strip_prefix("memberID:")?.parse().ok()?;
+        let kind = kind.trim().strip_prefix("alarm:")?;
+        (!kind.is_empty()).then(|| Alarm {
+            member_id,
+            kind: kind.to_owned(),
+        })
+    }
+}
+
+impl MemberStatus {
+    /// The alarms among its errors (every alarm of the cluster, whichever member raised it).
+    pub fn alarms(&self) -> Vec<Alarm> {
+        self.errors.iter().filter_map(|e| Alarm::parse(e)).collect()
     }
 }
 
@@ -152,11 +186,28 @@ mod tests {
                 false,
                 false,
             ),
+            // An alarm is not ill health (issue 17): etcd lists every alarm of the cluster in
+            // every member's Status, and a member with NOSPACE still serves reads and votes.
             (
                 1,
                 1,
                 vec!["memberID:1 alarm:NOSPACE".to_string()],
                 true,
+                true,
+            ),
+            (
+                2,
+                1,
+                vec!["memberID:1 alarm:CORRUPT".to_string()],
+                false,
+                true,
+            ),
+            // An error that is not an alarm still is.
+            (
+                2,
+                1,
+                vec!["etcdserver: some other error".to_string()],
+                false,
                 false,
             ),
         ];
@@ -168,6 +219,31 @@ mod tests {
             assert_eq!(s.is_leader(), is_leader, "{s:?}");
             assert_eq!(s.healthy(), healthy, "{s:?}");
         }
+    }
+
+    #[test]
+    fn alarms_are_parsed_with_the_member_they_name() {
+        let s = MemberStatus {
+            errors: vec![
+                "memberID:13668033151171901709 alarm:NOSPACE ".to_string(),
+                "memberID:2 alarm:CORRUPT".to_string(),
+                "etcdserver: no leader".to_string(),
+            ],
+            ..status(1, 1, 1)
+        };
+        assert_eq!(
+            s.alarms(),
+            vec![
+                Alarm {
+                    member_id: 13_668_033_151_171_901_709,
+                    kind: "NOSPACE".into()
+                },
+                Alarm {
+                    member_id: 2,
+                    kind: "CORRUPT".into()
+                },
+            ]
+        );
     }
 
     #[test]

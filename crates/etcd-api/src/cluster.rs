@@ -98,8 +98,10 @@ fn default_repository() -> String {
     "has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)"
 ).message("storageClassName is immutable: existing members' volumes cannot move to another class"))]
 pub struct StorageSpec {
-    /// Size of each member's PersistentVolumeClaim (a quantity such as `8Gi`). etcd's default
-    /// backend quota is 2 GiB; leave room for it and for snapshots.
+    /// Size of each member's PersistentVolumeClaim (a quantity such as `8Gi`). Without
+    /// `etcdOptions.quotaBackendBytes` the backend quota is derived from it: (size - 384 MiB for
+    /// the WAL) / 2, at least a quarter of it, at most 8 GiB (320 MiB for 1Gi), so the database
+    /// and a second copy of it (a snapshot from the leader, a defragmentation) always fit.
     #[serde(default = "default_storage_size")]
     pub size: Quantity,
 
@@ -181,7 +183,8 @@ pub struct PodPolicy {
     "(has(self.electionTimeoutMs) ? self.electionTimeoutMs : 1000) >= 5 * (has(self.heartbeatIntervalMs) ? self.heartbeatIntervalMs : 100)"
 ).message("electionTimeoutMs must be at least 5 times heartbeatIntervalMs (etcd's defaults are 1000 and 100)"))]
 pub struct EtcdOptions {
-    /// Backend database size quota in bytes (`--quota-backend-bytes`); etcd's default is 2 GiB.
+    /// Backend database size quota in bytes (`--quota-backend-bytes`). Default: derived from
+    /// `storage.size` (see there), not etcd's own 2 GiB, which a small volume cannot hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 8589934592_i64))]
     pub quota_backend_bytes: Option<i64>,

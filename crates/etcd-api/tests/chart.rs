@@ -280,3 +280,122 @@ fn operator_disruption_budgets_select_their_own_deployment() {
         );
     }
 }
+
+/// The cluster operator's ClusterRole grants every verb its code uses, and no more where it
+/// matters. Each entry names the call that needs it: a missing verb is a 403 that stops the
+/// reconcile (issue 17: `sync_pvc_ownership` patches the owner references of member PVCs when
+/// `spec.storage.reclaimPolicy` changes or after a restore, and `patch` was not granted).
+#[test]
+fn cluster_operator_role_grants_every_verb_it_uses() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    let clients = KubeClients::find(KubePair::Current).unwrap();
+    let rendered = clients
+        .run_helm(&["template", "etcd-operator", chart, "-n", "ops"])
+        .unwrap();
+    let objects = rendered_objects(&rendered);
+    let role = of_kind(&objects, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "etcd-operator-cluster")
+        .unwrap();
+    let rules = role["rules"].as_array().unwrap();
+    let has = |field: &serde_json::Value, value: &str| {
+        field
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v == value))
+    };
+    let granted = |group: &str, resource: &str, verb: &str| {
+        rules.iter().any(|rule| {
+            has(&rule["apiGroups"], group)
+                && has(&rule["resources"], resource)
+                && has(&rule["verbs"], verb)
+        })
+    };
+    let needed: &[(&str, &str, &str, &str)] = &[
+        (
+            "etcd.operator.rs",
+            "etcdclusters",
+            "watch",
+            "the controller",
+        ),
+        (
+            "etcd.operator.rs",
+            "etcdclusters/status",
+            "patch",
+            "apply_status",
+        ),
+        ("", "pods", "list", "observe_kube"),
+        ("", "pods", "create", "create_member"),
+        ("", "pods", "delete", "DeletePod, UpgradeMember"),
+        ("", "persistentvolumeclaims", "list", "observe_kube"),
+        ("", "persistentvolumeclaims", "create", "create_member"),
+        ("", "persistentvolumeclaims", "delete", "DeletePvc"),
+        ("", "persistentvolumeclaims", "patch", "sync_pvc_ownership"),
+        (
+            "",
+            "services",
+            "patch",
+            "ensure_cluster_objects (server-side apply)",
+        ),
+        (
+            "policy",
+            "poddisruptionbudgets",
+            "patch",
+            "ensure_cluster_objects",
+        ),
+        ("", "events", "create", "events"),
+    ];
+    let missing: Vec<String> = needed
+        .iter()
+        .filter(|(group, resource, verb, _)| !granted(group, resource, verb))
+        .map(|(group, resource, verb, by)| format!("{verb} {group}/{resource} (used by {by})"))
+        .collect();
+    assert!(missing.is_empty(), "not granted: {missing:?}");
+    // Least privilege: the operator never patches or updates Pods.
+    assert!(!granted("", "pods", "patch") && !granted("", "pods", "update"));
+
+    // The restore operator patches its EtcdRestores' finalizer (issue 17: a restore deleted
+    // mid-flight releases its hold on the cluster).
+    let restore = of_kind(&objects, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "etcd-operator-restore")
+        .unwrap();
+    assert!(
+        restore["rules"].as_array().unwrap().iter().any(|rule| {
+            has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "patch")
+        }),
+        "the restore operator cannot patch its finalizer: {restore}"
+    );
+
+    // The scheduled backup's retention lists EtcdRestores: it never deletes a backup an
+    // unfinished restore reads (issue 17).
+    let scheduled = rendered_objects(
+        &clients
+            .run_helm(&[
+                "template",
+                "etcd-operator",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "scheduledBackup.enabled=true",
+                "--set",
+                "scheduledBackup.clusterName=main",
+                "--set",
+                "scheduledBackup.s3.bucket=bkt",
+            ])
+            .unwrap(),
+    );
+    let role = of_kind(&scheduled, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduled-backup")
+        .unwrap();
+    assert!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| { has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "list") }),
+        "the scheduled backup cannot list EtcdRestores: {role}"
+    );
+}

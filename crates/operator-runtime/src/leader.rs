@@ -570,9 +570,58 @@ async fn renew_loop(
     }
 }
 
+/// This replica's identity in a Lease: the Pod name (`POD_NAME` from the downward API), else the
+/// hostname (a Pod's hostname is its name). Never a PID (1 in every container) nor a fixed
+/// default: two replicas with one identity would both believe they hold the Lease.
+pub fn lease_identity(
+    pod_name: Option<&str>,
+    hostname: Option<&str>,
+) -> Result<String, LeaseError> {
+    [pod_name, hostname]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .find(|name| !name.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| LeaseError::InvalidConfig {
+            field: "identity",
+            detail: "neither POD_NAME nor the hostname is set: two replicas could share one".into(),
+        })
+}
+
+/// The machine's hostname (in a Pod, the Pod's name), if it can be read.
+pub fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 17: two replicas must never share an identity, or both believe they hold the
+    /// Lease. A PID is 1 in every container and a fixed default is the same everywhere: the Pod
+    /// name, else the hostname (a Pod's hostname is its name), else no leader election at all.
+    #[test]
+    fn the_lease_identity_is_the_pod_name_or_the_hostname_never_a_shared_default() {
+        assert_eq!(
+            lease_identity(Some("op-7d9f-x2"), Some("host")).unwrap(),
+            "op-7d9f-x2"
+        );
+        assert_eq!(
+            lease_identity(None, Some("op-7d9f-y3")).unwrap(),
+            "op-7d9f-y3"
+        );
+        assert_eq!(lease_identity(Some(" "), Some("op-y3\n")).unwrap(), "op-y3");
+        assert!(matches!(
+            lease_identity(None, None),
+            Err(LeaseError::InvalidConfig { .. })
+        ));
+        assert!(lease_identity(Some(""), Some("")).is_err());
+    }
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + secs).unwrap()

@@ -33,7 +33,9 @@ pub mod status;
 pub use backoff::FailureBackoff;
 pub use elected::{run_elected, run_elected_with_metrics};
 pub use events::Events;
-pub use leader::{Decision, Leadership, LeaseConfig, LeaseError, acquire, decide};
+pub use leader::{
+    Decision, Leadership, LeaseConfig, LeaseError, acquire, decide, hostname, lease_identity,
+};
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
 pub use metrics::ReconcileMetrics;
 pub use objects::{ObjectError, create_if_absent, delete_if_present};

@@ -216,7 +216,16 @@ async fn reconcile_once(
         Step::Skip(_) => Action::await_change(),
         Step::FailInterrupted => {
             let previous = backup.status.as_ref();
-            let message = status::interrupted_message(previous.and_then(|s| s.start_time.as_ref()));
+            let s3 = &backup.spec.s3;
+            let objects = format!(
+                "s3://{}/{}*-{uid}.db",
+                s3.connection.bucket,
+                s3.prefix.as_deref().unwrap_or_default()
+            );
+            let message = status::interrupted_message_for(
+                previous.and_then(|s| s.start_time.as_ref()),
+                &objects,
+            );
             let failed = status::failed(
                 previous,
                 backup.meta().generation,

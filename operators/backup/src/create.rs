@@ -14,14 +14,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use etcd_api::{BackupPhase, EtcdBackup, EtcdBackupSpec, S3Destination};
+use etcd_api::{BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdRestore, S3Destination};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::core::ObjectMeta;
 use tokio::time::Instant;
 
 use crate::execute::{BackupError, CLUSTER_LABEL, resolve_s3, s3_client};
-use crate::retention::{RetentionPlan, plan_retention};
+use crate::retention::{RetentionPlan, in_use, plan_retention};
 
 /// Label marking EtcdBackups created by `create-backup` (the only ones retention touches).
 pub const SCHEDULED_LABEL: &str = "etcd.operator.rs/scheduled";
@@ -217,7 +217,20 @@ pub async fn apply_retention(
             what: format!("listing EtcdBackups {selector}"),
             source: Box::new(e),
         })?;
-    let plan = plan_retention(&backups.items, retain);
+    // Backups an unfinished EtcdRestore reads are never deleted.
+    let restores: Api<EtcdRestore> = Api::namespaced(client.clone(), &request.namespace);
+    let restores =
+        restores
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| CreateError::Kubernetes {
+                what: "listing EtcdRestores".to_owned(),
+                source: Box::new(e),
+            })?;
+    let plan = plan_retention(&backups.items, retain, &in_use(&restores.items));
+    for name in &plan.in_use {
+        tracing::info!(%name, "kept: an unfinished EtcdRestore reads it");
+    }
     for (name, error) in &plan.unparseable {
         tracing::warn!(%name, %error, "kept: its artifact key does not parse, so it cannot be ordered");
     }

@@ -52,9 +52,9 @@ struct RunArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "etcd-backup-operator")]
     lease_name: String,
-    /// This replica's identity (the Pod name).
-    #[arg(long, env = "POD_NAME", default_value = "etcd-backup-operator")]
-    pod_name: String,
+    /// This replica's identity (the Pod name; default: the hostname, which is the Pod name).
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
     /// Address of the /healthz, /readyz and /metrics endpoints.
     #[arg(long, default_value = "0.0.0.0:8080")]
     probe_addr: SocketAddr,
@@ -131,13 +131,24 @@ async fn main() -> ExitCode {
 }
 
 async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
+    // Never a shared default: two replicas with one identity would both hold the Lease.
+    let pod_name = match operator_runtime::lease_identity(
+        args.pod_name.as_deref(),
+        operator_runtime::hostname().as_deref(),
+    ) {
+        Ok(name) => name,
+        Err(error) => {
+            tracing::error!(%error, "no identity for this replica");
+            return ExitCode::FAILURE;
+        }
+    };
     let election = args
         .leader_elect
-        .then(|| LeaseConfig::new(&args.lease_namespace, &args.lease_name, &args.pod_name));
+        .then(|| LeaseConfig::new(&args.lease_namespace, &args.lease_name, &pod_name));
     let settings = Settings {
         namespace: args.namespace,
         max_concurrent_backups: usize::from(args.max_concurrent_backups),
-        pod_name: Some(args.pod_name),
+        pod_name: Some(pod_name),
     };
     let mut registry = operator_runtime::metrics::new_registry();
     let metrics = Metrics::register(&mut registry);

@@ -11,8 +11,13 @@
 //!   push good backups out), and are bounded separately: the N most recent (by creation time)
 //!   stay for inspection, older ones are deleted.
 //! - Pending and Running backups are never touched.
+//! - A Succeeded backup an unfinished EtcdRestore reads (by `backupRef` or by its object) is
+//!   kept and does not count towards N: deleting it would pull the snapshot from under the
+//!   restore (issue 17).
 
-use etcd_api::{BackupPhase, EtcdBackup};
+use std::collections::BTreeSet;
+
+use etcd_api::{BackupPhase, EtcdBackup, EtcdRestore};
 use etcd_snapshot::{KeyParseError, SnapshotKey};
 
 /// An S3 object: bucket and key.
@@ -54,10 +59,43 @@ pub struct RetentionPlan {
     pub kept: Vec<String>,
     /// Succeeded backups kept because their artifact key does not parse.
     pub unparseable: Vec<(String, KeyParseError)>,
+    /// Succeeded backups kept because an unfinished EtcdRestore reads them.
+    pub in_use: Vec<String>,
+}
+
+/// What unfinished EtcdRestores read: backups by name (`backupRef`) and S3 objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InUse {
+    /// EtcdBackup names.
+    pub backups: BTreeSet<String>,
+    /// (bucket, key) of S3 objects.
+    pub objects: BTreeSet<(String, String)>,
+}
+
+/// What the unfinished `restores` (no phase yet, Pending or Running) read.
+pub fn in_use(restores: &[EtcdRestore]) -> InUse {
+    let mut used = InUse::default();
+    let unfinished = restores.iter().filter(|r| {
+        !r.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_some_and(|p| p.is_finished())
+    });
+    for restore in unfinished {
+        let source = &restore.spec.source;
+        if let Some(backup) = &source.backup_ref {
+            used.backups.insert(backup.name.clone());
+        }
+        if let Some(object) = &source.s3 {
+            used.objects
+                .insert((object.connection.bucket.clone(), object.key.clone()));
+        }
+    }
+    used
 }
 
 /// Applies the rules in the module docs to `backups` (all of one cluster, scheduled).
-pub fn plan_retention(backups: &[EtcdBackup], retain: usize) -> RetentionPlan {
+pub fn plan_retention(backups: &[EtcdBackup], retain: usize, in_use: &InUse) -> RetentionPlan {
     let mut plan = RetentionPlan::default();
     let mut succeeded: Vec<(SnapshotKey, String, S3Object)> = Vec::new();
     let mut failed: Vec<(Option<&k8s_openapi::jiff::Timestamp>, String)> = Vec::new();
@@ -90,6 +128,11 @@ pub fn plan_retention(backups: &[EtcdBackup], retain: usize) -> RetentionPlan {
     // Newest first.
     succeeded.sort_by(|a, b| b.0.cmp(&a.0));
     failed.sort_by(|a, b| b.cmp(a));
+    // A backup an unfinished restore reads is kept, and does not count towards N.
+    let (used, succeeded): (Vec<_>, Vec<_>) = succeeded.into_iter().partition(|(_, name, o)| {
+        in_use.backups.contains(name) || in_use.objects.contains(&(o.bucket.clone(), o.key.clone()))
+    });
+    plan.in_use = used.into_iter().map(|(_, name, _)| name).collect();
     for (i, (_, name, object)) in succeeded.into_iter().enumerate() {
         if i < retain {
             plan.kept.push(name);
@@ -167,7 +210,7 @@ mod tests {
             ok("d", T0 + 180, 2),
             ok("c", T0 + 120, 1),
         ];
-        let plan = plan_retention(&backups, 2);
+        let plan = plan_retention(&backups, 2, &InUse::default());
         assert_eq!(plan.kept, ["d", "c"]);
         assert_eq!(names(&plan), ["a", "b"], "oldest first");
         let a = &plan.delete[0];
@@ -184,10 +227,10 @@ mod tests {
     fn same_second_orders_by_parsed_revision_not_string() {
         // As strings "rev10" < "rev9"; parsed, 9 < 10 < 100.
         let backups = vec![ok("r10", T0, 10), ok("r9", T0, 9), ok("r100", T0, 100)];
-        let plan = plan_retention(&backups, 1);
+        let plan = plan_retention(&backups, 1, &InUse::default());
         assert_eq!(plan.kept, ["r100"]);
         assert_eq!(names(&plan), ["r9", "r10"]);
-        let plan = plan_retention(&backups, 2);
+        let plan = plan_retention(&backups, 2, &InUse::default());
         assert_eq!(plan.kept, ["r100", "r10"]);
         assert_eq!(names(&plan), ["r9"]);
     }
@@ -199,7 +242,7 @@ mod tests {
             ok("before-restore", T0, 5000),
             ok("after-restore", T0 + 1, 12),
         ];
-        let plan = plan_retention(&backups, 1);
+        let plan = plan_retention(&backups, 1, &InUse::default());
         assert_eq!(plan.kept, ["after-restore"]);
         assert_eq!(names(&plan), ["before-restore"]);
     }
@@ -214,7 +257,7 @@ mod tests {
             failed("f2", T0 as i64 + 30),
             failed("f3", T0 as i64 + 40),
         ];
-        let plan = plan_retention(&backups, 2);
+        let plan = plan_retention(&backups, 2, &InUse::default());
         assert_eq!(plan.kept, ["s2", "s1"]);
         assert_eq!(names(&plan), ["f1"]);
         assert_eq!(plan.delete[0].object, None);
@@ -236,7 +279,7 @@ mod tests {
             ),
             backup("no-artifact", Some(BackupPhase::Succeeded), None, 0),
         ];
-        let plan = plan_retention(&backups, 1);
+        let plan = plan_retention(&backups, 1, &InUse::default());
         assert_eq!(names(&plan), ["old"]);
         let unparseable: Vec<&str> = plan.unparseable.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(unparseable, ["weird", "no-artifact"]);
@@ -244,7 +287,7 @@ mod tests {
 
     #[test]
     fn fewer_than_retain_deletes_nothing() {
-        let plan = plan_retention(&[ok("a", T0, 1)], 3);
+        let plan = plan_retention(&[ok("a", T0, 1)], 3, &InUse::default());
         assert!(plan.delete.is_empty());
         assert_eq!(plan.kept, ["a"]);
     }
@@ -261,5 +304,84 @@ mod tests {
         for bad in ["", "s3://", "s3://b", "s3://b/", "s3:///k", "http://b/k"] {
             assert_eq!(parse_s3_uri(bad), None, "{bad}");
         }
+    }
+
+    /// Issue 17 (defect 14): a backup an unfinished EtcdRestore reads is never deleted by
+    /// retention (by name or by its object), whatever its age.
+    #[test]
+    fn a_backup_a_running_restore_reads_is_never_deleted() {
+        let backups = vec![ok("a", T0, 1), ok("b", T0 + 60, 2), ok("c", T0 + 120, 3)];
+        let by_name = InUse {
+            backups: ["a".to_owned()].into(),
+            ..InUse::default()
+        };
+        let plan = plan_retention(&backups, 1, &by_name);
+        assert_eq!(names(&plan), ["b"]);
+        assert!(plan.in_use.contains(&"a".to_owned()), "{plan:?}");
+        let object = parse_s3_uri(
+            &backups[0]
+                .status
+                .as_ref()
+                .unwrap()
+                .artifact
+                .as_ref()
+                .unwrap()
+                .uri,
+        )
+        .unwrap();
+        let by_object = InUse {
+            objects: [(object.bucket, object.key)].into(),
+            ..InUse::default()
+        };
+        assert_eq!(names(&plan_retention(&backups, 1, &by_object)), ["b"]);
+    }
+
+    #[test]
+    fn unfinished_restores_name_what_they_read() {
+        use etcd_api::{
+            EtcdRestoreSpec, EtcdRestoreStatus, LocalObjectReference, RestorePhase, RestoreSource,
+            S3ObjectSource,
+        };
+        let restore = |source: RestoreSource, phase: Option<RestorePhase>| {
+            let mut r = EtcdRestore::new(
+                "r",
+                EtcdRestoreSpec {
+                    cluster_name: "c".into(),
+                    source,
+                    cluster_spec: None,
+                    force: false,
+                },
+            );
+            r.status = Some(EtcdRestoreStatus {
+                phase,
+                ..EtcdRestoreStatus::default()
+            });
+            r
+        };
+        let by_ref = |name: &str| RestoreSource {
+            backup_ref: Some(LocalObjectReference { name: name.into() }),
+            ..RestoreSource::default()
+        };
+        let mut object = S3ObjectSource::default();
+        object.connection.bucket = "bkt".into();
+        object.key = "p/c/k.db".into();
+        let restores = [
+            restore(by_ref("a"), Some(RestorePhase::Running)),
+            restore(by_ref("b"), Some(RestorePhase::Succeeded)),
+            restore(by_ref("c"), None),
+            restore(
+                RestoreSource {
+                    s3: Some(object),
+                    ..RestoreSource::default()
+                },
+                Some(RestorePhase::Pending),
+            ),
+        ];
+        let used = in_use(&restores);
+        assert_eq!(used.backups, ["a".to_owned(), "c".to_owned()].into());
+        assert_eq!(
+            used.objects,
+            [("bkt".to_owned(), "p/c/k.db".to_owned())].into()
+        );
     }
 }

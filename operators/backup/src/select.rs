@@ -1,14 +1,18 @@
 //! Which etcd member to snapshot (pure, no I/O).
 //!
 //! The executor asks every candidate endpoint for its `Maintenance.Status` and hands the answers
-//! here. A member qualifies when it answered, reports no errors (alarms, raft errors), knows a
-//! leader (a member without one may be partitioned and stale) and is not a learner. Among those,
+//! here. A member qualifies when it answered, reports no errors but alarms, is not the member a
+//! CORRUPT alarm names, knows a leader (a member without one may be partitioned and stale) and
+//! is not a learner. A NOSPACE alarm does not stop a backup: a snapshot is a read, which etcd
+//! serves under NOSPACE, and a backup is what a user wants before freeing space (issue 17;
+//! etcd lists every alarm of the cluster in every member's Status). Among those,
 //! the highest revision wins: the most recent data. On a tie a follower is preferred over the
 //! leader (a snapshot costs the serving member CPU and disk reads; the leader is busiest), then
 //! the earliest endpoint in the given order, so the choice is deterministic.
 
 use std::fmt;
 
+use etcd_admin::Alarm;
 use etcd_api::EtcdClusterStatus;
 
 /// Client URLs to probe for an EtcdCluster: its healthy voting members' client URLs, or when
@@ -89,8 +93,19 @@ impl fmt::Display for NoReachableMember {
 
 /// Why a member that answered is not eligible, if it is not.
 fn ineligible(probe: &MemberProbe) -> Option<String> {
-    if !probe.errors.is_empty() {
+    let alarms: Vec<Alarm> = probe
+        .errors
+        .iter()
+        .filter_map(|e| Alarm::parse(e))
+        .collect();
+    if alarms.len() < probe.errors.len() {
         return Some(format!("reports errors: {}", probe.errors.join(", ")));
+    }
+    if alarms
+        .iter()
+        .any(|a| a.kind == "CORRUPT" && a.member_id == probe.member_id)
+    {
+        return Some("raised a CORRUPT alarm: its data differs from the others'".to_owned());
     }
     if probe.leader_id == 0 {
         return Some("has no leader".to_owned());
@@ -174,8 +189,9 @@ mod tests {
 
     #[test]
     fn table() {
+        // What etcd really reports: every alarm of the cluster, in every member's Status.
         let alarmed = MemberProbe {
-            errors: vec!["NOSPACE".into()],
+            errors: vec!["etcdserver: some error".into()],
             ..member(2, 900)
         };
         let leaderless = MemberProbe {
@@ -229,6 +245,40 @@ mod tests {
                     ok("d", member(5, 3)),
                 ],
                 Some("d"),
+            ),
+            // Issue 17: a member with a NOSPACE alarm serves reads, and a snapshot is a read:
+            // backups must run, the backup being what the user needs before fixing the quota.
+            (
+                "a NOSPACE alarm does not prevent a backup",
+                vec![ok(
+                    "a",
+                    MemberProbe {
+                        errors: vec!["memberID:2 alarm:NOSPACE".into()],
+                        ..member(2, 900)
+                    },
+                )],
+                Some("a"),
+            ),
+            // A member whose data etcd found corrupt is never snapshotted; the others are.
+            (
+                "the member a CORRUPT alarm names is not eligible",
+                vec![
+                    ok(
+                        "a",
+                        MemberProbe {
+                            errors: vec!["memberID:2 alarm:CORRUPT".into()],
+                            ..member(2, 900)
+                        },
+                    ),
+                    ok(
+                        "b",
+                        MemberProbe {
+                            errors: vec!["memberID:2 alarm:CORRUPT".into()],
+                            ..member(3, 800)
+                        },
+                    ),
+                ],
+                Some("b"),
             ),
             ("all down", vec![down("a"), down("b")], None),
             (

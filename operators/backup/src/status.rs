@@ -103,14 +103,19 @@ pub fn failed(
     status
 }
 
-/// The message of an interrupted backup: what happened and why nothing was stored.
-pub fn interrupted_message(start_time: Option<&Time>) -> String {
+/// The message of an interrupted backup: what happened, and where its object is if the upload
+/// completed. A verified upload is completed before the outcome is written, so a stop between
+/// the two leaves an object this message must not deny (issue 17); `objects` is the pattern of
+/// its key (`s3://<bucket>/<prefix>*-<uid>.db`: keys end in the backup's UID).
+pub fn interrupted_message_for(start_time: Option<&Time>, objects: &str) -> String {
     let since = start_time.map_or_else(String::new, |t| format!(" (started {})", t.0));
     format!(
         "the backup was Running when the operator stopped{since}; it is not re-run. The S3 \
-         multipart upload is completed only after the snapshot's checksum verified, so no object \
-         was stored; an incomplete upload the operator could not abort is removed by the \
-         bucket's AbortIncompleteMultipartUpload lifecycle rule. Create a new EtcdBackup to retry"
+         multipart upload is completed only after the snapshot's checksum verified: an object \
+         matching {objects} exists only if that happened just before the stop (it is then a \
+         complete, verified snapshot the status does not record); an incomplete upload the \
+         operator could not abort is removed by the bucket's AbortIncompleteMultipartUpload \
+         lifecycle rule. Create a new EtcdBackup to retry"
     )
 }
 
@@ -201,10 +206,19 @@ mod tests {
     }
 
     #[test]
-    fn interrupted_message_says_nothing_was_stored() {
-        let m = interrupted_message(Some(&at(0)));
+    fn interrupted_message_says_when_it_started() {
+        let m = interrupted_message_for(Some(&at(0)), "s3://bkt/*-u.db");
         assert!(m.contains("started 1970-01-01T00:00:00Z"), "{m}");
-        assert!(m.contains("no object was stored"), "{m}");
+    }
+
+    /// Issue 17 (defect 14): "no object was stored" is false when the upload completed and
+    /// only the write of the outcome was lost (a crash between the two). The message says where
+    /// such an object would be (its key ends in the backup's UID), not that none exists.
+    #[test]
+    fn interrupted_message_does_not_claim_nothing_was_stored() {
+        let m = interrupted_message_for(Some(&at(0)), "s3://bkt/p/main/*-0b5e-11.db");
+        assert!(!m.contains("no object was stored"), "{m}");
+        assert!(m.contains("s3://bkt/p/main/*-0b5e-11.db"), "{m}");
         assert!(m.contains("not re-run"), "{m}");
     }
 }

@@ -292,14 +292,18 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
             mount_path: DATA_MOUNT.to_owned(),
             ..VolumeMount::default()
         }]),
-        // Ready = answers /health: has a leader, no alarm, serves a read. Not-ready members drop
-        // out of the client Service; the headless peer Service still publishes them. A learner
+        // Ready = answers /health: has a leader, serves a read, no alarm but NOSPACE. Not-ready
+        // members drop out of the client Service; the headless peer Service still publishes them.
+        // NOSPACE is excluded because etcd lists every alarm on every member: plain /health
+        // failed on all of them and emptied the client Service, while they still serve reads and
+        // deletes (which is how space is freed). etcd 3.4.23 and 3.5.1 both answer 200 to
+        // /health?exclude=NOSPACE under a NOSPACE alarm (measured); CORRUPT still fails it. A learner
         // answers /health too (measured on 3.5.1), so between its start and its promotion (the
         // planner promotes it as soon as it answers) the client Service may send it requests it
         // refuses ("rpc not supported for learner").
         readiness_probe: Some(Probe {
             http_get: Some(HTTPGetAction {
-                path: Some("/health".to_owned()),
+                path: Some("/health?exclude=NOSPACE".to_owned()),
                 port: IntOrString::Int(i32::from(CLIENT_PORT)),
                 scheme: Some("HTTP".to_owned()),
                 ..HTTPGetAction::default()
@@ -384,6 +388,16 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         format!("--initial-cluster-state={}", pod.state.as_flag()),
         format!("--initial-cluster-token={}", owner.token()),
     ];
+    let explicit_quota = cluster
+        .spec
+        .etcd_options
+        .as_ref()
+        .and_then(|o| o.quota_backend_bytes);
+    if explicit_quota.is_none()
+        && let Some(quota) = default_quota_bytes(&cluster.spec.storage.size.0)
+    {
+        args.push(format!("--quota-backend-bytes={quota}"));
+    }
     if let Some(options) = &cluster.spec.etcd_options {
         let optional = [
             (
@@ -418,6 +432,22 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         );
     }
     args
+}
+
+/// The backend quota for a volume of `volume` (a quantity) when the spec sets none. etcd's own
+/// default (2 GiB) is larger than our default volume (1Gi): the disk would fill before etcd's
+/// NOSPACE guard trips, and a full disk is far worse than the alarm (issue 17). The volume also
+/// holds the WAL (etcd keeps 5 segments of 64 MB; 384 MiB with margin), and the database must
+/// fit twice in the rest: a snapshot received from the leader, or a defragmentation, writes a
+/// full second copy. At least a quarter of the volume, at most etcd's suggested maximum (8 GiB).
+/// `None` when the size does not parse (the planner refuses such a spec).
+pub fn default_quota_bytes(volume: &str) -> Option<u128> {
+    const MIB: u128 = 1024 * 1024;
+    const WAL: u128 = 384 * MIB;
+    const MAX: u128 = 8 * 1024 * MIB;
+    let bytes = etcd_api::validation::quantity_to_bytes(volume)?;
+    let headroom = bytes.saturating_sub(WAL) / 2;
+    Some(headroom.max(bytes / 4).min(MAX))
 }
 
 /// The PVC of one member: its etcd data directory.
@@ -507,12 +537,16 @@ pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
 }
 
 /// The PodDisruptionBudget named like the cluster: voluntary evictions (node drains) may take
-/// members only while a quorum of `spec.size` stays ready. A one-member cluster therefore
+/// members only while a quorum of the `voters` in etcd's member list stays ready. A one-member cluster therefore
 /// blocks drains: evicting its only member is an outage the user must choose deliberately.
-pub fn pod_disruption_budget(cluster: &EtcdCluster) -> Result<PodDisruptionBudget, BuildError> {
+pub fn pod_disruption_budget(
+    cluster: &EtcdCluster,
+    voters: usize,
+) -> Result<PodDisruptionBudget, BuildError> {
     let owner = owner(cluster)?;
-    let size = usize::try_from(cluster.spec.size).unwrap_or(0);
-    let min_available = i32::try_from(plan::quorum(size)).unwrap_or(i32::MAX);
+    // A quorum of the voters that exist, not of spec.size: while 5 shrink to 3 one member at a
+    // time, the five still running need three up (issue 17).
+    let min_available = i32::try_from(plan::quorum(voters)).unwrap_or(i32::MAX);
     Ok(PodDisruptionBudget {
         metadata: owner.meta(owner.name.name.clone(), cluster_labels(cluster), true),
         spec: Some(PodDisruptionBudgetSpec {

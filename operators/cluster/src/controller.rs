@@ -38,6 +38,10 @@ pub struct Context {
     pub events: Events,
     /// Per-object back-off after failures.
     pub backoff: FailureBackoff,
+    /// Per-object back-off while etcd answers "retry later": from 0.5 s (etcd refuses for ~5 s
+    /// after each membership change, the next step should land soon after) doubling to 30 s,
+    /// so a refusal that persists does not spin at 2 Hz forever.
+    pub refusals: FailureBackoff,
     /// Planner tunables.
     pub policy: Policy,
     /// Timeout of each etcd call.
@@ -170,7 +174,13 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     // Observe.
     let kube = observe::observe_kube(&ctx.client, cluster).await?;
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
-    let view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
+    let mut view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
+    let unasked = observe::unasked_client_urls(&endpoints, &view);
+    if !unasked.is_empty() {
+        // Members added by hand: ask them too, so they are judged by their own answer.
+        let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
+        view = observe::observe_etcd(&all, ctx.etcd_timeout).await;
+    }
     let observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
 
     ctx.metrics
@@ -202,15 +212,31 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         etcd_timeout: ctx.etcd_timeout,
     };
     let mut executed = Ok(());
+    // A failed write of the cluster's own objects (Services, budget, PVC owner references) is
+    // reported like a failed step, but does not stop the planned step: none of them makes the
+    // step unsafe, and a missing RBAC verb used to end every reconcile here, before any repair
+    // (issue 17).
+    let mut housekeeping: Option<ExecError> = None;
     // A restore's seed is reached through the headless Service (also for a cluster the restore
     // created): the Services and the budget are kept while a restore holds the cluster.
     if matches!(action, Action::Wait(WaitReason::Restoring { .. })) {
-        executor.ensure_cluster_objects().await?;
+        housekeeping = executor
+            .ensure_cluster_objects(observed.budget_voters())
+            .await
+            .err();
     }
     if acts {
-        executor.ensure_cluster_objects().await?;
-        executor.sync_pvc_ownership(&kube.pvcs).await?;
+        housekeeping = executor
+            .ensure_cluster_objects(observed.budget_voters())
+            .await
+            .err();
+        if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
+            housekeeping.get_or_insert(error);
+        }
         executed = executor.execute(&action).await;
+    }
+    if let Some(error) = &housekeeping {
+        warn!(%error, reason = error.reason(), "writing the cluster's objects failed");
     }
     let side_effect = acts && !matches!(action, Action::Wait(_) | Action::Converged);
     if side_effect
@@ -227,16 +253,44 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         }
         Err(error) => warn!(action = ?action, %error, reason = error.reason(), "action failed"),
     }
+    // "Retry later" in a row: back off, and report it once it persists.
+    let uid = cluster.uid().unwrap_or_default();
+    let refusal = match &executed {
+        Err(error) if error.is_retry_later() => {
+            let delay = ctx.refusals.failure(&uid);
+            let report = status::refusal_report(ctx.refusals.failures(&uid), &error.to_string());
+            Some((delay, report))
+        }
+        _ => {
+            ctx.refusals.success(&uid);
+            None
+        }
+    };
+    // What failed, to report: the step itself first, else the housekeeping, else a refusal
+    // that persists.
+    let failure = match &executed {
+        Err(error) if !error.is_retry_later() => Some(error),
+        _ => housekeeping.as_ref(),
+    }
+    .map(|error| status::StepFailure {
+        reason: error.reason(),
+        message: error.to_string(),
+    })
+    .or_else(|| refusal.as_ref().and_then(|(_, report)| report.clone()));
 
     // Report.
     let previous = cluster.status.clone().unwrap_or_default();
-    let status = status::status_from(
+    let now = Time(jiff::Timestamp::now());
+    let mut status = status::status_from(
         &observed,
         &action,
         cluster.meta().generation,
         &previous,
-        Time(jiff::Timestamp::now()),
+        now.clone(),
     );
+    if let Some(failure) = &failure {
+        status::record_failure(&mut status, failure, cluster.meta().generation, now);
+    }
     let changed = status_changed(&previous, &status);
     if changed {
         let api: Api<EtcdCluster> =
@@ -251,6 +305,13 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
                 ),
                 source,
             })?;
+    }
+    // A failed step is a Warning event when it is news (the status changed with it).
+    if changed && let Some(failure) = &failure {
+        let event = status::failure_event(failure);
+        ctx.events
+            .warning(&cluster.object_ref(&()), event.reason, event.note)
+            .await;
     }
     // An event for every executed change, and for a refusal or wait when it is news.
     let newsworthy = (side_effect && executed.is_ok()) || (!side_effect && changed);
@@ -278,10 +339,16 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     }
     match executed {
         // etcd refuses a membership change for ~5 s after the previous one (etcd-facts.md):
-        // ask again soon, so the change lands close to when etcd allows it.
-        Err(error) if error.is_retry_later() => Ok(Requeue::requeue(Duration::from_millis(500))),
+        // ask again soon, so the change lands close to when etcd allows it, then back off.
+        Err(error) if error.is_retry_later() => Ok(Requeue::requeue(
+            refusal.map_or(Duration::from_millis(500), |(delay, _)| delay),
+        )),
         Err(error) => Err(error.into()),
-        Ok(()) => Ok(Requeue::requeue(requeue_after(&action))),
+        Ok(()) => match housekeeping {
+            // Back off like any failure (error_policy), now that it is reported.
+            Some(error) => Err(error.into()),
+            None => Ok(Requeue::requeue(requeue_after(&action))),
+        },
     }
 }
 
@@ -345,9 +412,9 @@ fn requeue_after(action: &Action) -> Duration {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
-            WaitReason::MemberUnhealthy { .. } | WaitReason::WouldLoseQuorum { .. } => {
-                Duration::from_secs(10)
-            }
+            WaitReason::MemberUnhealthy { .. }
+            | WaitReason::WouldLoseQuorum { .. }
+            | WaitReason::MembersUnreachable { .. } => Duration::from_secs(10),
             WaitReason::QuorumLost { .. } | WaitReason::ClusterLost => Duration::from_secs(15),
             WaitReason::Paused => Duration::from_secs(300),
             // The annotation's removal is a change to the EtcdCluster: it triggers a reconcile.

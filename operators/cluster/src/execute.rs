@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::{self, InitialState, MemberPod};
-use crate::plan::Action;
+use crate::plan::{Action, PodReason};
 
 /// A failed step.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +43,15 @@ pub enum ExecError {
         name: String,
         /// The API error.
         source: kube::Error,
+    },
+    /// A restarting member's PVC is gone or being deleted: its Pod is not created (a new PVC
+    /// would be an empty data directory under the old member ID).
+    #[error("member {member} restarts on its data, but its PVC {pvc} is gone or being deleted")]
+    VolumeMissing {
+        /// Member name.
+        member: String,
+        /// PVC name.
+        pvc: String,
     },
     /// An etcd membership call failed.
     #[error("{step} {member}: {source}")]
@@ -73,6 +82,7 @@ impl ExecError {
         match self {
             ExecError::Build { .. } => "BuildFailed",
             ExecError::Kube { .. } => "KubeApiFailed",
+            ExecError::VolumeMissing { .. } => "VolumeMissing",
             ExecError::Etcd { source, .. } if source.is_retry_later() => "EtcdRetryLater",
             ExecError::Etcd { .. } => "EtcdMembershipFailed",
         }
@@ -82,6 +92,29 @@ impl ExecError {
     /// not a failure worth a warning.
     pub fn is_retry_later(&self) -> bool {
         matches!(self, ExecError::Etcd { source, .. } if source.is_retry_later())
+    }
+}
+
+/// Whether creating a member may create its data volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeStep {
+    /// Create the PVC if it is missing (a new member: it has no data yet).
+    Create,
+    /// The PVC must exist and not be terminating: the member restarts on its data.
+    MustExist,
+}
+
+/// The volume step of a member-creating action. A restarting member must find its data: if its
+/// PVC vanished between the observation and this step, a fresh one would start etcd with an
+/// empty data directory under the old member ID (`--initial-cluster-state existing`, no log), a
+/// Raft safety violation. The planner then sees the data gone and replaces the member.
+pub fn volume_step(action: &Action) -> VolumeStep {
+    match action {
+        Action::CreateMemberPod {
+            reason: PodReason::Restart,
+            ..
+        } => VolumeStep::MustExist,
+        _ => VolumeStep::Create,
     }
 }
 
@@ -121,11 +154,12 @@ impl Executor<'_> {
     }
 
     /// The peer and client Services and the PodDisruptionBudget, applied (server-side) on every
-    /// pass that may act: a Service deleted by hand comes back, and the budget follows the size.
-    pub async fn ensure_cluster_objects(&self) -> Result<(), ExecError> {
+    /// pass that may act: a Service deleted by hand comes back, and the budget follows the
+    /// voters that exist (`voters`, see [`crate::state::Observed::budget_voters`]).
+    pub async fn ensure_cluster_objects(&self, voters: usize) -> Result<(), ExecError> {
         let peer = self.built(build::peer_service(self.cluster))?;
         let client = self.built(build::client_service(self.cluster))?;
-        let pdb = self.built(build::pod_disruption_budget(self.cluster))?;
+        let pdb = self.built(build::pod_disruption_budget(self.cluster, voters))?;
         apply(&self.api::<Service>(), "Service", &peer).await?;
         apply(&self.api::<Service>(), "Service", &client).await?;
         apply(
@@ -193,6 +227,7 @@ impl Executor<'_> {
                         initial_cluster: &initial,
                         state: InitialState::New,
                     },
+                    volume_step(action),
                 )
                 .await
             }
@@ -212,6 +247,7 @@ impl Executor<'_> {
                         initial_cluster,
                         state: InitialState::Existing,
                     },
+                    volume_step(action),
                 )
                 .await
             }
@@ -251,16 +287,36 @@ impl Executor<'_> {
         }
     }
 
-    /// Creates the member's PVC (if missing) before its Pod, so the Pod never starts without its
-    /// data volume.
-    async fn create_member(&self, member: &str, pod: &MemberPod<'_>) -> Result<(), ExecError> {
+    /// Creates the member's PVC (if missing and `volume` allows it) before its Pod, so the Pod
+    /// never starts without its data volume. With [`VolumeStep::MustExist`] the PVC is only
+    /// checked: if it is deleted after this check, the Pod cannot start on it (the scheduler
+    /// refuses a PVC being deleted, and nothing here creates a new one).
+    async fn create_member(
+        &self,
+        member: &str,
+        pod: &MemberPod<'_>,
+        volume: VolumeStep,
+    ) -> Result<(), ExecError> {
         let pvc = self.built(build::member_pvc(self.cluster, member))?;
-        create(
-            &self.api::<PersistentVolumeClaim>(),
-            "PersistentVolumeClaim",
-            &pvc,
-        )
-        .await?;
+        let api = self.api::<PersistentVolumeClaim>();
+        match volume {
+            VolumeStep::Create => create(&api, "PersistentVolumeClaim", &pvc).await?,
+            VolumeStep::MustExist => {
+                let name = pvc.name_any();
+                let found = api.get_opt(&name).await.map_err(|source| ExecError::Kube {
+                    verb: "get",
+                    kind: "PersistentVolumeClaim",
+                    name: name.clone(),
+                    source,
+                })?;
+                if found.is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
+                    return Err(ExecError::VolumeMissing {
+                        member: member.to_owned(),
+                        pvc: name,
+                    });
+                }
+            }
+        }
         let pod = self.built(build::member_pod(self.cluster, pod))?;
         create(&self.api::<Pod>(), "Pod", &pod).await
     }
@@ -310,4 +366,40 @@ where
             name,
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etcd_api::validation::EtcdVersion;
+
+    fn create_pod(reason: PodReason) -> Action {
+        Action::CreateMemberPod {
+            member: "main-1".into(),
+            initial_cluster: vec![],
+            version: EtcdVersion::parse("3.5.1").unwrap(),
+            reason,
+        }
+    }
+
+    /// Issue 17: a member that restarts must find its data. If its PVC vanished between the
+    /// observation and this step, creating a fresh one would start etcd with an empty data
+    /// directory under the old member ID (`--initial-cluster-state existing`, no log): a Raft
+    /// safety violation. Only a new member or the seed of a new cluster gets a new volume.
+    #[test]
+    fn restarting_a_member_never_creates_its_volume() {
+        assert_eq!(
+            volume_step(&create_pod(PodReason::Restart)),
+            VolumeStep::MustExist
+        );
+        assert_eq!(
+            volume_step(&create_pod(PodReason::NewMember)),
+            VolumeStep::Create
+        );
+        let seed = Action::BootstrapSeed {
+            member: "main-0".into(),
+            version: EtcdVersion::parse("3.5.1").unwrap(),
+        };
+        assert_eq!(volume_step(&seed), VolumeStep::Create);
+    }
 }

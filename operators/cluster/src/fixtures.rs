@@ -45,6 +45,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
         cluster_id: None,
         pods: BTreeMap::new(),
         pvcs: BTreeMap::new(),
+        alarms: vec![],
     }
 }
 
@@ -92,6 +93,8 @@ pub(crate) trait Build {
     fn pods(self, ordinals: &[u32]) -> Self;
     fn terminating(self, ordinal: u32) -> Self;
     fn pvcs(self, ordinals: &[u32]) -> Self;
+    /// The kubelet reports these members' Pods Ready (they must have Pods).
+    fn ready(self, ordinals: &[u32]) -> Self;
     fn existed(self, ordinals: &[u32], version: &str) -> Self;
 }
 
@@ -104,13 +107,32 @@ impl Build for Observed {
     }
     fn pods(mut self, ordinals: &[u32]) -> Self {
         for &o in ordinals {
-            self.pods.insert(name(o), PodState { terminating: false });
+            self.pods.insert(
+                name(o),
+                PodState {
+                    terminating: false,
+                    ready: false,
+                },
+            );
         }
         self
     }
     fn terminating(mut self, ordinal: u32) -> Self {
-        self.pods
-            .insert(name(ordinal), PodState { terminating: true });
+        self.pods.insert(
+            name(ordinal),
+            PodState {
+                terminating: true,
+                ready: false,
+            },
+        );
+        self
+    }
+    fn ready(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            if let Some(pod) = self.pods.get_mut(&name(o)) {
+                pod.ready = true;
+            }
+        }
         self
     }
     fn pvcs(mut self, ordinals: &[u32]) -> Self {

@@ -35,7 +35,7 @@ struct Args {
     /// Name of the Lease.
     #[arg(long, default_value = "etcd-cluster-operator")]
     lease_name: String,
-    /// This replica's identity in the Lease (the Pod name).
+    /// This replica's identity in the Lease (the Pod name; default: the hostname).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Address of the /healthz, /readyz and /metrics endpoints.
@@ -44,6 +44,10 @@ struct Args {
     /// How long a voting member may be unhealthy before it is replaced.
     #[arg(long, default_value = "300", value_name = "SECONDS")]
     dead_member_after_seconds: u64,
+    /// How long a learner may go without answering (not started, not caught up) before it is
+    /// removed and replaced. It holds no vote: removing it never touches quorum.
+    #[arg(long, default_value = "600", value_name = "SECONDS")]
+    learner_deadline_seconds: u64,
     /// Timeout of each etcd call.
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
@@ -69,10 +73,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // kube-rs and etcd-client bring two rustls crypto providers; pick one for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube::Client::try_default().await?;
-    let identity = args
-        .identity
-        .clone()
-        .unwrap_or_else(|| format!("etcd-cluster-operator-{}", std::process::id()));
+    // The Pod name, else the hostname; never the PID (1 in every container), or two replicas
+    // could share an identity and both hold the Lease.
+    let identity = operator_runtime::lease_identity(
+        args.identity.as_deref(),
+        operator_runtime::hostname().as_deref(),
+    )?;
 
     let readiness = Readiness::default();
     let mut registry = operator_runtime::metrics::new_registry();
@@ -103,8 +109,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         events: Events::new(client.clone(), "etcd-cluster-operator", Some(identity)),
         client,
         backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+        refusals: FailureBackoff::new(Duration::from_millis(500), Duration::from_secs(30)),
         policy: Policy {
             dead_after: Duration::from_secs(args.dead_member_after_seconds),
+            learner_deadline: Duration::from_secs(args.learner_deadline_seconds),
         },
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         unhealthy: UnhealthySince::default(),

@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::naming::ClusterName;
-use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
+use crate::state::{Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState};
 use crate::{build, status};
 
 pub use etcd_api::restore::RETAINED_BY_RESTORE_LABEL;
@@ -69,6 +69,14 @@ impl UnhealthySince {
     fn healthy(&self, uid: &str, member: u64) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.remove(&(uid.to_owned(), member));
+    }
+
+    /// Forgets every member of cluster `uid`: while no member list can be had, nothing tells
+    /// whether a member that was down came back, so its grace period starts again once the list
+    /// is back (issue 17: it was removed the moment quorum returned). Only delays a removal.
+    fn unknown(&self, uid: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|(cluster, _), _| cluster != uid);
     }
 }
 
@@ -143,6 +151,24 @@ pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<St
     members.iter().map(|m| name.client_url(m)).collect()
 }
 
+/// Client URLs of listed members that were not asked: members added by hand (not ours, so no
+/// Pod or status entry of ours names them). Without asking them they always look unhealthy and
+/// are eventually removed as dead however well they serve.
+pub fn unasked_client_urls(asked: &[String], view: &ClusterView) -> Vec<String> {
+    let Some((_, members)) = &view.membership else {
+        return vec![];
+    };
+    let mut urls: Vec<String> = members
+        .iter()
+        .filter(|m| !view.statuses.contains_key(&m.id))
+        .filter_map(|m| m.client_urls.first().cloned())
+        .filter(|url| !asked.contains(url))
+        .collect();
+    urls.sort();
+    urls.dedup();
+    urls
+}
+
 /// The cluster's namespace and name.
 pub fn cluster_name(cluster: &EtcdCluster) -> ClusterName {
     ClusterName::new(cluster.namespace().unwrap_or_default(), cluster.name_any())
@@ -160,8 +186,12 @@ pub fn to_observed(
     let name = cluster_name(cluster);
     let uid = cluster.uid().unwrap_or_default();
     let previous = cluster.status.clone().unwrap_or_default();
+    let alarms = alarms_of(view, &name);
     let membership = match &view.membership {
-        None => Membership::Unknown,
+        None => {
+            unhealthy.unknown(&uid);
+            Membership::Unknown
+        }
         Some((_, members)) => Membership::Known(
             members
                 .iter()
@@ -188,6 +218,7 @@ pub fn to_observed(
             .map(|(member, pod)| {
                 let state = PodState {
                     terminating: pod.metadata.deletion_timestamp.is_some(),
+                    ready: pod_ready(pod),
                 };
                 (member.clone(), state)
             })
@@ -203,7 +234,48 @@ pub fn to_observed(
                 (member.clone(), state)
             })
             .collect(),
+        alarms,
     }
+}
+
+/// Whether the kubelet reports the Pod Ready (its readiness probe passes).
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// Every alarm any member reported, once, named by the member that raised it.
+fn alarms_of(view: &ClusterView, cluster: &ClusterName) -> Vec<MemberAlarm> {
+    let members = view.membership.as_ref().map(|(_, m)| m.as_slice());
+    let name_of = |id: u64| {
+        let info = members.and_then(|m| m.iter().find(|m| m.id == id));
+        info.and_then(|m| {
+            m.peer_urls
+                .first()
+                .and_then(|url| cluster.member_of_peer_url(url))
+                .or_else(|| (!m.name.is_empty()).then(|| m.name.clone()))
+        })
+        .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let mut alarms: Vec<MemberAlarm> = view
+        .statuses
+        .values()
+        .filter_map(|s| s.as_ref().ok())
+        .flat_map(MemberStatus::alarms)
+        .map(|a| MemberAlarm {
+            member: name_of(a.member_id),
+            alarm: a.kind,
+        })
+        .collect();
+    alarms.sort();
+    alarms.dedup();
+    alarms
 }
 
 fn member_from(
@@ -322,6 +394,188 @@ mod tests {
         assert_eq!(
             member_storage(&storage("1Gi", Some("slow")), pvcs.iter()),
             Some(storage("1Gi", Some("fast")))
+        );
+    }
+
+    fn etcd_cluster() -> EtcdCluster {
+        let mut cluster = EtcdCluster::new(
+            "main",
+            etcd_api::EtcdClusterSpec {
+                size: 3,
+                version: "3.5.1".into(),
+                repository: "gcr.io/etcd-development/etcd".into(),
+                paused: false,
+                storage: StorageSpec::default(),
+                pod: None,
+                etcd_options: None,
+            },
+        );
+        cluster.metadata.namespace = Some("db".into());
+        cluster.metadata.uid = Some("uid-1".into());
+        cluster
+    }
+
+    fn no_objects() -> KubeObservation {
+        KubeObservation {
+            pods: BTreeMap::new(),
+            pvcs: BTreeMap::new(),
+        }
+    }
+
+    fn info(id: u64) -> MemberInfo {
+        let names = ClusterName::new("db", "main");
+        let member = names.member_name(u32::try_from(id).unwrap());
+        MemberInfo {
+            id,
+            name: member.clone(),
+            peer_urls: vec![names.peer_url(&member)],
+            client_urls: vec![names.client_url(&member)],
+            learner: false,
+        }
+    }
+
+    fn answer(id: u64, leader: u64, errors: &[&str]) -> Result<MemberStatus, String> {
+        Ok(MemberStatus {
+            id,
+            version: "3.5.1".into(),
+            leader_id: leader,
+            errors: errors.iter().map(|e| (*e).to_owned()).collect(),
+            ..MemberStatus::default()
+        })
+    }
+
+    /// Member 0 answers, member 1 does not.
+    fn view_with_one_down() -> ClusterView {
+        ClusterView {
+            membership: Some((7, vec![info(0), info(1)])),
+            statuses: [(0, answer(0, 0, &[])), (1, Err("refused".into()))].into(),
+            unreached: BTreeMap::new(),
+        }
+    }
+
+    fn unhealthy_for(observed: &Observed, id: u64) -> Option<Duration> {
+        match &observed.membership {
+            Membership::Known(members) => members.iter().find(|m| m.id == id).and_then(|m| match m
+                .health
+            {
+                MemberHealth::Unhealthy { unhealthy_for } => Some(unhealthy_for),
+                MemberHealth::Healthy { .. } => None,
+            }),
+            Membership::Unknown => None,
+        }
+    }
+
+    /// Issue 17: while no member list can be had (quorum lost), nobody can tell whether a member
+    /// that was down before came back meanwhile; its grace period starts again once the list is
+    /// back, so it is not removed the moment quorum returns.
+    #[test]
+    fn the_grace_clock_restarts_after_the_member_list_was_unknown() {
+        let (cluster, kube, clock) = (etcd_cluster(), no_objects(), UnhealthySince::default());
+        let t0 = Instant::now();
+        let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, t0);
+        assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+        let outage = ClusterView {
+            membership: None,
+            statuses: BTreeMap::new(),
+            unreached: BTreeMap::new(),
+        };
+        let during = t0 + Duration::from_secs(60);
+        let observed = to_observed(&cluster, &kube, &outage, &clock, during);
+        assert_eq!(observed.membership, Membership::Unknown);
+        let back = t0 + Duration::from_secs(900);
+        let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, back);
+        assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+    }
+
+    /// Issue 17: a member added by hand is asked through its own client URL, once the member
+    /// list names it.
+    #[test]
+    fn members_added_by_hand_are_asked_too() {
+        let mut foreign = info(9);
+        foreign.name = "hand-made".into();
+        foreign.peer_urls = vec!["http://10.1.2.3:2380".into()];
+        foreign.client_urls = vec!["http://10.1.2.3:2379".into()];
+        let mut unstarted = info(5);
+        unstarted.client_urls.clear();
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1), foreign, unstarted])),
+            ..view_with_one_down()
+        };
+        let asked = vec![
+            ClusterName::new("db", "main").client_url("main-0"),
+            ClusterName::new("db", "main").client_url("main-1"),
+        ];
+        assert_eq!(unasked_client_urls(&asked, &view), ["http://10.1.2.3:2379"]);
+    }
+
+    /// Issue 17 (defect 5): the kubelet's readiness of a member Pod is observed, as the second
+    /// observer of a member's health.
+    #[test]
+    fn pod_readiness_is_observed() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let pod = |ready: &str| Pod {
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        };
+        let kube = KubeObservation {
+            pods: [
+                ("main-0".to_owned(), pod("True")),
+                ("main-1".to_owned(), pod("False")),
+                ("main-2".to_owned(), Pod::default()),
+            ]
+            .into(),
+            pvcs: BTreeMap::new(),
+        };
+        let clock = UnhealthySince::default();
+        let observed = to_observed(
+            &etcd_cluster(),
+            &kube,
+            &view_with_one_down(),
+            &clock,
+            Instant::now(),
+        );
+        let ready: Vec<bool> = observed.pods.values().map(|p| p.ready).collect();
+        assert_eq!(ready, [true, false, false]);
+    }
+
+    /// Issue 17: etcd lists every alarm of the cluster in every member's Status. An alarm is not
+    /// ill health: the members stay healthy voters and the alarms are reported with the member
+    /// that raised them.
+    #[test]
+    fn alarms_are_reported_and_leave_members_healthy() {
+        let (cluster, kube, clock) = (etcd_cluster(), no_objects(), UnhealthySince::default());
+        let nospace = "memberID:1 alarm:NOSPACE";
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1)])),
+            statuses: [(0, answer(0, 0, &[nospace])), (1, answer(1, 0, &[nospace]))].into(),
+            unreached: BTreeMap::new(),
+        };
+        let view = ClusterView {
+            statuses: view
+                .statuses
+                .into_iter()
+                .map(|(id, s)| (id, s.map(|s| MemberStatus { leader_id: 1, ..s })))
+                .collect(),
+            ..view
+        };
+        let observed = to_observed(&cluster, &kube, &view, &clock, Instant::now());
+        let Membership::Known(members) = &observed.membership else {
+            panic!("{observed:?}")
+        };
+        assert!(members.iter().all(Member::healthy), "{members:?}");
+        assert_eq!(
+            observed.alarms,
+            vec![crate::state::MemberAlarm {
+                member: "main-1".into(),
+                alarm: "NOSPACE".into()
+            }]
         );
     }
 

@@ -42,6 +42,18 @@ pub struct Observed {
     pub pods: BTreeMap<String, PodState>,
     /// Member PVCs of this cluster, by name.
     pub pvcs: BTreeMap<String, PvcState>,
+    /// Alarms the members report (NOSPACE, CORRUPT), by the member that raised them; sorted.
+    /// Not ill health: a member with an alarm still votes and serves reads.
+    pub alarms: Vec<MemberAlarm>,
+}
+
+/// An etcd alarm and the member that raised it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MemberAlarm {
+    /// The member's name (its peer URL, or its hexadecimal ID, when not one of ours).
+    pub member: String,
+    /// `NOSPACE`, `CORRUPT`.
+    pub alarm: String,
 }
 
 /// What etcd said about its members.
@@ -92,6 +104,10 @@ pub enum MemberHealth {
 pub struct PodState {
     /// Its deletion has been requested.
     pub terminating: bool,
+    /// The kubelet reports it Ready: its readiness probe (etcd's `/health?exclude=NOSPACE`: a
+    /// leader, a read served) passes. A second observer, independent of the operator's network
+    /// path to the member.
+    pub ready: bool,
 }
 
 /// A member PVC.
@@ -103,14 +119,38 @@ pub struct PvcState {
     pub terminating: bool,
 }
 
-impl Member {
-    /// The member's name: its own once started, else the one its peer URL designates.
-    pub fn member_name(&self, cluster: &ClusterName) -> Option<String> {
-        if self.name.is_empty() {
-            cluster.member_of_peer_url(&self.peer_url)
-        } else {
-            Some(self.name.clone())
+impl Observed {
+    /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or
+    /// without one, the larger of the members last known and `spec.size` (erring towards a
+    /// stricter budget).
+    pub fn budget_voters(&self) -> usize {
+        match &self.membership {
+            Membership::Known(members) => members.iter().filter(|m| !m.learner).count(),
+            Membership::Unknown => self
+                .last_known_members
+                .len()
+                .max(usize::try_from(self.spec.size).unwrap_or(0)),
         }
+    }
+}
+
+impl Member {
+    /// The member's name if it is one of ours: the one its peer URL designates (ours embed the
+    /// member name; a member added by hand has another peer URL, whatever name it gave itself,
+    /// and is never taken for one of ours: it has no Pod or PVC of ours to judge it by).
+    pub fn member_name(&self, cluster: &ClusterName) -> Option<String> {
+        cluster.member_of_peer_url(&self.peer_url)
+    }
+
+    /// A name for messages: ours, else the name it gave itself, else its peer URL.
+    pub fn display_name(&self, cluster: &ClusterName) -> String {
+        self.member_name(cluster).unwrap_or_else(|| {
+            if self.name.is_empty() {
+                self.peer_url.clone()
+            } else {
+                self.name.clone()
+            }
+        })
     }
 
     /// Whether it has started once (etcd knows its name).

@@ -23,7 +23,7 @@
 //! `last_known_members` and `last_known_version` come from [`last_known_members`] and
 //! [`last_known_version`] of the previous status.
 
-use etcd_api::condition::{ConditionUpdate, Time, set_condition, types};
+use etcd_api::condition::{ConditionUpdate, Time, find_condition, set_condition, types};
 use etcd_api::validation::EtcdVersion;
 use etcd_api::{ClusterPhase, EtcdClusterStatus, MemberStatus};
 
@@ -74,6 +74,11 @@ pub mod reasons {
     pub const WOULD_LOSE_QUORUM: &str = "WouldLoseQuorum";
     /// Progressing, Degraded, event: a voter does not answer.
     pub const MEMBER_UNHEALTHY: &str = "MemberUnhealthy";
+    /// Available, Degraded: a member raised an etcd alarm (NOSPACE, CORRUPT); quorum holds.
+    pub const ALARM_RAISED: &str = "AlarmRaised";
+    /// Available, Progressing, Degraded, event: quorum holds (a linearizable read succeeded) but
+    /// the operator reaches fewer than a majority of the voters.
+    pub const MEMBERS_UNREACHABLE: &str = "MembersUnreachable";
     /// Degraded: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
     /// Event: the seed member of a new cluster was created.
@@ -103,6 +108,75 @@ pub struct ActionEvent {
     pub reason: &'static str,
     /// What happened, for humans.
     pub note: String,
+}
+
+/// A step of a reconcile that failed: a Kubernetes API call (e.g. a 403 for a verb the
+/// operator's role lacks) or an etcd call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepFailure {
+    /// PascalCase cause ([`crate::execute::ExecError::reason`]).
+    pub reason: &'static str,
+    /// The error, naming the object and the API's answer.
+    pub message: String,
+}
+
+/// Records a failed step in `status`: Degraded turns True with the step's reason and the error,
+/// which names the object and the API's answer (a 403 names the missing verb), so the failure
+/// shows in `kubectl describe`, not only in the operator's log. A Degraded that was already True
+/// (quorum lost, an unhealthy member) is kept in the message.
+pub fn record_failure(
+    status: &mut EtcdClusterStatus,
+    failure: &StepFailure,
+    generation: Option<i64>,
+    now: Time,
+) {
+    let also = find_condition(&status.conditions, types::DEGRADED)
+        .filter(|c| c.status == "True")
+        .map(|c| format!("; also {}: {}", c.reason, c.message))
+        .unwrap_or_default();
+    let update = ConditionUpdate::new(
+        types::DEGRADED,
+        true,
+        failure.reason,
+        format!("{}{also}", failure.message),
+    );
+    set_condition(&mut status.conditions, update, generation, &now);
+}
+
+/// The Warning event for a failed step (published when the status changed, so a step that keeps
+/// failing the same way is not repeated on every retry).
+pub fn failure_event(failure: &StepFailure) -> ActionEvent {
+    // Event notes are limited to 1 kB.
+    let mut note = format!("{}; retried with back-off", failure.message);
+    if note.len() > 1000 {
+        let mut cut = 1000;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    ActionEvent {
+        warning: true,
+        reason: failure.reason,
+        note,
+    }
+}
+
+/// Consecutive "retry later" answers after which a refusal is reported. The controller backs
+/// off from 0.5 s doubling to 30 s, so 8 in a row is about a minute of refusals: far past the
+/// ~5 s etcd refuses after every membership change (etcd-facts.md).
+pub const PERSISTENT_REFUSALS: u32 = 8;
+
+/// The failure to report for the `consecutive`-th "retry later" in a row, once it persists:
+/// the status then says which step is stuck and why (the step's error names it).
+pub fn refusal_report(consecutive: u32, message: &str) -> Option<StepFailure> {
+    (consecutive >= PERSISTENT_REFUSALS).then(|| StepFailure {
+        reason: "EtcdRetryLater",
+        message: format!(
+            "etcd refused the next step at least {PERSISTENT_REFUSALS} times in a row, retried \
+             with back-off: {message}"
+        ),
+    })
 }
 
 /// The status to report for `observed` when the planner chose `action`.
@@ -234,6 +308,17 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 DEAD_WHY
             ),
         ),
+        Action::RemoveMember {
+            member,
+            id,
+            reason: RemovalReason::LearnerStuck,
+        } => warning(
+            reasons::MEMBER_REMOVED,
+            format!(
+                "Removed learner {member} (ID {id:x}): it did not start or catch up within its \
+                 deadline (check its Pod's events and logs); a new member replaces it"
+            ),
+        ),
         Action::DeletePod { member } => normal(
             reasons::MEMBER_POD_DELETED,
             format!("Deleted Pod {member}: it is not an etcd member"),
@@ -250,6 +335,10 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             format!("Deleted PVC {name} of a removed member (reclaimPolicy: Delete)"),
         ),
         Action::Refuse(errors) => warning(reasons::INVALID_SPEC, invalid_spec_message(errors)),
+        Action::Wait(WaitReason::MembersUnreachable { reachable, voters }) => warning(
+            reasons::MEMBERS_UNREACHABLE,
+            members_unreachable_message(*reachable, *voters),
+        ),
         Action::Wait(WaitReason::QuorumLost { healthy, voters }) => warning(
             reasons::QUORUM_LOST,
             quorum_lost_message(*healthy, *voters, &[]),
@@ -347,11 +436,18 @@ impl<'a> Facts<'a> {
             && self.observed.last_known_members.is_empty()
     }
 
+    /// Only without a member list: one is known only after a linearizable read succeeded, so
+    /// with one etcd confirmed quorum, however few members the operator reaches.
     fn quorum_lost(&self) -> bool {
         match self.known {
             None => !self.bootstrapping(),
-            Some(_) => self.healthy_voters < quorum(self.voters),
+            Some(_) => false,
         }
+    }
+
+    /// A member list (quorum confirmed) but the operator reaches a minority of the voters.
+    fn minority_reached(&self) -> bool {
+        self.known.is_some() && self.healthy_voters < quorum(self.voters)
     }
 
     fn size(&self) -> i32 {
@@ -382,9 +478,7 @@ impl<'a> Facts<'a> {
 }
 
 fn display_name(cluster: &ClusterName, member: &Member) -> String {
-    member
-        .member_name(cluster)
-        .unwrap_or_else(|| member.peer_url.clone())
+    member.display_name(cluster)
 }
 
 /// Sorts by member ordinal; names that are not ours go last, by name.
@@ -473,6 +567,14 @@ fn available(facts: &Facts) -> ConditionUpdate {
         )
     } else if facts.quorum_lost() {
         (false, reasons::QUORUM_LOST, facts.quorum_lost_message())
+    } else if facts.minority_reached() {
+        (
+            false,
+            reasons::MEMBERS_UNREACHABLE,
+            members_unreachable_message(facts.healthy_voters, facts.voters),
+        )
+    } else if !facts.observed.alarms.is_empty() {
+        (false, reasons::ALARM_RAISED, alarm_message(facts))
     } else if !facts.unhealthy_voters.is_empty() {
         (
             false,
@@ -577,6 +679,17 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::REPLACING_MEMBER,
             format!("Removing dead member {member}; a new member replaces it"),
         ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::LearnerStuck,
+            ..
+        } => active(
+            reasons::REPLACING_MEMBER,
+            format!(
+                "Removing learner {member}: it did not start or catch up within its deadline; a \
+                 new member replaces it"
+            ),
+        ),
         Action::DeletePod { member } => active(
             reasons::DELETING_POD,
             format!("Deleting Pod {member}: it is not an etcd member"),
@@ -631,6 +744,11 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::INVALID_SPEC,
             "The spec cannot be acted on; the Degraded condition names the field".to_owned(),
         ),
+        Action::Wait(WaitReason::MembersUnreachable { .. }) => still(
+            reasons::MEMBERS_UNREACHABLE,
+            "Nothing is changed while the operator cannot reach a majority of the members"
+                .to_owned(),
+        ),
         Action::Wait(WaitReason::QuorumLost { .. }) => still(
             reasons::QUORUM_LOST,
             "Nothing is changed while quorum is lost".to_owned(),
@@ -659,6 +777,10 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
     };
     match action {
         Action::Refuse(errors) => wrong(reasons::INVALID_SPEC, invalid_spec_message(errors)),
+        Action::Wait(WaitReason::MembersUnreachable { reachable, voters }) => wrong(
+            reasons::MEMBERS_UNREACHABLE,
+            members_unreachable_message(*reachable, *voters),
+        ),
         Action::Wait(WaitReason::QuorumLost { .. }) => {
             wrong(reasons::QUORUM_LOST, facts.quorum_lost_message())
         }
@@ -688,7 +810,21 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::MEMBER_UNHEALTHY,
             format!("Member {member} is dead ({DEAD_WHY}); it is removed and replaced"),
         ),
+        Action::RemoveMember {
+            member,
+            reason: RemovalReason::LearnerStuck,
+            ..
+        } => wrong(
+            reasons::MEMBER_UNHEALTHY,
+            format!(
+                "Learner {member} did not start or catch up within its deadline; it is removed \
+                 and replaced"
+            ),
+        ),
         _ if facts.quorum_lost() => wrong(reasons::QUORUM_LOST, facts.quorum_lost_message()),
+        _ if !facts.observed.alarms.is_empty() => {
+            wrong(reasons::ALARM_RAISED, alarm_message(facts))
+        }
         _ if !facts.unhealthy_voters.is_empty() => wrong(
             reasons::MEMBER_UNHEALTHY,
             format!(
@@ -726,9 +862,12 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
             ClusterPhase::QuorumLost
         }
         _ if facts.quorum_lost() => ClusterPhase::QuorumLost,
-        Action::Wait(WaitReason::WouldLoseQuorum { .. })
+        _ if !facts.observed.alarms.is_empty() => ClusterPhase::Degraded,
+        Action::Wait(
+            WaitReason::WouldLoseQuorum { .. } | WaitReason::MembersUnreachable { .. },
+        )
         | Action::RemoveMember {
-            reason: RemovalReason::Dead,
+            reason: RemovalReason::Dead | RemovalReason::LearnerStuck,
             ..
         } => ClusterPhase::Degraded,
         _ if upgrade_step => ClusterPhase::Upgrading,
@@ -736,6 +875,46 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         Action::Converged => ClusterPhase::Running,
         _ => ClusterPhase::Scaling,
     }
+}
+
+/// Each alarm with the member that raised it and what it means; quorum holds (an alarm is never
+/// reported as quorum loss: a restore is not the answer to it).
+fn alarm_message(facts: &Facts) -> String {
+    let each: Vec<String> = facts
+        .observed
+        .alarms
+        .iter()
+        .map(|a| {
+            let meaning = match a.alarm.as_str() {
+                "NOSPACE" => {
+                    "the database reached its quota: etcd refuses writes until it is compacted, \
+                     defragmented and the alarm disarmed, or the quota raised"
+                }
+                "CORRUPT" => "its data differs from the other members'",
+                _ => "see the etcd documentation",
+            };
+            format!(
+                "{} alarm raised by member {} ({meaning})",
+                a.alarm, a.member
+            )
+        })
+        .collect();
+    format!(
+        "{}; quorum holds ({} of {} voting members answer) and members serve reads",
+        each.join("; "),
+        facts.healthy_voters,
+        facts.voters
+    )
+}
+
+/// Quorum holds (etcd served a linearizable read), the operator reaches a minority: not quorum
+/// loss, and no restore.
+fn members_unreachable_message(reachable: usize, voters: usize) -> String {
+    format!(
+        "The operator reaches {reachable} of {voters} voting members, but etcd confirmed quorum \
+         (a linearizable read succeeded): check the network between the operator and the \
+         members. Nothing is removed meanwhile"
+    )
 }
 
 fn invalid_spec_message(errors: &[etcd_api::validation::FieldError]) -> String {

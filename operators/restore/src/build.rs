@@ -99,6 +99,29 @@ fn version_of(cluster: &EtcdCluster) -> Result<EtcdVersion, SeedBuildError> {
     })
 }
 
+/// The merge patch that holds (`Some(restore)`) or releases (`None`) the cluster. With the
+/// resourceVersion the restore observed, the API server applies it only if the cluster did not
+/// change since (409 otherwise, retried after a new observation): two restores that both saw
+/// the cluster free cannot both hold it (issue 17).
+pub fn hold_patch(holder: Option<&str>, resource_version: Option<&str>) -> serde_json::Value {
+    let mut patch =
+        serde_json::json!({"metadata": {"annotations": {RESTORING_ANNOTATION: holder}}});
+    if let Some(version) = resource_version {
+        patch["metadata"]["resourceVersion"] = serde_json::json!(version);
+    }
+    patch
+}
+
+/// Whether a Pod or PVC named like our seed is ours: not marked by another EtcdRestore. (An
+/// unmarked one is: the cluster operator recreates the seed's Pod after the hand-over without
+/// the mark.) A restore that lost the race for the hold must not delete the winner's seed.
+pub fn is_own_seed(meta: &ObjectMeta, restore: &str) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(RESTORED_BY_ANNOTATION))
+        .is_none_or(|by| by == restore)
+}
+
 fn mark(meta: &mut ObjectMeta, restore: &EtcdRestore) {
     meta.annotations
         .get_or_insert_with(Default::default)
@@ -211,6 +234,16 @@ pub fn new_cluster(restore: &EtcdRestore, namespace: &str) -> Option<EtcdCluster
             .collect(),
     );
     Some(cluster)
+}
+
+/// The merge patch that marks an old member PVC retained by `restore`: the label, and no owner
+/// reference (`null` removes the field), so the garbage collector never deletes it with the
+/// EtcdCluster, whatever its `reclaimPolicy`. Retained means retained.
+pub fn retain_patch(restore: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {
+        "labels": {etcd_api::restore::RETAINED_BY_RESTORE_LABEL: restore},
+        "ownerReferences": null,
+    }})
 }
 
 #[cfg(test)]
@@ -356,5 +389,53 @@ mod tests {
         let c = new_cluster(&r, "db").unwrap();
         assert_eq!(c.metadata.annotations.unwrap()[RESTORING_ANNOTATION], "r1");
         assert_eq!(c.metadata.namespace.as_deref(), Some("db"));
+    }
+
+    /// Issue 17 (defect 13): a retained PVC keeps no owner reference, or the garbage collector
+    /// deletes it with the EtcdCluster under `reclaimPolicy: Delete`: retained means retained.
+    #[test]
+    fn retaining_a_pvc_drops_its_owner_reference() {
+        assert_eq!(
+            retain_patch("r1"),
+            serde_json::json!({"metadata": {
+                "labels": {etcd_api::restore::RETAINED_BY_RESTORE_LABEL: "r1"},
+                "ownerReferences": null,
+            }})
+        );
+    }
+
+    /// Issue 17 (defect 11): two EtcdRestores of one cluster must not both hold it. The hold is
+    /// a merge patch carrying the resourceVersion the restore observed: the API server refuses
+    /// it (409) if anything changed the cluster since, e.g. another restore's hold.
+    #[test]
+    fn the_hold_is_conditional_on_the_observed_cluster() {
+        assert_eq!(
+            hold_patch(Some("r1"), Some("42")),
+            serde_json::json!({"metadata": {
+                "annotations": {RESTORING_ANNOTATION: "r1"},
+                "resourceVersion": "42",
+            }})
+        );
+        assert_eq!(
+            hold_patch(None, Some("43")),
+            serde_json::json!({"metadata": {
+                "annotations": {RESTORING_ANNOTATION: null},
+                "resourceVersion": "43",
+            }})
+        );
+    }
+
+    /// Issue 17 (defect 11): a restore that lost the race for the hold cleans up only its own
+    /// seed: a Pod or PVC with the seed's name that another restore created is not its own.
+    /// (One without the mark is: the cluster operator recreates the seed's Pod unmarked.)
+    #[test]
+    fn another_restores_seed_is_not_ours() {
+        let marked = |by: Option<&str>| ObjectMeta {
+            annotations: by.map(|by| [(RESTORED_BY_ANNOTATION.to_owned(), by.to_owned())].into()),
+            ..ObjectMeta::default()
+        };
+        assert!(is_own_seed(&marked(Some("r1")), "r1"));
+        assert!(is_own_seed(&marked(None), "r1"));
+        assert!(!is_own_seed(&marked(Some("r2")), "r1"));
     }
 }

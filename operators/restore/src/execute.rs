@@ -2,7 +2,6 @@
 //! hand-over, outcome) are written by the controller; this module does the object changes.
 //! Every change is idempotent: creating what exists or deleting what is gone is success.
 
-use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
 use etcd_api::{EtcdCluster, EtcdRestore};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
@@ -11,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::{self, SeedBuildError};
-use crate::plan::{Snapshot, Step};
+use crate::plan::{FINALIZER, Snapshot, Step};
 
 /// A step that could not be performed (the reconcile retries with back-off).
 #[derive(Debug, thiserror::Error)]
@@ -113,9 +112,7 @@ impl Executor<'_> {
             Step::Hold => self.annotate(Some(self.restore.name_any())).await,
             Step::Release => self.annotate(None).await,
             Step::RetainPvc { name } => {
-                let patch = serde_json::json!({"metadata": {"labels": {
-                    RETAINED_BY_RESTORE_LABEL: self.restore.name_any()
-                }}});
+                let patch = build::retain_patch(&self.restore.name_any());
                 self.api::<PersistentVolumeClaim>()
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
@@ -160,6 +157,9 @@ impl Executor<'_> {
                 )
                 .await
             }
+            Step::AddFinalizer | Step::RemoveFinalizer => {
+                self.set_finalizer(matches!(step, Step::AddFinalizer)).await
+            }
             Step::Done
             | Step::Fail(_)
             | Step::MarkFailed
@@ -172,9 +172,46 @@ impl Executor<'_> {
     }
 
     /// Sets (Some) or removes (None) the hold annotation on the cluster.
+    /// Adds or removes [`FINALIZER`], conditional on the restore's observed resourceVersion
+    /// (the whole list is written by a merge patch: another writer's change is not lost).
+    async fn set_finalizer(&self, present: bool) -> Result<(), ExecError> {
+        let name = self.restore.name_any();
+        let mut finalizers: Vec<String> = self
+            .restore
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        if present {
+            finalizers.push(FINALIZER.to_owned());
+        }
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": self.restore.resource_version(),
+        }});
+        match self
+            .api::<EtcdRestore>()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 && !present => Ok(()),
+            Err(source) => Err(ExecError::Kube {
+                verb: "patch",
+                kind: "EtcdRestore",
+                name,
+                source,
+            }),
+        }
+    }
+
     async fn annotate(&self, value: Option<String>) -> Result<(), ExecError> {
         let name = &self.restore.spec.cluster_name;
-        let patch = serde_json::json!({"metadata": {"annotations": {RESTORING_ANNOTATION: value}}});
+        let observed_version = self
+            .cluster
+            .and_then(|c| c.metadata.resource_version.as_deref());
+        let patch = build::hold_patch(value.as_deref(), observed_version);
         match self
             .api::<EtcdCluster>()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))

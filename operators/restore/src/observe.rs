@@ -58,6 +58,11 @@ pub async fn observe(
         source,
         credentials,
         cluster: None,
+        deleting: restore.metadata.deletion_timestamp.is_some(),
+        finalizer: restore
+            .finalizers()
+            .iter()
+            .any(|f| f == crate::plan::FINALIZER),
         seed: SeedState::default(),
     };
     let Some(found) = &cluster else {
@@ -79,8 +84,16 @@ pub async fn observe(
             .is_some();
     }
     if let Some(seed) = &seed {
-        observed.seed =
-            seed_state(client, found, &kube, seed, &observed.progress, etcd_timeout).await;
+        observed.seed = seed_state(
+            client,
+            found,
+            &kube,
+            seed,
+            &observed.name,
+            &observed.progress,
+            etcd_timeout,
+        )
+        .await;
     }
     observed.cluster = Some(state);
     Ok(Observation { observed, cluster })
@@ -286,10 +299,17 @@ pub fn cluster_state(
             .pvcs
             .iter()
             .filter(|(name, _)| not_seed(name))
+            // Retained once labelled and owned by nothing (a label without dropping the owner
+            // reference left it to the garbage collector): else it is patched again.
             .map(|(name, pvc)| {
+                let owned = pvc
+                    .metadata
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|o| !o.is_empty());
                 (
                     name.clone(),
-                    pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
+                    pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL) && !owned,
                 )
             })
             .collect(),
@@ -301,15 +321,24 @@ async fn seed_state(
     cluster: &EtcdCluster,
     kube: &KubeObservation,
     seed: &str,
+    restore: &str,
     progress: &Progress,
     etcd_timeout: Duration,
 ) -> SeedState {
+    // Objects another EtcdRestore created under the same name are not ours (issue 17).
     let mut state = SeedState {
-        pvc: kube.pvcs.contains_key(seed),
+        pvc: kube
+            .pvcs
+            .get(seed)
+            .is_some_and(|pvc| crate::build::is_own_seed(&pvc.metadata, restore)),
         pod: None,
         serving_revision: None,
     };
-    let Some(pod) = kube.pods.get(seed) else {
+    let Some(pod) = kube
+        .pods
+        .get(seed)
+        .filter(|pod| crate::build::is_own_seed(&pod.metadata, restore))
+    else {
         return state;
     };
     let init = init_status(pod);
@@ -649,5 +678,52 @@ mod tests {
         let failure = pod.init_failure.unwrap();
         assert_eq!(failure.reason, "SeedPreparationFailed");
         assert!(failure.message.contains("code 1"), "{}", failure.message);
+    }
+
+    /// Issue 17 (defect 13): a PVC labelled retained that still carries an owner reference (an
+    /// older operator labelled it without dropping it) is not retained yet: the planner patches
+    /// it again, which drops the reference.
+    #[test]
+    fn a_labelled_pvc_still_owned_is_not_retained_yet() {
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let cluster = EtcdCluster::new(
+            "main",
+            etcd_api::EtcdClusterSpec {
+                size: 3,
+                version: "3.5.1".into(),
+                repository: "gcr.io/etcd-development/etcd".into(),
+                paused: false,
+                storage: etcd_api::StorageSpec::default(),
+                pod: None,
+                etcd_options: None,
+            },
+        );
+        let pvc = |owned: bool| {
+            let mut pvc = PersistentVolumeClaim::default();
+            pvc.metadata.labels =
+                Some([(RETAINED_BY_RESTORE_LABEL.to_owned(), "r1".to_owned())].into());
+            if owned {
+                pvc.metadata.owner_references = Some(vec![OwnerReference {
+                    kind: "EtcdCluster".into(),
+                    name: "main".into(),
+                    ..OwnerReference::default()
+                }]);
+            }
+            pvc
+        };
+        let kube = etcd_cluster_operator::observe::KubeObservation {
+            pods: std::collections::BTreeMap::new(),
+            pvcs: [
+                ("main-0".to_owned(), pvc(true)),
+                ("main-1".to_owned(), pvc(false)),
+            ]
+            .into(),
+        };
+        let state = cluster_state(&cluster, &kube, Some("main-3"));
+        assert_eq!(
+            state.old_pvcs,
+            [("main-0".to_owned(), false), ("main-1".to_owned(), true)].into()
+        );
     }
 }

@@ -181,7 +181,15 @@ pub struct Observed {
     pub cluster: Option<ClusterState>,
     /// The seed (empty before the start).
     pub seed: SeedState,
+    /// Its deletion was requested (its finalizer keeps it until the hold is released).
+    pub deleting: bool,
+    /// It carries [`FINALIZER`].
+    pub finalizer: bool,
 }
+
+/// The finalizer that keeps a deleted EtcdRestore until it released its hold on the cluster:
+/// without it, deleting a restore mid-flight left the cluster held forever (issue 17).
+pub const FINALIZER: &str = "etcd.operator.rs/release-hold";
 
 /// The one next step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,6 +209,10 @@ pub enum Step {
     CreateCluster,
     /// Annotate the EtcdCluster: the cluster operator stops acting on it.
     Hold,
+    /// Add [`FINALIZER`] (before anything else while in progress).
+    AddFinalizer,
+    /// Remove [`FINALIZER`] from a deleted restore that released its hold.
+    RemoveFinalizer,
     /// Delete an old member Pod.
     DeleteOldPod {
         /// Pod name.
@@ -253,11 +265,18 @@ pub enum Waiting {
 
 /// The next step for `observed`.
 pub fn next_step(observed: &Observed) -> Step {
+    if observed.deleting {
+        return on_deletion(observed);
+    }
     let progress = &observed.progress;
     match progress.finished {
         Some(Outcome::Succeeded) => return Step::Done,
         Some(Outcome::Failing | Outcome::Failed) => return clean_up(observed),
         None => {}
+    }
+    // In progress: the finalizer first, so that deleting the restore still releases the hold.
+    if !observed.finalizer {
+        return Step::AddFinalizer;
     }
     let Some(seed_member) = &progress.seed_member else {
         return before_start(observed);
@@ -408,6 +427,17 @@ fn after_hand_over(observed: &Observed) -> Step {
         Step::Succeed
     } else {
         Step::Wait(Waiting::GrowingBack)
+    }
+}
+
+/// Deleted (the finalizer kept it): cleaned up like a failure (a seed that never ran goes, the
+/// hold is released, old members' Pods stay as they are), then the finalizer goes. A restore that
+/// already succeeded or failed only loses its finalizer.
+fn on_deletion(observed: &Observed) -> Step {
+    match clean_up(observed) {
+        Step::Done | Step::MarkFailed if observed.finalizer => Step::RemoveFinalizer,
+        Step::MarkFailed => Step::Done,
+        step => step,
     }
 }
 

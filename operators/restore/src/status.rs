@@ -209,7 +209,17 @@ pub fn event_for(step: &Step, observed: &Observed) -> Option<(bool, &'static str
             "SeedRemoved",
             format!("removed seed member {seed}, which never served"),
         ),
+        Step::Release if observed.deleting => (
+            true,
+            "HoldReleased",
+            format!(
+                "the EtcdRestore was deleted before it finished: released {cluster}, the \
+                 cluster operator acts on it again"
+            ),
+        ),
         Step::Done
+        | Step::AddFinalizer
+        | Step::RemoveFinalizer
         | Step::MarkFailed
         | Step::CreateSeedPvc
         | Step::Release
@@ -238,6 +248,8 @@ mod tests {
             force: false,
             can_create_cluster: false,
             name: "r1".into(),
+            deleting: false,
+            finalizer: true,
             cluster_name: "main".into(),
             source: Ok(Snapshot {
                 connection: etcd_api::S3Connection {

@@ -130,7 +130,7 @@ fn objects_need_namespace_and_uid() {
         cluster: "main".into(),
     };
     assert_eq!(client_service(&no_ns).unwrap_err(), missing_ns);
-    assert_eq!(pod_disruption_budget(&no_ns).unwrap_err(), missing_ns);
+    assert_eq!(pod_disruption_budget(&no_ns, 3).unwrap_err(), missing_ns);
     assert_eq!(missing_ns.reason(), "MissingNamespace");
 
     let mut no_name = etcd(spec());
@@ -173,6 +173,8 @@ fn seed_pod_has_every_flag_name_and_dns_identity() {
             "--initial-cluster=main-0=http://main-0.main.db.svc:2380",
             "--initial-cluster-state=new",
             "--initial-cluster-token=main-0b5e-11",
+            // From the default 1Gi volume (the_backend_quota_defaults_from_the_volume_size...).
+            "--quota-backend-bytes=335544320",
         ]
     );
     let ports: Vec<(Option<&str>, i32)> = container
@@ -209,7 +211,11 @@ fn probes_readiness_only() {
     assert!(container.startup_probe.is_none());
     let readiness = container.readiness_probe.as_ref().unwrap();
     let http = readiness.http_get.as_ref().unwrap();
-    assert_eq!(http.path.as_deref(), Some("/health"));
+    // Issue 17: a member with a NOSPACE alarm still serves reads; plain /health fails on every
+    // member (alarms are cluster-wide), emptying the client Service. etcd 3.4.23 and 3.5.1 both
+    // answer /health?exclude=NOSPACE with 200 under a NOSPACE alarm (measured), CORRUPT still
+    // fails it.
+    assert_eq!(http.path.as_deref(), Some("/health?exclude=NOSPACE"));
     assert_eq!(http.port, IntOrString::Int(2379));
     assert_eq!(readiness.period_seconds, Some(5));
     assert_eq!(readiness.failure_threshold, Some(3));
@@ -283,13 +289,20 @@ fn etcd_options_become_flags_and_unset_ones_do_not() {
         ..EtcdOptions::default()
     });
     let flags = args(&pod_of(&etcd(some), "main-0", InitialState::New));
-    assert_eq!(flags[10..], ["--auto-compaction-mode=revision"]);
+    // Without quotaBackendBytes the quota comes from the volume size (1Gi by default).
+    assert_eq!(
+        flags[10..],
+        [
+            "--quota-backend-bytes=335544320",
+            "--auto-compaction-mode=revision"
+        ]
+    );
 
     let mut empty = spec();
     empty.etcd_options = Some(EtcdOptions::default());
     assert_eq!(
-        args(&pod_of(&etcd(empty), "main-0", InitialState::New)).len(),
-        10
+        args(&pod_of(&etcd(empty), "main-0", InitialState::New))[10..],
+        ["--quota-backend-bytes=335544320"]
     );
 }
 
@@ -428,7 +441,8 @@ fn services_and_budget() {
     );
 
     for (size, min) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
-        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() })).unwrap();
+        let voters = usize::try_from(size).unwrap();
+        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() }), voters).unwrap();
         assert_eq!(pdb.metadata.name.as_deref(), Some("main"));
         assert_eq!(pdb.metadata.owner_references, Some(vec![owner_ref()]));
         let pdb_spec = pdb.spec.unwrap();
@@ -471,7 +485,7 @@ fn member_pods_select_into_services_and_budget() {
             .selector
             .unwrap()
     ));
-    let pdb = pod_disruption_budget(&cluster).unwrap();
+    let pdb = pod_disruption_budget(&cluster, 3).unwrap();
     assert!(selected(
         &pdb.spec.unwrap().selector.unwrap().match_labels.unwrap()
     ));
@@ -523,7 +537,7 @@ fn unchanged_spec_builds_identical_objects() {
             serde_json::to_string(&member_pvc(cluster, "main-1").unwrap()).unwrap(),
             serde_json::to_string(&peer_service(cluster).unwrap()).unwrap(),
             serde_json::to_string(&client_service(cluster).unwrap()).unwrap(),
-            serde_json::to_string(&pod_disruption_budget(cluster).unwrap()).unwrap(),
+            serde_json::to_string(&pod_disruption_budget(cluster, 3).unwrap()).unwrap(),
         ]
     };
     assert_eq!(json(&cluster), json(&cluster.clone()));
@@ -532,4 +546,57 @@ fn unchanged_spec_builds_identical_objects() {
     let a = pod.find("\"a\":\"2\"").unwrap();
     let m = pod.find("\"m\":\"3\"").unwrap();
     assert!(a < m);
+}
+
+/// Issue 17: the budget keeps a quorum of the voters that exist, not of `spec.size`: shrinking
+/// 5 → 3 removes one member at a time, and meanwhile five voters need three up.
+#[test]
+fn the_disruption_budget_follows_the_voters_that_exist() {
+    for (size, voters, min) in [(3, 5, 3), (5, 3, 2), (3, 4, 3), (1, 1, 1)] {
+        let pdb = pod_disruption_budget(&etcd(EtcdClusterSpec { size, ..spec() }), voters).unwrap();
+        assert_eq!(
+            pdb.spec.unwrap().min_available,
+            Some(IntOrString::Int(min)),
+            "size {size}, {voters} voters"
+        );
+    }
+}
+
+/// Issue 17: etcd's default backend quota (2 GiB) is larger than the default volume (1Gi): the
+/// disk fills before etcd's own NOSPACE guard trips. Without `quotaBackendBytes` the quota is
+/// derived from the volume: the WAL's 5 segments of 64 MB (384 MiB with margin) come off first,
+/// and the rest must hold the database twice (a snapshot received from the leader, or a
+/// defragmentation, writes a full second copy); etcd's suggested maximum of 8 GiB caps it.
+#[test]
+fn the_backend_quota_defaults_from_the_volume_size_with_headroom() {
+    let quota_of = |spec: EtcdClusterSpec| -> Vec<String> {
+        args(&pod_of(&etcd(spec), "main-0", InitialState::New))
+            .into_iter()
+            .filter(|a| a.starts_with("--quota-backend-bytes="))
+            .collect()
+    };
+    let mib = 1024 * 1024;
+    for (size, quota) in [
+        ("1Gi", 320 * mib),
+        ("2Gi", 832 * mib),
+        ("512Mi", 128 * mib),
+        ("100Gi", 8 * 1024 * mib),
+    ] {
+        let mut s = spec();
+        s.storage.size = Quantity(size.into());
+        assert_eq!(
+            quota_of(s),
+            [format!("--quota-backend-bytes={quota}")],
+            "volume {size}"
+        );
+    }
+    let mut explicit = spec();
+    explicit.etcd_options = Some(EtcdOptions {
+        quota_backend_bytes: Some(100 * mib),
+        ..EtcdOptions::default()
+    });
+    assert_eq!(
+        quota_of(explicit),
+        [format!("--quota-backend-bytes={}", 100 * mib)]
+    );
 }

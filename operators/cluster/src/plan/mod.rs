@@ -16,11 +16,11 @@
 //!    waits.
 //! 3. Without a member list: bootstrap the seed if the cluster never existed, restart missing
 //!    Pods of members whose data survived, otherwise report quorum loss and wait.
-//! 4. With a member list: restart missing Pods; delete Pods of non-members; promote a learner;
-//!    remove a dead member if quorum survives it; wait on quorum loss or an unhealthy member;
-//!    add one learner (scale up / replacement); remove one member (scale down, never the leader
-//!    when a follower can go); upgrade one member (followers first); delete PVCs the policy
-//!    releases.
+//! 4. With a member list: restart missing Pods; delete Pods of non-members; remove a learner
+//!    that missed its deadline; remove a dead member if quorum survives it; wait on quorum loss
+//!    or an unhealthy member; promote a learner (only while every voter answers); add one
+//!    learner (scale up / replacement); remove one member (scale down, never the leader when a
+//!    follower can go); upgrade one member (followers first); delete PVCs the policy releases.
 //!
 //! Destructive actions (remove a member, take a member down to upgrade it) are only built after
 //! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
@@ -42,12 +42,17 @@ pub struct Policy {
     /// How long a voter may be unhealthy before it is replaced. Long enough to ride out a Pod
     /// restart or a node reboot: replacing costs a full data copy to the new member.
     pub dead_after: Duration,
+    /// How long a learner may go without answering before it is removed. It holds no vote, so
+    /// removing it is always quorum-safe; long enough for an image pull and a snapshot transfer
+    /// of a large database (etcd-facts.md: 1.2 GB in ~4 s here, far slower on real networks).
+    pub learner_deadline: Duration,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Self {
             dead_after: Duration::from_secs(5 * 60),
+            learner_deadline: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -142,6 +147,8 @@ pub enum RemovalReason {
     ScaleDown,
     /// Unhealthy past the grace period, or its data is gone; a replacement follows.
     Dead,
+    /// A learner that did not answer within [`Policy::learner_deadline`]; a new one follows.
+    LearnerStuck,
 }
 
 /// Why nothing is done now.
@@ -172,6 +179,15 @@ pub enum WaitReason {
         /// Voters that answer.
         healthy: usize,
         /// Voters in the member list (0 when no member answers).
+        voters: usize,
+    },
+    /// etcd confirmed quorum (a linearizable read succeeded through a member) but the operator
+    /// reaches fewer than a majority of the voters: its own network path is the problem, not
+    /// the cluster's quorum. Nothing destructive is done.
+    MembersUnreachable {
+        /// Voters that answer the operator.
+        reachable: usize,
+        /// Voters in the member list.
         voters: usize,
     },
     /// A member is unhealthy but within its grace period.
@@ -210,6 +226,9 @@ pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
     if let Err(errors) = validation::validate_cluster_spec(&observed.spec) {
         return Action::Refuse(errors);
     }
+    if let Err(error) = check_cluster_name(&observed.cluster) {
+        return Action::Refuse(vec![error]);
+    }
     let target = match validation::validate_version(&observed.spec.version) {
         Ok(version) => version,
         Err(error) => return Action::Refuse(vec![error]),
@@ -230,6 +249,23 @@ pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
     match &observed.membership {
         Membership::Unknown => plan_without_members(observed, target),
         Membership::Known(members) => plan_with_members(observed, members, target, policy),
+    }
+}
+
+/// A cluster's name must not collide with another cluster's objects: cluster `X-client`'s
+/// headless peer Service (named after the cluster) would be cluster X's client Service, and
+/// each operator pass would apply its own spec over the other's.
+fn check_cluster_name(cluster: &ClusterName) -> Result<(), FieldError> {
+    match cluster.name.strip_suffix("-client") {
+        Some(other) => Err(FieldError {
+            field: "metadata.name".into(),
+            message: format!(
+                "{:?} ends in \"-client\": its peer Service would be cluster {other:?}'s client \
+                 Service; choose another name",
+                cluster.name
+            ),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -294,7 +330,7 @@ fn plan_with_members(
     let cluster = &observed.cluster;
     let voters: Vec<&Member> = members.iter().filter(|m| !m.learner).collect();
     let healthy_voters = voters.iter().filter(|m| m.healthy()).count();
-    let name_of = |m: &Member| m.member_name(cluster).unwrap_or_else(|| m.peer_url.clone());
+    let name_of = |m: &Member| m.display_name(cluster);
 
     // The version the members run, as far as they report one. A rolling upgrade only moves
     // forward one minor at a time; anything else is refused before any action.
@@ -360,17 +396,19 @@ fn plan_with_members(
         }
     }
 
-    // 3. A learner: promote it once it answers; never add another before.
-    if let Some(learner) = members.iter().find(|m| m.learner) {
-        return if learner.healthy() {
-            Action::PromoteLearner {
-                member: name_of(learner),
-                id: learner.id,
-            }
-        } else {
-            Action::Wait(WaitReason::LearnerCatchingUp {
-                member: name_of(learner),
-            })
+    // 3. A learner that never answered within its deadline is removed: it holds no vote, so
+    //    this never touches quorum (etcd still needs a quorum to commit the removal). Without
+    //    this, a learner that cannot start blocked every later repair.
+    let learner = members.iter().find(|m| m.learner);
+    if let Some(stuck) = learner
+        && matches!(stuck.health, MemberHealth::Unhealthy { unhealthy_for }
+            if unhealthy_for >= policy.learner_deadline)
+        && healthy_voters >= quorum(voters.len())
+    {
+        return Action::RemoveMember {
+            member: name_of(stuck),
+            id: stuck.id,
+            reason: RemovalReason::LearnerStuck,
         };
     }
 
@@ -382,9 +420,17 @@ fn plan_with_members(
                 && observed.pvcs.get(&name).is_none_or(|p| p.terminating)
         })
     };
+    // "Unhealthy" is never the operator's view alone: a member whose Pod the kubelet reports
+    // Ready (its /health probe passes: it has a leader and serves reads) is only cut off from
+    // the operator, and is not removed however long that lasts.
+    let ready_per_kubelet = |m: &Member| {
+        m.member_name(cluster)
+            .and_then(|name| observed.pods.get(&name))
+            .is_some_and(|pod| pod.ready && !pod.terminating)
+    };
     let dead = voters.iter().find(|m| match m.health {
         MemberHealth::Unhealthy { unhealthy_for } => {
-            unhealthy_for >= policy.dead_after || data_lost(m)
+            (unhealthy_for >= policy.dead_after && !ready_per_kubelet(m)) || data_lost(m)
         }
         MemberHealth::Healthy { .. } => false,
     });
@@ -399,17 +445,19 @@ fn plan_with_members(
                 reason: RemovalReason::Dead,
             }
         } else {
-            Action::Wait(WaitReason::QuorumLost {
-                healthy: healthy_voters,
+            Action::Wait(WaitReason::MembersUnreachable {
+                reachable: healthy_voters,
                 voters: voters.len(),
             })
         };
     }
 
-    // 5. Quorum lost, or a member unhealthy within its grace period: change nothing.
+    // 5. The operator reaches a minority, or a member is unhealthy within its grace period:
+    //    change nothing. Not quorum loss: the member list is only known after a linearizable
+    //    read succeeded (state.rs), so etcd confirmed quorum; the operator is cut off.
     if healthy_voters < quorum(voters.len()) {
-        return Action::Wait(WaitReason::QuorumLost {
-            healthy: healthy_voters,
+        return Action::Wait(WaitReason::MembersUnreachable {
+            reachable: healthy_voters,
             voters: voters.len(),
         });
     }
@@ -418,13 +466,29 @@ fn plan_with_members(
             member: name_of(unhealthy),
         });
     }
+
+    // 6. A learner (a dead voter was dealt with above, so it does not wait on the learner):
+    //    promote it once it answers and every voter does (promoting raises the quorum); never
+    //    add another before.
+    if let Some(learner) = learner {
+        return if learner.healthy() {
+            Action::PromoteLearner {
+                member: name_of(learner),
+                id: learner.id,
+            }
+        } else {
+            Action::Wait(WaitReason::LearnerCatchingUp {
+                member: name_of(learner),
+            })
+        };
+    }
     if let Some((name, _)) = observed.pods.iter().find(|(_, pod)| pod.terminating) {
         return Action::Wait(WaitReason::PodTerminating {
             member: name.clone(),
         });
     }
 
-    // 6. Scale up (or replace a removed member): one learner at a time.
+    // 7. Scale up (or replace a removed member): one learner at a time.
     let size = usize::try_from(observed.spec.size).unwrap_or(0);
     if voters.len() < size {
         let member = cluster.member_name(next_ordinal(observed, members));
@@ -434,7 +498,7 @@ fn plan_with_members(
         };
     }
 
-    // 7. Scale down: the highest ordinal that is not the leader (all are healthy here).
+    // 8. Scale down: the highest ordinal that is not the leader (all are healthy here).
     if voters.len() > size {
         let victim = voters
             .iter()
@@ -458,7 +522,7 @@ fn plan_with_members(
         }
     }
 
-    // 8. Upgrade: one member at a time, followers before the leader. A one-member cluster has
+    // 9. Upgrade: one member at a time, followers before the leader. A one-member cluster has
     //    no redundancy to keep: its upgrade is a short outage the user chose with size 1.
     let behind = |m: &&&Member| m.version().is_some_and(|v| v < target);
     let next = voters
@@ -482,7 +546,7 @@ fn plan_with_members(
         };
     }
 
-    // 9. PVCs released by the reclaim policy: no member, no Pod, not kept by a restore.
+    // 10. PVCs released by the reclaim policy: no member, no Pod, not kept by a restore.
     if observed.spec.storage.reclaim_policy == ReclaimPolicy::Delete {
         let released = observed.pvcs.iter().find(|(name, pvc)| {
             !pvc.retained_by_restore

@@ -354,8 +354,12 @@ fn replacement_gets_a_new_ordinal_and_never_the_old_volume() {
     );
 }
 
+/// With a member list (etcd confirmed quorum) two of three members the operator cannot reach
+/// are not quorum loss but the operator's own isolation: nothing is removed. (Two members really
+/// dead means no linearizable read succeeds, so no member list: that is quorum loss, see
+/// `no_member_answering_is_reported_and_nothing_is_touched`.)
 #[test]
-fn two_dead_of_three_is_quorum_loss_and_nothing_is_removed() {
+fn two_unreachable_of_three_are_waited_on_and_nothing_is_removed() {
     let members = vec![healthy(0, V35, false), unhealthy(1, 600), unhealthy(2, 600)];
     let observed = cluster(3, V35)
         .members(members)
@@ -363,8 +367,8 @@ fn two_dead_of_three_is_quorum_loss_and_nothing_is_removed() {
         .pvcs(&[0, 1, 2]);
     assert_eq!(
         plan(&observed),
-        Action::Wait(WaitReason::QuorumLost {
-            healthy: 1,
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
             voters: 3
         })
     );
@@ -378,8 +382,8 @@ fn dead_member_of_two_is_not_removed() {
     let observed = cluster(2, V35).members(members).pods(&[0, 1]).pvcs(&[0, 1]);
     assert_eq!(
         plan(&observed),
-        Action::Wait(WaitReason::QuorumLost {
-            healthy: 1,
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
             voters: 2
         })
     );
@@ -657,7 +661,9 @@ fn no_action_ever_breaks_quorum() {
                         Action::AddLearner { .. } | Action::PromoteLearner { .. } => {
                             assert_eq!(healthy_count, n, "grows only when healthy: {observed:?}");
                         }
-                        Action::Wait(WaitReason::QuorumLost { .. }) => {
+                        Action::Wait(
+                            WaitReason::QuorumLost { .. } | WaitReason::MembersUnreachable { .. },
+                        ) => {
                             assert!(healthy_count < quorum(n));
                         }
                         _ => {}
@@ -708,4 +714,324 @@ fn upgrades_never_break_quorum() {
             }
         }
     }
+}
+
+// === issue 17: safety defects ===
+
+/// A learner that never answers (its image does not pull, its node is gone) is removed once its
+/// deadline passed: it holds no vote, so removing it never touches quorum, and without this every
+/// later repair waited on it forever.
+#[test]
+fn a_learner_that_never_starts_is_removed_after_its_deadline() {
+    let policy = Policy::default();
+    let stuck_for = |seconds: u64| Member {
+        health: MemberHealth::Unhealthy {
+            unhealthy_for: Duration::from_secs(seconds),
+        },
+        ..unstarted_learner(2)
+    };
+    let observed = |learner: Member| {
+        cluster(3, V35)
+            .members(vec![healthy(0, V35, true), healthy(1, V35, false), learner])
+            .pods(&[0, 1, 2])
+            .pvcs(&[0, 1, 2])
+    };
+    let within = observed(stuck_for(policy.learner_deadline.as_secs() - 1));
+    assert_eq!(
+        next_action(&within, &policy),
+        Action::Wait(WaitReason::LearnerCatchingUp { member: name(2) })
+    );
+    let past = observed(stuck_for(policy.learner_deadline.as_secs()));
+    assert_eq!(
+        next_action(&past, &policy),
+        Action::RemoveMember {
+            member: name(2),
+            id: 0xa2,
+            reason: RemovalReason::LearnerStuck,
+        }
+    );
+}
+
+/// A dead voter is replaced while a learner is still catching up: the learner must not block
+/// the repair of the voters.
+#[test]
+fn a_dead_voter_is_removed_while_a_learner_catches_up() {
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            healthy(1, V35, false),
+            unhealthy(2, 600),
+            Member {
+                health: MemberHealth::Unhealthy {
+                    unhealthy_for: Duration::from_secs(10),
+                },
+                ..unstarted_learner(3)
+            },
+        ])
+        .pods(&[0, 1, 2, 3])
+        .pvcs(&[0, 1, 2, 3]);
+    assert_eq!(
+        plan(&observed),
+        Action::RemoveMember {
+            member: name(2),
+            id: 0xa2,
+            reason: RemovalReason::Dead,
+        }
+    );
+}
+
+/// A learner is promoted only while every voter answers: promoting raises the quorum, and a
+/// voter that is down (within its grace period) may be about to be replaced.
+#[test]
+fn promotion_waits_while_a_voter_is_unhealthy() {
+    let learner = Member {
+        learner: true,
+        ..healthy(3, V35, false)
+    };
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            healthy(1, V35, false),
+            unhealthy(2, 10),
+            learner,
+        ])
+        .pods(&[0, 1, 2, 3])
+        .pvcs(&[0, 1, 2, 3]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(2) })
+    );
+}
+
+/// A member added by hand, as the observer really sees it: started (etcd knows its name), not
+/// one of our names, no Pod or PVC of ours, and not answering at first. It is not "data lost":
+/// it gets the grace period like any member, and is removed only past it.
+#[test]
+fn a_member_added_by_hand_gets_the_grace_period() {
+    let foreign = |seconds: u64| Member {
+        name: "hand-made".into(),
+        peer_url: "http://10.1.2.3:2380".into(),
+        client_url: Some("http://10.1.2.3:2379".into()),
+        ..unhealthy(9, seconds)
+    };
+    let observed = |m: Member| {
+        cluster(3, V35)
+            .members(vec![healthy(0, V35, true), healthy(1, V35, false), m])
+            .pods(&[0, 1])
+            .pvcs(&[0, 1])
+    };
+    assert_eq!(
+        plan(&observed(foreign(0))),
+        Action::Wait(WaitReason::MemberUnhealthy {
+            member: "hand-made".into()
+        })
+    );
+    assert_eq!(
+        plan(&observed(foreign(600))),
+        Action::RemoveMember {
+            member: "hand-made".into(),
+            id: 0xa9,
+            reason: RemovalReason::Dead,
+        }
+    );
+}
+
+/// Cluster `X-client`'s headless peer Service would be cluster X's client Service: refused.
+#[test]
+fn a_cluster_name_ending_in_client_is_refused() {
+    let mut observed = cluster(3, V35);
+    observed.cluster = ClusterName::new("db", "orders-client");
+    let refused = refused_fields(plan(&observed));
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].starts_with("metadata.name"), "{refused:?}");
+}
+
+/// Issue 17: the quorum invariants again, over the shapes the observer really produces with
+/// learners, foreign members, missing and terminating Pods and missing PVCs: up to 3 voters
+/// (healthy, unhealthy within grace, dead) each with its Pod and PVC (both, Pod gone, Pod
+/// terminating, both gone; a member without its Pod does not answer), a learner (none, not
+/// started, past its deadline, answering with its Pod), a member added by hand (none, not
+/// answering, answering), every target size from 1 to 4.
+#[test]
+fn no_action_breaks_quorum_with_learners_foreign_members_and_missing_objects() {
+    let policy = Policy::default();
+    let mut checked = 0;
+    for voters in 1..=3u32 {
+        for health in 0..3u32.pow(voters) {
+            for objects in 0..4u32.pow(voters) {
+                for learner_state in 0..4u32 {
+                    for foreign_state in 0..3u32 {
+                        for size in 1..=4 {
+                            let mut observed = cluster(size, V35);
+                            let mut members = Vec::new();
+                            let mut pvc_kept = Vec::new();
+                            for o in 0..voters {
+                                let objects = (objects / 4u32.pow(o)) % 4;
+                                let health = (health / 3u32.pow(o)) % 3;
+                                // 0: Pod and PVC; 1: Pod gone; 2: Pod terminating; 3: both gone.
+                                if objects == 0 || objects == 2 {
+                                    observed = observed.pods(&[o]);
+                                }
+                                if objects == 2 {
+                                    observed = observed.terminating(o);
+                                }
+                                if objects != 3 {
+                                    observed = observed.pvcs(&[o]);
+                                    pvc_kept.push(name(o));
+                                }
+                                let answers = health == 0 && objects != 1 && objects != 3;
+                                members.push(match (answers, health) {
+                                    (true, _) => healthy(o, V35, o == 0),
+                                    (false, 2) => unhealthy(o, 600),
+                                    (false, _) => unhealthy(o, 10),
+                                });
+                            }
+                            let l = voters;
+                            match learner_state {
+                                1 => members.push(unstarted_learner(l)),
+                                2 => members.push(Member {
+                                    health: MemberHealth::Unhealthy {
+                                        unhealthy_for: policy.learner_deadline,
+                                    },
+                                    ..unstarted_learner(l)
+                                }),
+                                3 => {
+                                    members.push(learner(l, true));
+                                    observed = observed.pods(&[l]).pvcs(&[l]);
+                                }
+                                _ => {}
+                            }
+                            if foreign_state > 0 {
+                                let base = if foreign_state == 2 {
+                                    healthy(9, V35, false)
+                                } else {
+                                    unhealthy(9, 10)
+                                };
+                                members.push(Member {
+                                    name: "hand-made".into(),
+                                    peer_url: "http://10.1.2.3:2380".into(),
+                                    client_url: Some("http://10.1.2.3:2379".into()),
+                                    ..base
+                                });
+                            }
+                            let voter_list: Vec<&Member> =
+                                members.iter().filter(|m| !m.learner).collect();
+                            let n = voter_list.len();
+                            let healthy_count = voter_list.iter().filter(|m| m.healthy()).count();
+                            let all_voters_healthy = healthy_count == n;
+                            let has_learner = members.iter().any(|m| m.learner);
+                            let observed = observed.members(members.clone());
+                            let action = next_action(&observed, &policy);
+                            let why = || format!("{action:?} for {observed:?}");
+                            match &action {
+                                Action::RemoveMember { reason, id, .. } => {
+                                    assert!(healthy_count >= quorum(n), "{}", why());
+                                    let removed = members.iter().find(|m| m.id == *id).unwrap();
+                                    match reason {
+                                        RemovalReason::LearnerStuck => {
+                                            assert!(
+                                                removed.learner && !removed.healthy(),
+                                                "{}",
+                                                why()
+                                            )
+                                        }
+                                        RemovalReason::Dead => {
+                                            assert!(
+                                                !removed.learner && !removed.healthy(),
+                                                "{}",
+                                                why()
+                                            )
+                                        }
+                                        RemovalReason::ScaleDown => {
+                                            assert!(healthy_count > quorum(n - 1), "{}", why())
+                                        }
+                                    }
+                                }
+                                Action::PromoteLearner { .. } => {
+                                    assert!(all_voters_healthy, "{}", why())
+                                }
+                                Action::AddLearner { .. } => {
+                                    assert!(all_voters_healthy && !has_learner, "{}", why())
+                                }
+                                Action::CreateMemberPod {
+                                    member,
+                                    reason: PodReason::Restart,
+                                    ..
+                                } => assert!(pvc_kept.contains(member), "{}", why()),
+                                Action::DeletePod { member } => assert!(
+                                    !members
+                                        .iter()
+                                        .any(|m| m.member_name(&main()).as_deref() == Some(member)),
+                                    "{}",
+                                    why()
+                                ),
+                                Action::DeletePvc { .. } | Action::UpgradeMember { .. } => {
+                                    assert!(healthy_count >= quorum(n), "{}", why())
+                                }
+                                Action::Wait(
+                                    WaitReason::QuorumLost { .. }
+                                    | WaitReason::MembersUnreachable { .. },
+                                ) => assert!(healthy_count < quorum(n), "{}", why()),
+                                _ => {}
+                            }
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
+
+// === issue 17, defect 5: "unhealthy" is never the operator's reachability alone ===
+
+/// The member list is only known after a linearizable read succeeded through a member: etcd
+/// confirmed quorum. An operator that then reaches only a minority of the voters is cut off
+/// from them; it must not call that quorum loss (which tells the user to restore) nor act.
+#[test]
+fn an_operator_reaching_a_minority_does_not_report_quorum_loss() {
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            unhealthy(1, 600),
+            unhealthy(2, 600),
+        ])
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
+            voters: 3
+        })
+    );
+}
+
+/// A member the operator cannot reach, past the grace period, whose Pod the kubelet reports
+/// Ready (its own /health probe passes: it has a leader and serves reads) is not dead: the
+/// operator's view alone never removes a member. With its Pod not Ready, both observers agree.
+#[test]
+fn an_unreachable_member_whose_pod_is_ready_is_not_removed() {
+    let members = vec![
+        healthy(0, V35, true),
+        healthy(1, V35, false),
+        unhealthy(2, 600),
+    ];
+    let observed = cluster(3, V35)
+        .members(members)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(
+        plan(&observed.clone().ready(&[0, 1, 2])),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(2) })
+    );
+    assert_eq!(
+        plan(&observed.ready(&[0, 1])),
+        Action::RemoveMember {
+            member: name(2),
+            id: 0xa2,
+            reason: RemovalReason::Dead,
+        }
+    );
 }

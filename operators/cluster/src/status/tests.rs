@@ -351,6 +351,31 @@ fn cases() -> Vec<Case> {
             degraded_mentions: &["main-1"],
         },
         Case {
+            name: "a learner that never started past its deadline: remove it",
+            observed: full().members(vec![
+                healthy(0, V35, true),
+                healthy(1, V35, false),
+                Member {
+                    health: MemberHealth::Unhealthy {
+                        unhealthy_for: Duration::from_secs(600),
+                    },
+                    ..unstarted_learner(2)
+                },
+            ]),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::RemoveMember {
+                member: name(2),
+                id: 0xa2,
+                reason: RemovalReason::LearnerStuck,
+            },
+            phase: ClusterPhase::Degraded,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "ReplacingMember"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((true, "MemberRemoved")),
+            degraded_mentions: &["main-2", "deadline"],
+        },
+        Case {
             name: "a member dead past its grace period: remove it",
             observed: full().members(vec![
                 healthy(0, V35, true),
@@ -371,23 +396,24 @@ fn cases() -> Vec<Case> {
             degraded_mentions: &["main-1", "dead"],
         },
         Case {
-            name: "two of three silent: quorum lost",
+            // A member list means etcd confirmed quorum: the operator is cut off (issue 17).
+            name: "two of three unreachable while etcd confirms quorum",
             observed: full().members(vec![
                 healthy(0, V35, false),
                 unhealthy(1, 30),
                 unhealthy(2, 30),
             ]),
             previous: previous_of(&[0, 1, 2], V35),
-            action: Action::Wait(WaitReason::QuorumLost {
-                healthy: 1,
+            action: Action::Wait(WaitReason::MembersUnreachable {
+                reachable: 1,
                 voters: 3,
             }),
-            phase: ClusterPhase::QuorumLost,
-            available: (false, "QuorumLost"),
-            progressing: (false, "QuorumLost"),
-            degraded: (true, "QuorumLost"),
-            event: Some((true, "QuorumLost")),
-            degraded_mentions: &["1 of 3", "needs 2", "main-1, main-2", "EtcdRestore"],
+            phase: ClusterPhase::Degraded,
+            available: (false, "MembersUnreachable"),
+            progressing: (false, "MembersUnreachable"),
+            degraded: (true, "MembersUnreachable"),
+            event: Some((true, "MembersUnreachable")),
+            degraded_mentions: &["1 of 3", "confirmed quorum"],
         },
         Case {
             name: "no member answers at all",
@@ -609,11 +635,13 @@ fn the_table_covers_every_action_and_wait_reason() {
             "PromoteLearner",
             "Refuse",
             "RemoveMember::Dead",
+            "RemoveMember::LearnerStuck",
             "RemoveMember::ScaleDown",
             "UpgradeMember",
             "Wait::ClusterLost",
             "Wait::LearnerCatchingUp",
             "Wait::MemberUnhealthy",
+            "Wait::MembersUnreachable",
             "Wait::Paused",
             "Wait::PodTerminating",
             "Wait::QuorumLost",
@@ -968,4 +996,154 @@ fn event_notes_name_the_member_field_and_counts() {
         })),
         None
     );
+}
+
+/// A failed API call (here the 403 a missing RBAC verb gives) is reported where `kubectl
+/// describe` shows it: Degraded names the step, the object and the API's answer, and a Warning
+/// event says the same; what was Degraded before is kept in the message, not lost.
+#[test]
+fn a_failed_step_is_reported_as_a_condition_and_a_warning_event() {
+    let observed = cluster(3, V35)
+        .members(three(V35))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    let action = next_action(&observed, &Policy::default());
+    assert_eq!(action, Action::Converged);
+    let mut status = status_from(
+        &observed,
+        &action,
+        Some(4),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    let failure = StepFailure {
+        reason: "KubeApiFailed",
+        message: "patch PersistentVolumeClaim data-main-0: 403 Forbidden".into(),
+    };
+    record_failure(&mut status, &failure, Some(4), at(11));
+    let degraded = condition(&status, types::DEGRADED);
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "KubeApiFailed")
+    );
+    assert!(
+        degraded.message.contains("data-main-0"),
+        "{}",
+        degraded.message
+    );
+    assert!(degraded.message.contains("403"), "{}", degraded.message);
+    let event = failure_event(&failure);
+    assert!(event.warning);
+    assert_eq!(event.reason, "KubeApiFailed");
+    assert!(event.note.contains("data-main-0"));
+
+    // A failure on top of quorum loss keeps the quorum loss in view. (No member list: with one,
+    // etcd confirmed quorum.)
+    let lost = cluster(3, V35)
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2])
+        .existed(&[0, 1, 2], V35);
+    let action = next_action(&lost, &Policy::default());
+    let mut status = status_from(
+        &lost,
+        &action,
+        Some(4),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    record_failure(&mut status, &failure, Some(4), at(11));
+    let degraded = condition(&status, types::DEGRADED);
+    assert_eq!(degraded.reason, "KubeApiFailed");
+    assert!(
+        degraded.message.contains("QuorumLost"),
+        "{}",
+        degraded.message
+    );
+}
+
+/// Issue 17: an alarm is reported as what it is, naming the alarm and the member, never as
+/// quorum loss (which would tell the user to restore a cluster that holds quorum).
+#[test]
+fn an_alarm_is_reported_by_name_and_is_not_quorum_loss() {
+    let mut observed = cluster(3, V35)
+        .members(three(V35))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    observed.alarms = vec![crate::state::MemberAlarm {
+        member: name(1),
+        alarm: "NOSPACE".into(),
+    }];
+    let action = next_action(&observed, &Policy::default());
+    let status = status_from(
+        &observed,
+        &action,
+        Some(2),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    assert_eq!(status.phase, Some(ClusterPhase::Degraded));
+    assert_eq!(status.ready_members, 3);
+    for type_ in [types::AVAILABLE, types::DEGRADED] {
+        let c = condition(&status, type_);
+        assert_eq!(c.reason, reasons::ALARM_RAISED, "{type_}");
+        assert!(c.message.contains("NOSPACE"), "{type_}: {}", c.message);
+        assert!(c.message.contains(&name(1)), "{type_}: {}", c.message);
+        assert!(!c.message.contains("restore"), "{type_}: {}", c.message);
+    }
+    assert!(!summary(&status, types::AVAILABLE).0);
+    assert!(summary(&status, types::DEGRADED).0);
+}
+
+/// Issue 17: etcd's "retry later" is normal for ~5 s after a membership change, but a refusal
+/// that persists (a learner that never catches up enough to be promoted, a cluster that stays
+/// "unhealthy" to etcd) must say what is stuck: reported once it lasted past the short phase.
+#[test]
+fn a_persistent_refusal_is_reported_and_a_short_one_is_not() {
+    let message = "promote main-3: etcdserver: can only promote a learner member which is in sync \
+                   with leader";
+    for consecutive in 1..PERSISTENT_REFUSALS {
+        assert_eq!(refusal_report(consecutive, message), None, "{consecutive}");
+    }
+    let report = refusal_report(PERSISTENT_REFUSALS, message).unwrap();
+    assert_eq!(report.reason, "EtcdRetryLater");
+    assert!(report.message.contains("main-3"), "{}", report.message);
+    assert!(
+        report.message.contains(&PERSISTENT_REFUSALS.to_string()),
+        "{}",
+        report.message
+    );
+    assert!(refusal_report(PERSISTENT_REFUSALS + 5, message).is_some());
+}
+
+/// Issue 17 (defect 5): an operator that reaches only a minority while etcd confirmed quorum
+/// reports what it sees (members it cannot reach), not quorum loss, and recommends no restore.
+#[test]
+fn an_operator_reaching_a_minority_reports_unreachable_members_not_quorum_loss() {
+    let observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            unhealthy(1, 30),
+            unhealthy(2, 30),
+        ])
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    let action = next_action(&observed, &Policy::default());
+    let status = status_from(
+        &observed,
+        &action,
+        Some(2),
+        &previous_of(&[0, 1, 2], V35),
+        at(10),
+    );
+    assert_ne!(status.phase, Some(ClusterPhase::QuorumLost));
+    for type_ in [types::AVAILABLE, types::DEGRADED] {
+        let c = condition(&status, type_);
+        assert_eq!(
+            c.reason,
+            reasons::MEMBERS_UNREACHABLE,
+            "{type_}: {}",
+            c.message
+        );
+        assert!(!c.message.contains("EtcdRestore"), "{type_}: {}", c.message);
+    }
 }

@@ -39,6 +39,8 @@ fn fresh() -> Observed {
         credentials: Ok(()),
         cluster: Some(lost_cluster()),
         seed: SeedState::default(),
+        deleting: false,
+        finalizer: true,
     }
 }
 
@@ -366,4 +368,33 @@ fn old_pods_are_deleted_only_after_their_pvcs_are_retained() {
         }
         assert!(o.cluster.unwrap().old_pods.is_empty());
     }
+}
+
+// === issue 17, defect 12: deleting a restore mid-flight releases the hold ===
+
+/// A restore in progress takes its finalizer before anything else, so that a deletion can
+/// still release the hold.
+#[test]
+fn a_restore_in_progress_takes_its_finalizer_first() {
+    let mut o = fresh();
+    o.finalizer = false;
+    assert_eq!(next_step(&o), Step::AddFinalizer);
+}
+
+/// Deleted mid-flight: cleaned up like a failure (a seed that never ran goes, the hold is
+/// released), then the finalizer is removed; the cluster is never left held.
+#[test]
+fn a_restore_deleted_mid_flight_releases_the_hold_then_its_finalizer() {
+    let mut o = started();
+    o.deleting = true;
+    assert_eq!(next_step(&o), Step::Release);
+    o.cluster.as_mut().unwrap().held_by = None;
+    assert_eq!(next_step(&o), Step::RemoveFinalizer);
+    o.finalizer = false;
+    assert_eq!(next_step(&o), Step::Done);
+    // A seed that never ran is removed first.
+    let mut o = started();
+    o.deleting = true;
+    o.seed.pvc = true;
+    assert_eq!(next_step(&o), Step::DeleteSeedPvc);
 }
