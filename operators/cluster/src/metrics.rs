@@ -149,6 +149,10 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
             reason: RemovalReason::Dead,
             ..
         } => "DeadMemberRemoved",
+        Action::RemoveMember {
+            reason: RemovalReason::LearnerStuck,
+            ..
+        } => "StuckLearnerRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::UpgradeMember { .. } => "MemberUpgraded",
         Action::DeletePvc { .. } => "PvcDeleted",

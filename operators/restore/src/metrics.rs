@@ -46,6 +46,8 @@ pub fn step_kind(step: &Step) -> Option<&'static str> {
         Step::Succeed => "RestoreSucceeded",
         Step::DeleteSeedPod => "SeedPodDeleted",
         Step::DeleteSeedPvc => "SeedPvcDeleted",
+        Step::AddFinalizer => "FinalizerAdded",
+        Step::RemoveFinalizer => "FinalizerRemoved",
     })
 }
 
