@@ -144,7 +144,8 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let kube = observe::observe_kube(&ctx.client, cluster).await?;
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
     let view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
-    let observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    observed.cluster_version = observe::observe_cluster_version(&view, ctx.etcd_timeout).await;
 
     // Plan.
     let action = plan::next_action(&observed, &ctx.policy);
@@ -308,6 +309,8 @@ fn requeue_after(action: &Action) -> Duration {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
+            // etcd moves the cluster version some seconds after the last member upgraded.
+            WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. } | WaitReason::WouldLoseQuorum { .. } => {
                 Duration::from_secs(10)
             }
