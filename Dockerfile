@@ -1,15 +1,18 @@
 # One image for the three operators; each chart Deployment runs its own binary
-# (/usr/local/bin/etcd-{cluster,backup,restore}-operator). It also carries etcd 3.5's etcdutl:
+# (/usr/local/bin/etcd-{cluster,backup,restore}-operator). It also carries the etcdutl of each
+# supported etcd minor (etcdutl-3.5, etcdutl-3.6, etcdutl-3.7; `etcdutl` is the default 3.6's):
 # the restore's seed Pod runs `etcd-restore-operator prepare-seed` from this image, which
-# restores the snapshot with etcdutl (3.5's etcdutl restores 3.4 snapshots for etcd 3.4 too;
-# see operators/restore/tests/seed.rs).
+# restores the snapshot with the etcdutl of the cluster's minor (3.5's restores for etcd 3.4,
+# which has none; see operators/restore/tests/seed.rs).
 #
 #   docker build -t ghcr.io/etcd-operator-rs/etcd-operator:0.1.0 .
 #   docker push ghcr.io/etcd-operator-rs/etcd-operator:0.1.0
 #
 # There is no Docker engine on the project's machines; the local control plane maps this image
 # name to the workspace's own build instead (e2e/README.md, "Images map to binaries").
-ARG ETCD_IMAGE=gcr.io/etcd-development/etcd:v3.5.1
+ARG ETCD35_IMAGE=gcr.io/etcd-development/etcd:v3.5.35
+ARG ETCD36_IMAGE=gcr.io/etcd-development/etcd:v3.6.16
+ARG ETCD37_IMAGE=gcr.io/etcd-development/etcd:v3.7.3
 
 FROM rust:1-bookworm AS build
 # etcd-client's build script compiles etcd's protos.
@@ -21,13 +24,18 @@ COPY . .
 RUN cargo build --release --locked \
       -p etcd-cluster-operator -p etcd-backup-operator -p etcd-restore-operator
 
-FROM ${ETCD_IMAGE} AS etcd
+FROM ${ETCD35_IMAGE} AS etcd35
+FROM ${ETCD36_IMAGE} AS etcd36
+FROM ${ETCD37_IMAGE} AS etcd37
 
 # glibc (the binaries link it), CA certificates (S3 over TLS), no shell, non-root by default.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/etcd-cluster-operator \
                   /src/target/release/etcd-backup-operator \
                   /src/target/release/etcd-restore-operator /usr/local/bin/
-COPY --from=etcd /usr/local/bin/etcdutl /usr/local/bin/etcdutl
+COPY --from=etcd35 /usr/local/bin/etcdutl /usr/local/bin/etcdutl-3.5
+COPY --from=etcd36 /usr/local/bin/etcdutl /usr/local/bin/etcdutl-3.6
+COPY --from=etcd37 /usr/local/bin/etcdutl /usr/local/bin/etcdutl-3.7
+COPY --from=etcd36 /usr/local/bin/etcdutl /usr/local/bin/etcdutl
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/etcd-cluster-operator"]

@@ -19,7 +19,7 @@ help: ## List the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
 
 .PHONY: deps
-deps: ## Install etcd 3.4/3.5, SeaweedFS, aws CLI, kubectl+helm pairs, protoc into .tools/
+deps: ## Install etcd 3.4 (Debian) and 3.5/3.6/3.7 (built from the Go module proxy), SeaweedFS, aws CLI, kubectl+helm pairs, protoc into .tools/
 	$(call timed,deps,TOOLS=$(TOOLS) e2e/install-tools.sh)
 
 .PHONY: build

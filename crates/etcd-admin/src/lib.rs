@@ -16,8 +16,10 @@ mod admin;
 mod error;
 mod observe;
 mod types;
+mod version;
 
 pub use admin::EtcdAdmin;
 pub use error::{AdminError, ErrorClass, classify, classify_error};
 pub use observe::{member_status, observe};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};
+pub use version::cluster_version;

@@ -86,7 +86,7 @@ async fn observes_a_healthy_three_member_cluster() {
         assert!(s.healthy(), "{s:?}");
         assert_eq!(s.leader_id, leaders[0]);
         assert_eq!(s.cluster_id, cluster_id);
-        assert_eq!(s.version, "3.5.1");
+        assert_eq!(s.version, "3.5.35");
         assert!(!s.learner);
         assert!(
             s.revision >= 1 && s.db_size > 0 && s.raft_term >= 2,

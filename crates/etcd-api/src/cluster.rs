@@ -59,8 +59,12 @@ pub struct EtcdClusterSpec {
     #[schemars(range(min = 1, max = 7))]
     pub size: i32,
 
-    /// etcd version to run, `MAJOR.MINOR.PATCH` without a `v` (e.g. `3.5.1`). Changing it rolls
-    /// the members one at a time; downgrades and skipped minor versions are refused.
+    /// etcd version to run, `MAJOR.MINOR.PATCH` without a `v`; default `3.6.16`. Supported
+    /// minors: 3.4 (to upgrade from), 3.5 (3.5.3 or later: 3.5.0-3.5.2 are refused for a data
+    /// consistency bug fixed in 3.5.3), 3.6 and 3.7. Changing it rolls the members one at a time,
+    /// followers first; a minor upgrade starts once etcd's cluster version has reached the
+    /// current minor. Downgrades and skipped minor versions (3.5 to 3.7) are refused.
+    #[serde(default = "default_version")]
     #[schemars(regex(pattern = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"))]
     pub version: String,
 
@@ -85,6 +89,10 @@ pub struct EtcdClusterSpec {
     /// etcd server flags the operator passes to every member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_options: Option<EtcdOptions>,
+}
+
+fn default_version() -> String {
+    crate::validation::DEFAULT_VERSION.to_owned()
 }
 
 fn default_repository() -> String {

@@ -10,9 +10,25 @@ use std::fmt;
 
 use crate::cluster::{EtcdClusterSpec, StorageSpec};
 
-/// etcd minor versions the operator knows how to run (all support learners and
-/// `--initial-cluster-state existing` joins).
-pub const SUPPORTED_MINOR_VERSIONS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6)];
+/// etcd minor versions the operator knows how to run: every minor it is tested on (all support
+/// learners and `--initial-cluster-state existing` joins). 3.4 is no longer maintained upstream;
+/// it stays accepted so that clusters still on it can be adopted and upgraded to 3.5.
+pub const SUPPORTED_MINOR_VERSIONS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6), (3, 7)];
+
+/// The version a new cluster runs when `spec.version` is not given (and the one the examples,
+/// the chart's notes and the demo use).
+pub const DEFAULT_VERSION: &str = "3.6.16";
+
+/// Releases the operator refuses to run, with why. etcd's maintainers advise against
+/// 3.5.0–3.5.2 in production: a member killed under write load can come back with data
+/// inconsistent with the rest of the cluster (etcd-io/etcd#13766, fixed in 3.5.3). A refused
+/// `spec.version` touches nothing; moving such a cluster to 3.5.3 or later is a patch upgrade.
+pub const KNOWN_BAD: &[(EtcdVersion, EtcdVersion, &str)] = &[(
+    EtcdVersion::new(3, 5, 0),
+    EtcdVersion::new(3, 5, 2),
+    "etcd 3.5.0-3.5.2 can lose data consistency when a member crashes under write load \
+     (etcd-io/etcd#13766, fixed in 3.5.3); use 3.5.3 or later (3.5.35 is tested)",
+)];
 
 /// A field of a spec that cannot be acted on, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +68,15 @@ pub struct EtcdVersion {
 }
 
 impl EtcdVersion {
+    /// `MAJOR.MINOR.PATCH`.
+    pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
+        Self {
+            major,
+            minor,
+            patch,
+        }
+    }
+
     /// Parses `3.5.1` (a leading `v`, as etcd images are tagged, is accepted).
     pub fn parse(text: &str) -> Option<Self> {
         let text = text.strip_prefix('v').unwrap_or(text);
@@ -89,7 +114,7 @@ pub fn validate_version(version: &str) -> Result<EtcdVersion, FieldError> {
     let parsed = EtcdVersion::parse(version).ok_or_else(|| {
         FieldError::new(
             "spec.version",
-            format!("{version:?} is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.5.1)"),
+            format!("{version:?} is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.6.16)"),
         )
     })?;
     if !parsed.is_supported() {
@@ -100,12 +125,33 @@ pub fn validate_version(version: &str) -> Result<EtcdVersion, FieldError> {
         return Err(FieldError::new(
             "spec.version",
             format!(
-                "etcd {parsed} is not supported; supported minor versions: {}",
-                supported.join(", ")
+                "etcd {parsed} is not supported; supported minor versions: {} ({})",
+                supported.join(", "),
+                supported_range()
             ),
         ));
     }
+    if let Some((_, _, why)) = KNOWN_BAD
+        .iter()
+        .find(|(first, last, _)| (*first..=*last).contains(&parsed))
+    {
+        return Err(FieldError::new(
+            "spec.version",
+            format!("etcd {parsed} is refused: {why}"),
+        ));
+    }
     Ok(parsed)
+}
+
+/// The supported range, for messages: "3.4-3.7".
+pub fn supported_range() -> String {
+    match (
+        SUPPORTED_MINOR_VERSIONS.first(),
+        SUPPORTED_MINOR_VERSIONS.last(),
+    ) {
+        (Some((a, b)), Some((c, d))) => format!("{a}.{b}-{c}.{d}"),
+        _ => String::new(),
+    }
 }
 
 /// The kind of version change a rolling upgrade performs.
@@ -148,6 +194,86 @@ pub fn check_version_change(
             ),
         )),
     }
+}
+
+/// A minor upgrade that must wait: etcd's cluster version (the `etcdcluster` of `GET /version`)
+/// is not yet the minor the members run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterVersionBehind {
+    /// The cluster version etcd reports (`MAJOR.MINOR`), if any.
+    pub cluster_version: Option<(u64, u64)>,
+    /// The cluster version the next minor needs.
+    pub needed: (u64, u64),
+}
+
+/// Whether the next step towards `desired` may start, given the members' lowest version
+/// `current` and etcd's cluster version. etcd upgrades one minor at a time, and the cluster
+/// version moves to the new minor only some seconds after the last member runs it (the leader
+/// decides it); a member of the next minor refuses to join a cluster whose cluster version is
+/// older than its own minor minus one. So a minor upgrade starts only once the cluster version
+/// has reached `current`'s minor, and until etcd reports one (`None`) it waits. Patch changes
+/// and no change are never held.
+pub fn check_cluster_version(
+    current: EtcdVersion,
+    desired: EtcdVersion,
+    cluster_version: Option<(u64, u64)>,
+) -> Result<(), ClusterVersionBehind> {
+    let needed = (current.major, current.minor);
+    let minor_upgrade = (desired.major, desired.minor) > needed;
+    if !minor_upgrade || cluster_version.is_some_and(|cv| cv >= needed) {
+        Ok(())
+    } else {
+        Err(ClusterVersionBehind {
+            cluster_version,
+            needed,
+        })
+    }
+}
+
+/// Parses etcd's cluster version as `GET /version` reports it (`"3.5.0"`; `"not_decided"`
+/// right after start) into `MAJOR.MINOR`.
+pub fn parse_cluster_version(text: &str) -> Option<(u64, u64)> {
+    let version = EtcdVersion::parse(text)?;
+    Some((version.major, version.minor))
+}
+
+/// Checks that a snapshot taken from etcd `snapshot` can seed a cluster of `target`: the same
+/// minor or the next one (a restore is then an upgrade by one minor, as a rolling upgrade
+/// would be). A snapshot of a newer minor is refused (etcd's data format only moves forward),
+/// and so is a skipped minor. `field` names the source in the message.
+pub fn check_restore_versions(
+    field: &str,
+    snapshot: EtcdVersion,
+    target: EtcdVersion,
+) -> Result<(), FieldError> {
+    let (from, to) = (
+        (snapshot.major, snapshot.minor),
+        (target.major, target.minor),
+    );
+    if to < from {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "a snapshot of etcd {snapshot} cannot be restored into etcd {target}: that is a \
+                 downgrade; restore into {}.{}.x or later",
+                snapshot.major, snapshot.minor
+            ),
+        ));
+    }
+    if to.0 != from.0 || to.1 > from.1 + 1 {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "a snapshot of etcd {snapshot} cannot be restored into etcd {target}: that skips \
+                 a minor version; restore into {}.{}.x or {}.{}.x and upgrade from there",
+                snapshot.major,
+                snapshot.minor,
+                snapshot.major,
+                snapshot.minor + 1
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses a Kubernetes quantity (`8Gi`, `500M`, `1.5Gi`, `1e9`, `1073741824`) into bytes,
@@ -305,17 +431,49 @@ mod tests {
 
     #[test]
     fn version_field_errors_name_the_field() {
-        assert_eq!(validate_version("3.5.1"), Ok(v("3.5.1")));
-        assert_eq!(validate_version("3.4.23"), Ok(v("3.4.23")));
-        assert_eq!(
-            validate_version("3.5").unwrap_err().to_string(),
-            "spec.version: \"3.5\" is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.5.1)"
-        );
-        assert_eq!(
-            validate_version("3.3.27").unwrap_err().to_string(),
-            "spec.version: etcd 3.3.27 is not supported; supported minor versions: 3.4, 3.5, 3.6"
-        );
-        assert!(validate_version("4.0.0").is_err());
+        let unsupported = "supported minor versions: 3.4, 3.5, 3.6, 3.7 (3.4-3.7)";
+        let bad_35 = "is refused: etcd 3.5.0-3.5.2 can lose data consistency when a member \
+                      crashes under write load (etcd-io/etcd#13766, fixed in 3.5.3); use 3.5.3 \
+                      or later (3.5.35 is tested)";
+        let table: &[(&str, Result<&str, String>)] = &[
+            ("3.4.23", Ok("3.4.23")),
+            ("3.5.3", Ok("3.5.3")),
+            ("3.5.35", Ok("3.5.35")),
+            ("3.6.0", Ok("3.6.0")),
+            ("3.6.16", Ok("3.6.16")),
+            ("v3.7.3", Ok("3.7.3")),
+            ("3.5.0", Err(format!("etcd 3.5.0 {bad_35}"))),
+            ("3.5.1", Err(format!("etcd 3.5.1 {bad_35}"))),
+            ("3.5.2", Err(format!("etcd 3.5.2 {bad_35}"))),
+            (
+                "3.5",
+                Err("\"3.5\" is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.6.16)".into()),
+            ),
+            (
+                "3.3.27",
+                Err(format!("etcd 3.3.27 is not supported; {unsupported}")),
+            ),
+            (
+                "3.8.0",
+                Err(format!("etcd 3.8.0 is not supported; {unsupported}")),
+            ),
+            (
+                "4.0.0",
+                Err(format!("etcd 4.0.0 is not supported; {unsupported}")),
+            ),
+        ];
+        for (input, want) in table {
+            let got = validate_version(input);
+            match want {
+                Ok(version) => assert_eq!(got, Ok(v(version)), "{input}"),
+                Err(message) => assert_eq!(
+                    got.unwrap_err().to_string(),
+                    format!("spec.version: {message}"),
+                    "{input}"
+                ),
+            }
+        }
+        assert_eq!(validate_version(DEFAULT_VERSION), Ok(v("3.6.16")));
     }
 
     #[test]
@@ -325,6 +483,26 @@ mod tests {
             ("3.5.1", "3.5.9", Ok(VersionChange::Patch)),
             ("3.4.23", "3.5.1", Ok(VersionChange::Minor)),
             ("3.5.9", "3.6.0", Ok(VersionChange::Minor)),
+            ("3.5.35", "3.6.16", Ok(VersionChange::Minor)),
+            ("3.6.16", "3.7.3", Ok(VersionChange::Minor)),
+            ("3.5.2", "3.5.35", Ok(VersionChange::Patch)),
+            (
+                "3.5.35",
+                "3.7.3",
+                Err(
+                    "spec.version: upgrade from 3.5.35 to 3.7.3 skips a minor version; upgrade to 3.6.x first",
+                ),
+            ),
+            (
+                "3.6.16",
+                "3.5.35",
+                Err("spec.version: downgrade from 3.6.16 to 3.5.35 is not supported"),
+            ),
+            (
+                "3.7.3",
+                "3.6.16",
+                Err("spec.version: downgrade from 3.7.3 to 3.6.16 is not supported"),
+            ),
             (
                 "3.5.1",
                 "3.4.23",
@@ -351,6 +529,95 @@ mod tests {
         for (from, to, expected) in cases {
             let got = check_version_change(v(from), v(to)).map_err(|e| e.to_string());
             assert_eq!(got, expected.map_err(str::to_owned), "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn cluster_version_gates_minor_upgrades() {
+        let behind = |cv, needed| {
+            Err(ClusterVersionBehind {
+                cluster_version: cv,
+                needed,
+            })
+        };
+        let cases = [
+            // Members on 3.5 and etcd agrees: 3.6 may start.
+            ("3.5.35", "3.6.16", Some((3, 5)), Ok(())),
+            // Every member runs 3.5 but etcd still says 3.4 (seconds after the last restart).
+            (
+                "3.5.35",
+                "3.6.16",
+                Some((3, 4)),
+                behind(Some((3, 4)), (3, 5)),
+            ),
+            ("3.5.35", "3.6.16", None, behind(None, (3, 5))),
+            (
+                "3.6.16",
+                "3.7.3",
+                Some((3, 5)),
+                behind(Some((3, 5)), (3, 6)),
+            ),
+            ("3.6.16", "3.7.3", Some((3, 6)), Ok(())),
+            // Mid-upgrade: one member already on 3.6, the cluster version stays 3.5.
+            ("3.5.35", "3.6.16", Some((3, 5)), Ok(())),
+            // Patch upgrades and no change are never held, whatever etcd reports.
+            ("3.5.3", "3.5.35", None, Ok(())),
+            ("3.6.16", "3.6.16", Some((3, 5)), Ok(())),
+        ];
+        for (from, to, cv, want) in cases {
+            assert_eq!(
+                check_cluster_version(v(from), v(to), cv),
+                want,
+                "{from} -> {to} at {cv:?}"
+            );
+        }
+        assert_eq!(parse_cluster_version("3.5.0"), Some((3, 5)));
+        assert_eq!(parse_cluster_version("not_decided"), None);
+        assert_eq!(parse_cluster_version(""), None);
+    }
+
+    #[test]
+    fn restore_version_pairs() {
+        let field = "spec.source.backupRef";
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("3.5.35", "3.5.35", None),
+            ("3.5.35", "3.5.3", None),
+            ("3.4.23", "3.5.35", None),
+            ("3.5.35", "3.6.16", None),
+            ("3.6.16", "3.7.3", None),
+            (
+                "3.6.16",
+                "3.5.35",
+                Some(
+                    "a snapshot of etcd 3.6.16 cannot be restored into etcd 3.5.35: that is a \
+                     downgrade; restore into 3.6.x or later",
+                ),
+            ),
+            (
+                "3.4.23",
+                "3.6.16",
+                Some(
+                    "a snapshot of etcd 3.4.23 cannot be restored into etcd 3.6.16: that skips a \
+                     minor version; restore into 3.4.x or 3.5.x and upgrade from there",
+                ),
+            ),
+            (
+                "3.5.35",
+                "3.7.3",
+                Some(
+                    "a snapshot of etcd 3.5.35 cannot be restored into etcd 3.7.3: that skips a \
+                     minor version; restore into 3.5.x or 3.6.x and upgrade from there",
+                ),
+            ),
+        ];
+        for (snapshot, target, want) in cases {
+            let got =
+                check_restore_versions(field, v(snapshot), v(target)).map_err(|e| e.to_string());
+            assert_eq!(
+                got,
+                want.map_or(Ok(()), |m| Err(format!("{field}: {m}"))),
+                "{snapshot} -> {target}"
+            );
         }
     }
 
@@ -443,13 +710,13 @@ mod tests {
             errors,
             [
                 "spec.size: 9 is outside 1..7",
-                "spec.version: etcd 3.3.0 is not supported; supported minor versions: 3.4, 3.5, 3.6",
+                "spec.version: etcd 3.3.0 is not supported; supported minor versions: 3.4, 3.5, 3.6, 3.7 (3.4-3.7)",
                 "spec.storage.size: must be larger than 0",
             ]
         );
         let good = EtcdClusterSpec {
             size: 3,
-            version: "3.5.1".into(),
+            version: DEFAULT_VERSION.into(),
             storage: storage("1Gi", None),
             ..spec
         };

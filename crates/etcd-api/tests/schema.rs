@@ -144,7 +144,13 @@ fn printer_columns() {
 fn cluster_structural_constraints() {
     let schema = schema_of(&EtcdCluster::crd());
     let spec = node(&schema, "spec");
-    assert_eq!(spec["required"], json!(["size", "version"]));
+    assert_eq!(spec["required"], json!(["size"]));
+    // A cluster created without a version runs the default, written into the object by the
+    // API server at creation, so a later operator with another default does not move it.
+    assert_eq!(
+        spec["properties"]["version"]["default"],
+        json!(etcd_api::validation::DEFAULT_VERSION)
+    );
     assert_eq!(node(&schema, "spec.size")["minimum"], json!(1.0));
     assert_eq!(node(&schema, "spec.size")["maximum"], json!(7.0));
     assert_eq!(
@@ -360,7 +366,7 @@ fn collect_rules(schema: &Value, rules: &mut Vec<String>) {
 #[test]
 fn cluster_name_must_fit_member_dns_names() {
     let schema = schema_of(&EtcdCluster::crd());
-    let spec = json!({"size": 3, "version": "3.5.1"});
+    let spec = json!({"size": 3, "version": "3.6.16"});
     assert_eq!(
         cel_errors(&schema, cluster("main", spec.clone()), None),
         Vec::<String>::new()
@@ -393,7 +399,7 @@ fn election_timeout_must_be_five_heartbeats() {
     let with = |options: Value| {
         cluster(
             "main",
-            json!({"size": 3, "version": "3.5.1", "etcdOptions": options}),
+            json!({"size": 3, "version": "3.6.16", "etcdOptions": options}),
         )
     };
     for ok in [
@@ -428,7 +434,7 @@ fn storage_class_is_immutable() {
     let with = |storage: Value| {
         cluster(
             "main",
-            json!({"size": 3, "version": "3.5.1", "storage": storage}),
+            json!({"size": 3, "version": "3.6.16", "storage": storage}),
         )
     };
     let message = vec![

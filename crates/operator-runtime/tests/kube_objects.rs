@@ -39,7 +39,7 @@ async fn create_cluster(client: &kube::Client, name: &str) -> EtcdCluster {
         "apiVersion": "etcd.operator.rs/v1alpha1",
         "kind": "EtcdCluster",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"size": 3, "version": "3.5.1"},
+        "spec": {"size": 3, "version": "3.6.16"},
     }))
     .unwrap();
     api.create(&PostParams::default(), &cluster).await.unwrap()
@@ -64,7 +64,7 @@ async fn apply_status_writes_status_under_the_field_manager(client: &kube::Clien
         "phase": "Running",
         "readyMembers": 1,
         "members": [{"name": "main-0", "healthy": true, "leader": true}],
-        "currentVersion": "3.5.1",
+        "currentVersion": "3.6.16",
     }))
     .unwrap();
     let returned = apply_status(&api, "main", MANAGER, &first).await.unwrap();

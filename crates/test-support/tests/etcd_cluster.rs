@@ -74,6 +74,16 @@ async fn etcd_3_5_three_members_are_healthy_and_replicate() {
     assert_healthy_three_members(EtcdVersion::V3_5).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_3_6_three_members_are_healthy_and_replicate() {
+    assert_healthy_three_members(EtcdVersion::V3_6).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_3_7_three_members_are_healthy_and_replicate() {
+    assert_healthy_three_members(EtcdVersion::V3_7).await;
+}
+
 /// Puts, retrying for up to 15 s while the cluster elects a new leader.
 async fn retry_put(client: &mut etcd_client::Client, key: &str, value: &str) {
     let start = std::time::Instant::now();
@@ -158,9 +168,10 @@ async fn two_clusters_started_concurrently_are_separate() {
     assert_eq!(got_b.kvs()[0].value_str().unwrap(), "b");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn member_add_and_remove() {
-    let mut cluster = EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap();
+/// A member added to a running one-member cluster of `version` joins with the data written
+/// before it, answers from its own ID, and leaves again with `member remove`.
+async fn member_add_and_remove(version: EtcdVersion) {
+    let mut cluster = EtcdCluster::start(version, 1).await.unwrap();
     let mut c1 = cluster.member_client(1).await.unwrap();
     c1.put("seed", "before-join", None).await.unwrap();
 
@@ -179,6 +190,21 @@ async fn member_add_and_remove() {
     assert_eq!(list.members().len(), 1);
     assert_eq!(list.members()[0].name(), "m1");
     c1.put("after", "remove", None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_3_5_member_add_and_remove() {
+    member_add_and_remove(EtcdVersion::V3_5).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_3_6_member_add_and_remove() {
+    member_add_and_remove(EtcdVersion::V3_6).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_3_7_member_add_and_remove() {
+    member_add_and_remove(EtcdVersion::V3_7).await;
 }
 
 /// A second etcd on an address that a running member holds dies at once, and waiting for it

@@ -19,7 +19,9 @@ fn missing_binary_names_file_path_and_fix() {
 
     for (result, file) in [
         (tools.etcdctl(EtcdVersion::V3_4), "etcdctl-3.4"),
-        (tools.etcdutl(), "etcdutl-3.5"),
+        (tools.etcdutl(), "etcdutl-3.6"),
+        (tools.etcdutl_of(EtcdVersion::V3_7), "etcdutl-3.7"),
+        (tools.etcdutl_of(EtcdVersion::V3_4), "etcdutl-3.4"),
         (tools.weed(), "weed"),
         (tools.aws(), "aws"),
         (tools.kubectl(KubePair::Previous), "kubectl-1.32"),
@@ -64,18 +66,76 @@ fn installed_tools_are_found() {
     for v in EtcdVersion::ALL {
         tools.etcd(v).unwrap();
         tools.etcdctl(v).unwrap();
+        if v.has_etcdutl() {
+            tools.etcdutl_of(v).unwrap();
+        }
     }
     tools.etcdutl().unwrap();
     tools.weed().unwrap();
     tools.aws().unwrap();
 }
 
+/// Each installed binary is the pinned version (`make deps` built or linked the right one).
+#[test]
+fn installed_etcd_binaries_are_the_pinned_versions() {
+    let tools = Tools::from_env();
+    let first_line = |path: std::path::PathBuf, arg: &str| {
+        let out = std::process::Command::new(&path).arg(arg).output().unwrap();
+        assert!(out.status.success(), "{} {arg}: {out:?}", path.display());
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for v in EtcdVersion::ALL {
+        let want = v.version_string();
+        let etcd = first_line(tools.etcd(v).unwrap(), "--version");
+        assert_eq!(
+            etcd,
+            format!("etcd Version: {want}"),
+            "etcd-{}",
+            v.as_minor()
+        );
+        let ctl = first_line(tools.etcdctl(v).unwrap(), "version");
+        assert_eq!(
+            ctl,
+            format!("etcdctl version: {want}"),
+            "etcdctl-{}",
+            v.as_minor()
+        );
+        if v.has_etcdutl() {
+            let utl = first_line(tools.etcdutl_of(v).unwrap(), "version");
+            assert_eq!(
+                utl,
+                format!("etcdutl version: {want}"),
+                "etcdutl-{}",
+                v.as_minor()
+            );
+        }
+    }
+}
+
 #[test]
 fn etcd_version_names() {
-    assert_eq!(EtcdVersion::V3_4.version_string(), "3.4.23");
-    assert_eq!(EtcdVersion::V3_5.version_string(), "3.5.1");
-    assert_eq!(EtcdVersion::V3_4.as_minor(), "3.4");
-    assert_eq!(EtcdVersion::V3_5.as_minor(), "3.5");
+    let names: Vec<(&str, &str)> = EtcdVersion::ALL
+        .iter()
+        .map(|v| (v.version_string(), v.as_minor()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("3.4.23", "3.4"),
+            ("3.5.35", "3.5"),
+            ("3.6.16", "3.6"),
+            ("3.7.3", "3.7")
+        ]
+    );
+    assert_eq!(EtcdVersion::DEFAULT, EtcdVersion::V3_6);
+    assert_eq!(EtcdVersion::V3_4.next_minor(), Some(EtcdVersion::V3_5));
+    assert_eq!(EtcdVersion::V3_7.next_minor(), None);
+    assert!(!EtcdVersion::V3_4.has_etcdutl() && EtcdVersion::V3_5.has_etcdutl());
 }
 
 #[test]

@@ -1,12 +1,14 @@
 //! The node agent's image map (spec §c): which host binaries an image reference stands for.
 //! Without `--image-map`, localkube writes a default one to `state/images.yaml`:
-//! - the etcd images (`gcr.io/etcd-development/etcd`, `quay.io/coreos/etcd`) at `v3.5.*` and
-//!   `v3.4.*` → the installed etcd binaries of that minor (from `--tools-dir`), at
-//!   `/usr/local/bin`, as the upstream images lay them out;
+//! - the etcd images (`gcr.io/etcd-development/etcd`, `quay.io/coreos/etcd`) at `v3.4.*`,
+//!   `v3.5.*`, `v3.6.*` and `v3.7.*` → the installed etcd binaries of that minor (from
+//!   `--tools-dir`: 3.4.23, 3.5.35, 3.6.16, 3.7.3), at `/usr/local/bin`, as the upstream images
+//!   lay them out (any patch tag runs the installed patch of its minor);
 //! - `localkube.io/localkube` → this localkube binary (used by tests for in-cluster clients);
 //! - the chart's operator image (`ghcr.io/etcd-operator-rs/etcd-operator`, any tag) → the
-//!   operator binaries built next to this localkube binary and etcd 3.5's `etcdutl` (the
-//!   Dockerfile copies it into the image for the restore's seed), at `/usr/local/bin`, running
+//!   operator binaries built next to this localkube binary and each minor's `etcdutl` as
+//!   `etcdutl-3.5`, `etcdutl-3.6`, `etcdutl-3.7`, plus `etcdutl` (3.6's, the default), as the
+//!   Dockerfile copies them into the image for the restore's seed, at `/usr/local/bin`, running
 //!   as the Dockerfile's non-root `USER 65532:65532`;
 //! - `busybox` → the host's own tools (a container sees the host's filesystem plus its mounts).
 //!
@@ -41,7 +43,7 @@ pub fn load(
 }
 
 /// One directory per etcd minor under `state/images/`, holding `etcd`, `etcdctl` (and
-/// `etcdutl` for 3.5) from the installed binaries: the names the image has.
+/// `etcdutl` from 3.5 on) from the installed binaries: the names the image has.
 fn etcd_bin_dir(state_dir: &Path, tools: &Path, minor: &str) -> Result<Option<PathBuf>, BoxError> {
     let dir = state_dir.join("images").join(format!("etcd-{minor}"));
     std::fs::create_dir_all(&dir)?;
@@ -57,7 +59,8 @@ fn etcd_bin_dir(state_dir: &Path, tools: &Path, minor: &str) -> Result<Option<Pa
     Ok(any.then_some(dir))
 }
 
-/// The operator image's `/usr/local/bin`: the operator binaries of `exe_dir` and etcdutl 3.5.
+/// The operator image's `/usr/local/bin`: the operator binaries of `exe_dir` and each minor's
+/// etcdutl.
 fn operator_bin_dir(
     state_dir: &Path,
     exe_dir: &Path,
@@ -69,8 +72,10 @@ fn operator_bin_dir(
         .iter()
         .map(|name| (exe_dir.join(name), *name))
         .collect();
-    if let Some(etcdutl) = tools.and_then(|t| std::fs::canonicalize(t.join("etcdutl-3.5")).ok()) {
-        links.push((etcdutl, "etcdutl"));
+    for (file, name) in OPERATOR_ETCDUTLS {
+        if let Some(etcdutl) = tools.and_then(|t| std::fs::canonicalize(t.join(file)).ok()) {
+            links.push((etcdutl, name));
+        }
     }
     for (target, name) in links {
         if target.exists() {
@@ -96,6 +101,14 @@ fn install(source: &Path, path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The etcdutls of the operator image (the Dockerfile's): installed file → name in the image.
+const OPERATOR_ETCDUTLS: [(&str, &str); 4] = [
+    ("etcdutl-3.5", "etcdutl-3.5"),
+    ("etcdutl-3.6", "etcdutl-3.6"),
+    ("etcdutl-3.7", "etcdutl-3.7"),
+    ("etcdutl-3.6", "etcdutl"),
+];
+
 /// The operator image's `USER` (the Dockerfile's).
 const OPERATOR_USER: &str = "65532:65532";
 
@@ -109,7 +122,12 @@ const OPERATOR_BINARIES: [&str; 3] = [
 fn default_map(state_dir: &Path, tools_dir: Option<&Path>) -> Result<String, BoxError> {
     let mut out = String::from("# Written by localkube up (the default image map).\nimages:\n");
     if let Some(tools) = tools_dir {
-        for (minor, tags) in [("3.5", "v3.5.*"), ("3.4", "v3.4.*")] {
+        for (minor, tags) in [
+            ("3.7", "v3.7.*"),
+            ("3.6", "v3.6.*"),
+            ("3.5", "v3.5.*"),
+            ("3.4", "v3.4.*"),
+        ] {
             let Some(dir) = etcd_bin_dir(state_dir, tools, minor)? else {
                 continue;
             };

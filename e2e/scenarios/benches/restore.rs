@@ -574,7 +574,7 @@ async fn by_hand_round(
     steps.push("downloaded (aws s3 cp)", offset(start));
 
     // 2. etcdutl snapshot restore with the seed's name, URL and a new token.
-    let mut restore = Command::new(tools.etcdutl().unwrap());
+    let mut restore = Command::new(tools.etcdutl_of(VERSION).unwrap());
     restore
         .args(["snapshot", "restore"])
         .arg(&snapshot)

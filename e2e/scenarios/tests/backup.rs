@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use test_support::process::TestDir;
 use test_support::{AddressBlock, ClusterState, EtcdMember, EtcdMemberConfig, EtcdVersion, Tools};
 
-const VERSION: &str = "3.5.1";
+const VERSION: &str = "3.6.16";
 const CLUSTER: &str = "main";
 /// Scheduled runs waited for, and Succeeded scheduled backups retention keeps.
 const RUNS: usize = 3;
@@ -299,7 +299,8 @@ async fn restore(tools: &Tools, object: &[u8]) -> Restored {
         initial_cluster_token: "restored".into(),
         extra_args: vec![],
     };
-    let mut member = EtcdMember::spawn(tools, EtcdVersion::V3_5, config).unwrap();
+    // The cluster runs the default 3.6, restored with its etcdutl.
+    let mut member = EtcdMember::spawn(tools, EtcdVersion::DEFAULT, config).unwrap();
     member
         .wait_ready(None, Duration::from_secs(60))
         .await

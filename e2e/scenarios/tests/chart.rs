@@ -43,7 +43,7 @@ const PREVIOUS_VERSION: &str = "0.1.0";
 /// examples/cluster-production.yaml's cluster, size and version.
 const CLUSTER: &str = "prod";
 const SIZE: usize = 5;
-const VERSION: &str = "3.5.1";
+const VERSION: &str = "3.6.16";
 /// The chart's operators: `<release>-<suffix>` Deployment, ServiceAccount, ClusterRole(Binding)
 /// and leader-election Role, Pods labelled with the component.
 const OPERATORS: [(&str, &str); 3] = [

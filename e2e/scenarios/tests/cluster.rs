@@ -10,7 +10,9 @@ use std::time::Duration;
 use common::*;
 
 const V34: &str = "3.4.23";
-const V35: &str = "3.5.1";
+const V35: &str = "3.5.35";
+const V36: &str = "3.6.16";
+const V37: &str = "3.7.3";
 
 /// Generous for a 2-core machine running several scenarios at once; the usual figure is a
 /// fraction (see `make bench`).
@@ -34,7 +36,9 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     let pvcs = env.kubectl(&["get", "pvc", "-n", NS, "-o", "name"]);
     assert_eq!(pvcs.lines().count(), 5, "{pvcs}");
 
-    // 3.4 → 3.5, one member at a time.
+    // 3.4 → 3.5, one member at a time. (Going on to 3.6 from here is not tested yet: a
+    // member of this cluster, with learners added and removed under 3.4, crash-looped on 3.6.16
+    // when taken there seconds after the 3.5 roll; see the branch report.)
     env.apply(&cluster_yaml("main", 3, V35)).unwrap();
     env.wait_available("main", 3, V35, STEP).await;
     let checked = writer.check().await;
@@ -55,11 +59,30 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     assert!(table.contains("main") && table.contains(V35), "{table}");
 }
 
+/// 3.5 (latest) → 3.6 (latest), the upgrade users make today: one member at a time, followers
+/// first, under the background writer, every acknowledged write kept.
+#[tokio::test]
+async fn upgrade_3_5_to_3_6_without_losing_a_write() {
+    let env = Env::start().await;
+    env.apply(&cluster_yaml("up", 3, V35)).unwrap();
+    env.wait_available("up", 3, V35, STEP).await;
+    let writer = Writer::start(env.client_url("up").await);
+    writer.check().await;
+    env.apply(&cluster_yaml("up", 3, V36)).unwrap();
+    env.wait_available("up", 3, V36, STEP).await;
+    let checked = writer.check().await;
+    assert!(checked > 0, "the writer acknowledged writes during the run");
+    writer.stop().await;
+    let events = env.events_for("up").await.join("\n");
+    let upgrades = events.matches("from etcd 3.5.35 to 3.6.16").count();
+    assert_eq!(upgrades, 3, "each member upgraded once:\n{events}");
+}
+
 #[tokio::test]
 async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     let env = Env::start().await;
-    env.apply(&cluster_yaml("repair", 3, V35)).unwrap();
-    env.wait_available("repair", 3, V35, STEP).await;
+    env.apply(&cluster_yaml("repair", 3, V36)).unwrap();
+    env.wait_available("repair", 3, V36, STEP).await;
     let writer = Writer::start(env.client_url("repair").await);
     let uid = env
         .clusters()
@@ -104,7 +127,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    env.wait_available("repair", 3, V35, STEP).await;
+    env.wait_available("repair", 3, V36, STEP).await;
     let after = member_id(&env.clusters().get("repair").await.unwrap().status.unwrap());
     assert_eq!(after, before, "repair-1 rejoined as the same etcd member");
     writer.check().await;
@@ -128,13 +151,13 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
         })
     })
     .await;
-    env.wait_available("repair", 3, V35, STEP).await;
+    env.wait_available("repair", 3, V36, STEP).await;
     writer.check().await;
     let events = env.events_for("repair").await.join("\n");
     assert!(events.contains("MemberRemoved"), "{events}");
 
     // The operator restarted mid-scale converges: delete its Pod right after asking for 5.
-    env.apply(&cluster_yaml("repair", 5, V35)).unwrap();
+    env.apply(&cluster_yaml("repair", 5, V36)).unwrap();
     env.wait_status("repair", "a fourth member", STEP, |c| {
         c.status.as_ref().is_some_and(|s| s.members.len() >= 4)
     })
@@ -147,7 +170,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
         "-l",
         "app.kubernetes.io/component=cluster-operator",
     ]);
-    env.wait_available("repair", 5, V35, STEP).await;
+    env.wait_available("repair", 5, V36, STEP).await;
     writer.check().await;
     writer.stop().await;
 }
@@ -184,24 +207,71 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
     let events = env.events_for("future").await.join("\n");
     assert!(events.contains("spec.version"), "{events}");
 
-    // A downgrade of a running cluster is refused and the members keep running their version.
-    env.apply(&cluster_yaml("live", 1, V35)).unwrap();
-    env.wait_available("live", 1, V35, STEP).await;
-    env.apply(&cluster_yaml("live", 1, V34)).unwrap();
-    let refused = env
-        .wait_status("live", "downgrade refused", STEP, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == "Degraded"
-                        && c.status == "True"
-                        && c.message.contains("spec.version")
-                })
+    // etcd 3.5.0-3.5.2 are refused by name (the data inconsistency bug fixed in 3.5.3).
+    env.apply(&cluster_yaml("old", 1, "3.5.1")).unwrap();
+    env.wait_status("old", "3.5.1 refused", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Degraded"
+                    && c.status == "True"
+                    && c.message.contains("spec.version: etcd 3.5.1 is refused")
+                    && c.message.contains("fixed in 3.5.3")
             })
         })
-        .await;
-    let status = refused.status.unwrap();
-    assert_eq!(status.current_version.as_deref(), Some(V35));
-    assert!(status.members.iter().all(|m| m.healthy), "{status:?}");
+    })
+    .await;
+    let pods = env.kubectl(&["get", "pods", "-n", NS, "-o", "name"]);
+    assert!(!pods.contains("old-0"), "{pods}");
+
+    // A skipped minor (3.5 → 3.7) and a downgrade (3.5 → 3.4) of a running cluster are refused
+    // naming spec.version; the member keeps running, the same Pod on the same version.
+    env.apply(&cluster_yaml("live", 1, V35)).unwrap();
+    env.wait_available("live", 1, V35, STEP).await;
+    let pod_uid = || {
+        env.kubectl(&[
+            "get",
+            "pod",
+            "live-0",
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+    };
+    let uid = pod_uid();
+    for (version, why) in [
+        (V37, "skips a minor version"),
+        (V34, "downgrade from 3.5.35"),
+    ] {
+        env.apply(&cluster_yaml("live", 1, version)).unwrap();
+        let refused = env
+            .wait_status("live", why, STEP, |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Degraded"
+                            && c.status == "True"
+                            && c.message.contains("spec.version")
+                            && c.message.contains(why)
+                    })
+                })
+            })
+            .await;
+        let status = refused.status.unwrap();
+        assert_eq!(status.current_version.as_deref(), Some(V35), "{version}");
+        assert!(status.members.iter().all(|m| m.healthy), "{status:?}");
+        assert_eq!(
+            pod_uid(),
+            uid,
+            "the member's Pod was not touched ({version})"
+        );
+    }
+    // The first refusal's Warning event is there (the second one's may still be on its way:
+    // the status is written before the event).
+    let events = env.events_for("live").await.join("\n");
+    assert!(
+        events.contains("InvalidSpec: spec.version: upgrade from 3.5.35 to 3.7.3 skips a minor"),
+        "{events}"
+    );
 
     // Volumes cannot shrink: refused, naming the field; the member's PVC keeps its size.
     let shrink = cluster_yaml("live", 1, V35).replace("size: 1Gi", "size: 512Mi");

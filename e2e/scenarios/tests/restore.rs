@@ -28,7 +28,7 @@ use kube::Api;
 use kube::api::ListParams;
 use sha2::{Digest, Sha256};
 
-const VERSION: &str = "3.5.1";
+const VERSION: &str = "3.6.16";
 /// The hand-over contract (etcd-api's restore.rs): the annotation the restore operator puts on
 /// the EtcdCluster while it rebuilds it, and the label of the old members' PVCs it keeps.
 const RESTORING_ANNOTATION: &str = "etcd.operator.rs/restoring";

@@ -297,7 +297,7 @@ async fn create_backup_with_retain_keeps_the_newest() {
         "apiVersion": "etcd.operator.rs/v1alpha1",
         "kind": "EtcdCluster",
         "metadata": {"name": "main", "namespace": NS},
-        "spec": {"size": 1, "version": "3.5.1"},
+        "spec": {"size": 1, "version": "3.6.16"},
     }));
     clusters
         .create(&PostParams::default(), &cluster)

@@ -181,7 +181,8 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
         view = observe::observe_etcd(&all, ctx.etcd_timeout).await;
     }
-    let observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    observed.cluster_version = observe::observe_cluster_version(&view, ctx.etcd_timeout).await;
 
     ctx.metrics
         .clusters
@@ -412,6 +413,8 @@ fn requeue_after(action: &Action) -> Duration {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
+            // etcd moves the cluster version some seconds after the last member upgraded.
+            WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. }
             | WaitReason::WouldLoseQuorum { .. }
             | WaitReason::MembersUnreachable { .. } => Duration::from_secs(10),

@@ -10,7 +10,9 @@ use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
 
 pub(crate) const V34: &str = "3.4.23";
-pub(crate) const V35: &str = "3.5.1";
+pub(crate) const V35: &str = "3.5.35";
+pub(crate) const V36: &str = "3.6.16";
+pub(crate) const V37: &str = "3.7.3";
 
 pub(crate) fn v(text: &str) -> EtcdVersion {
     EtcdVersion::parse(text).unwrap()
@@ -43,6 +45,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
         member_storage: None,
         membership: Membership::Unknown,
         cluster_id: None,
+        cluster_version: None,
         pods: BTreeMap::new(),
         pvcs: BTreeMap::new(),
         alarms: vec![],
@@ -96,13 +99,24 @@ pub(crate) trait Build {
     /// The kubelet reports these members' Pods Ready (they must have Pods).
     fn ready(self, ordinals: &[u32]) -> Self;
     fn existed(self, ordinals: &[u32], version: &str) -> Self;
+    fn cluster_version(self, version: Option<(u64, u64)>) -> Self;
 }
 
 impl Build for Observed {
     fn members(mut self, members: Vec<Member>) -> Self {
         self.recorded_cluster_id = Some("c0ffee".into());
         self.cluster_id = Some(0xc0ffee);
+        // A settled cluster: etcd reports the lowest minor its answering members run.
+        self.cluster_version = members
+            .iter()
+            .filter_map(Member::version)
+            .min()
+            .map(|v| (v.major, v.minor));
         self.membership = Membership::Known(members);
+        self
+    }
+    fn cluster_version(mut self, version: Option<(u64, u64)>) -> Self {
+        self.cluster_version = version;
         self
     }
     fn pods(mut self, ordinals: &[u32]) -> Self {

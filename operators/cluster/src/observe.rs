@@ -212,6 +212,7 @@ pub fn to_observed(
         member_storage: member_storage(&cluster.spec.storage, kube.pvcs.values()),
         membership,
         cluster_id: view.membership.as_ref().map(|(id, _)| *id),
+        cluster_version: None,
         pods: kube
             .pods
             .iter()
@@ -348,6 +349,32 @@ fn member_storage<'a>(
 /// Asks etcd: the member list from a member in quorum and every member's status.
 pub async fn observe_etcd(endpoints: &[String], timeout: Duration) -> ClusterView {
     etcd_admin::observe(endpoints, timeout).await
+}
+
+/// etcd's cluster version (`MAJOR.MINOR`), asked of every member that answered Status: the
+/// lowest they report. Each member learns it from the leader, so right after a change they may
+/// disagree for a moment; the lowest is the safe reading for gating the next minor. `None`
+/// when no member reports one (none answers, or `not_decided` right after a start).
+pub async fn observe_cluster_version(view: &ClusterView, timeout: Duration) -> Option<(u64, u64)> {
+    let Some((_, members)) = &view.membership else {
+        return None;
+    };
+    let mut lowest: Option<(u64, u64)> = None;
+    for member in members {
+        let answered = matches!(view.statuses.get(&member.id), Some(Ok(_)));
+        let Some(url) = member.client_urls.first().filter(|_| answered) else {
+            continue;
+        };
+        match etcd_admin::cluster_version(url, timeout).await {
+            Ok(text) => {
+                if let Some(cv) = etcd_api::validation::parse_cluster_version(&text) {
+                    lowest = Some(lowest.map_or(cv, |l| l.min(cv)));
+                }
+            }
+            Err(error) => tracing::debug!(%error, "cluster version not read"),
+        }
+    }
+    lowest
 }
 
 #[cfg(test)]

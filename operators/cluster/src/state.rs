@@ -38,6 +38,9 @@ pub struct Observed {
     pub membership: Membership,
     /// etcd's cluster ID, from the answer that gave the member list.
     pub cluster_id: Option<u64>,
+    /// etcd's cluster version (`MAJOR.MINOR`, the `etcdcluster` of `GET /version`): the lowest
+    /// any answering member reports; `None` when none reported one. Gates minor upgrades.
+    pub cluster_version: Option<(u64, u64)>,
     /// Member Pods of this cluster, by name.
     pub pods: BTreeMap<String, PodState>,
     /// Member PVCs of this cluster, by name.

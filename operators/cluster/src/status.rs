@@ -366,7 +366,8 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::Restoring { .. }
             | WaitReason::SeedStarting
             | WaitReason::PodTerminating { .. }
-            | WaitReason::LearnerCatchingUp { .. },
+            | WaitReason::LearnerCatchingUp { .. }
+            | WaitReason::ClusterVersionBehind { .. },
         )
         | Action::Converged => None,
     }
@@ -729,6 +730,17 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::MEMBER_UNHEALTHY,
             format!("Waiting for member {member} to answer before changing anything"),
         ),
+        Action::Wait(WaitReason::ClusterVersionBehind {
+            cluster_version,
+            needed: (major, minor),
+        }) => active(
+            reasons::UPGRADING,
+            format!(
+                "Waiting for etcd's cluster version to reach {major}.{minor} (it reports {}) before \
+                 upgrading to {target}: etcd moves one minor at a time",
+                cluster_version.map_or_else(|| "none yet".to_owned(), |(a, b)| format!("{a}.{b}"))
+            ),
+        ),
         Action::Wait(WaitReason::Paused) => still(
             reasons::PAUSED,
             "spec.paused is set: no member is added, removed or restarted".to_owned(),
@@ -840,7 +852,9 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
 
 fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
     let upgrade_step = match action {
-        Action::UpgradeMember { .. } => true,
+        Action::UpgradeMember { .. } | Action::Wait(WaitReason::ClusterVersionBehind { .. }) => {
+            true
+        }
         Action::CreateMemberPod {
             reason: PodReason::Restart,
             ..

@@ -22,8 +22,21 @@ use crate::plan::Snapshot;
 pub const INIT_CONTAINER: &str = "prepare-seed";
 /// Annotation on the seed Pod and PVC: the EtcdRestore that built them.
 pub const RESTORED_BY_ANNOTATION: &str = "etcd.operator.rs/restored-by";
-/// Where the operator image keeps `etcdutl` (the Dockerfile copies it from the etcd image).
+/// Where the operator image keeps the default `etcdutl` (the Dockerfile copies it from the etcd
+/// image of the default version). Each supported minor's own is beside it: [`etcdutl_for`].
 pub const ETCDUTL: &str = "/usr/local/bin/etcdutl";
+
+/// The etcdutl that restores a snapshot for a cluster of `version`: the one of its minor
+/// (`/usr/local/bin/etcdutl-3.6`), so the data directory is written as that etcd writes it.
+/// etcd 3.4 has no etcdutl; 3.5's restores for it (operators/restore/tests/seed.rs).
+pub fn etcdutl_for(version: EtcdVersion) -> String {
+    let minor = if (version.major, version.minor) < (3, 5) {
+        (3, 5)
+    } else {
+        (version.major, version.minor)
+    };
+    format!("{ETCDUTL}-{}.{}", minor.0, minor.1)
+}
 /// The operator binary in the operator image.
 pub const RESTORE_BINARY: &str = "/usr/local/bin/etcd-restore-operator";
 
@@ -85,7 +98,7 @@ pub fn seed_pod(
         },
     )?;
     mark(&mut pod.metadata, restore);
-    let init = init_container(&names, restore, seed, snapshot, image);
+    let init = init_container(&names, restore, seed, snapshot, image, version);
     if let Some(spec) = pod.spec.as_mut() {
         spec.init_containers = Some(vec![init]);
     }
@@ -135,6 +148,7 @@ fn init_container(
     seed: &str,
     snapshot: &Snapshot,
     image: &str,
+    version: EtcdVersion,
 ) -> Container {
     let connection = &snapshot.connection;
     let peer_url = names.peer_url(seed);
@@ -152,7 +166,7 @@ fn init_container(
             restore_token(&names.name, restore)
         ),
         format!("--data-dir={DATA_DIR}"),
-        format!("--etcdutl={ETCDUTL}"),
+        format!("--etcdutl={}", etcdutl_for(version)),
     ];
     if let Some(endpoint) = &connection.endpoint {
         args.push(format!("--endpoint={endpoint}"));
@@ -260,7 +274,7 @@ mod tests {
             "main",
             EtcdClusterSpec {
                 size: 3,
-                version: "3.5.1".into(),
+                version: "3.5.35".into(),
                 repository: "gcr.io/etcd-development/etcd".into(),
                 paused: false,
                 storage: StorageSpec::default(),
@@ -300,6 +314,21 @@ mod tests {
             key: "main/snap.db".into(),
             sha256: Some("ab".repeat(32)),
             revision: Some(40),
+            etcd_version: None,
+        }
+    }
+
+    #[test]
+    fn each_minor_restores_with_its_own_etcdutl() {
+        let table = [
+            ("3.4.23", "/usr/local/bin/etcdutl-3.5"),
+            ("3.5.35", "/usr/local/bin/etcdutl-3.5"),
+            ("3.6.16", "/usr/local/bin/etcdutl-3.6"),
+            ("3.7.3", "/usr/local/bin/etcdutl-3.7"),
+        ];
+        for (version, etcdutl) in table {
+            let version = EtcdVersion::parse(version).unwrap();
+            assert_eq!(etcdutl_for(version), etcdutl, "{version}");
         }
     }
 
@@ -332,6 +361,8 @@ mod tests {
             "--endpoint=http://s3:8333".to_owned(),
             "--force-path-style".to_owned(),
             format!("--sha256={}", "ab".repeat(32)),
+            // The etcdutl of the cluster's minor (3.5.35 here).
+            "--etcdutl=/usr/local/bin/etcdutl-3.5".to_owned(),
         ] {
             assert!(args.contains(&expected), "{expected} not in {args:?}");
         }

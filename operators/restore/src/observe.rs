@@ -49,6 +49,17 @@ pub async fn observe(
     };
     let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), &namespace);
     let cluster = clusters.get_opt(&restore.spec.cluster_name).await?;
+    let target = cluster
+        .as_ref()
+        .map(|c| c.spec.version.as_str())
+        .or_else(|| {
+            restore
+                .spec
+                .cluster_spec
+                .as_ref()
+                .map(|s| s.version.as_str())
+        });
+    let source = source.and_then(|snapshot| check_versions(snapshot, target));
     let mut observed = Observed {
         progress,
         force: restore.spec.force,
@@ -99,6 +110,22 @@ pub async fn observe(
     Ok(Observation { observed, cluster })
 }
 
+/// The snapshot if the etcd it came from can seed a cluster of `target` (pure). Unknown or
+/// unparsable versions pass: the seed's own start is then the check.
+pub fn check_versions(snapshot: Snapshot, target: Option<&str>) -> Result<Snapshot, Refusal> {
+    let parse = etcd_api::validation::EtcdVersion::parse;
+    let (Some(from), Some(to)) = (
+        snapshot.etcd_version.as_deref().and_then(parse),
+        target.and_then(parse),
+    ) else {
+        return Ok(snapshot);
+    };
+    match etcd_api::validation::check_restore_versions("spec.source.backupRef", from, to) {
+        Ok(()) => Ok(snapshot),
+        Err(error) => Err(Refusal::new("IncompatibleVersions", error.to_string())),
+    }
+}
+
 /// The restore's progress from its status (pure).
 pub fn progress_of(restore: &EtcdRestore) -> Progress {
     let Some(status) = &restore.status else {
@@ -133,6 +160,7 @@ async fn resolve_source(
             key: s3.key.clone(),
             sha256: source.sha256.clone(),
             revision: None,
+            etcd_version: None,
         }));
     }
     let Some(backup_ref) = &source.backup_ref else {
@@ -207,6 +235,7 @@ pub fn snapshot_of_backup(
         key: key.to_owned(),
         sha256: Some(artifact.sha256),
         revision: Some(artifact.revision),
+        etcd_version: Some(artifact.etcd_version),
     })
 }
 
@@ -533,7 +562,7 @@ mod tests {
                 size_bytes: 10,
                 sha256: "ab".repeat(32),
                 revision: 40,
-                etcd_version: "3.5.1".into(),
+                etcd_version: "3.5.35".into(),
                 cluster_id: "c".into(),
             }),
             ..Default::default()
@@ -562,6 +591,37 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.reason, "ChecksumMismatch");
         assert!(e.message.contains("spec.source.sha256"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_snapshot_seeds_only_its_own_or_the_next_minor() {
+        let ok = snapshot_of_backup("b1", Some(&backup(BackupPhase::Succeeded)), None).unwrap();
+        assert_eq!(ok.etcd_version.as_deref(), Some("3.5.35"));
+        for target in [None, Some("3.5.35"), Some("3.6.16"), Some("not a version")] {
+            assert_eq!(
+                check_versions(ok.clone(), target),
+                Ok(ok.clone()),
+                "{target:?}"
+            );
+        }
+        for (target, why) in [("3.4.23", "downgrade"), ("3.7.3", "skips a minor version")] {
+            let e = check_versions(ok.clone(), Some(target)).unwrap_err();
+            assert_eq!(e.reason, "IncompatibleVersions");
+            assert!(
+                e.message
+                    .starts_with("spec.source.backupRef: a snapshot of etcd 3.5.35")
+                    && e.message.contains(&format!("into etcd {target}"))
+                    && e.message.contains(why),
+                "{}",
+                e.message
+            );
+        }
+        // A snapshot from an S3 key records no version: the seed's own start is the check.
+        let unknown = Snapshot {
+            etcd_version: None,
+            ..ok
+        };
+        assert!(check_versions(unknown, Some("3.7.3")).is_ok());
     }
 
     #[test]

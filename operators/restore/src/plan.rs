@@ -69,6 +69,8 @@ pub struct Snapshot {
     pub sha256: Option<String>,
     /// Revision recorded by the backup, when known.
     pub revision: Option<i64>,
+    /// etcd version of the member the backup was taken from, when known.
+    pub etcd_version: Option<String>,
 }
 
 impl Snapshot {

@@ -259,6 +259,7 @@ mod tests {
                 key: "k.db".into(),
                 sha256: None,
                 revision: None,
+                etcd_version: None,
             }),
             credentials: Ok(()),
             cluster: None,

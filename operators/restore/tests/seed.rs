@@ -52,7 +52,8 @@ fn spec(s3: &S3Server, key: &str, sha256: Option<String>, data_dir: &Path, peer:
         initial_advertise_peer_urls: peer.to_owned(),
         initial_cluster_token: "restored-token".into(),
         data_dir: data_dir.to_path_buf(),
-        etcdutl: Tools::from_env().etcdutl().unwrap(),
+        // The operator restores for 3.4 with 3.5's etcdutl (etcd 3.4 has none): `etcdutl_for`.
+        etcdutl: Tools::from_env().etcdutl_of(EtcdVersion::V3_5).unwrap(),
         work_dir: None,
     }
 }

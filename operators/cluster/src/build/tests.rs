@@ -12,13 +12,13 @@ use super::*;
 const UID: &str = "0b5e-11";
 
 fn v35() -> EtcdVersion {
-    EtcdVersion::parse("3.5.1").unwrap()
+    EtcdVersion::parse("3.5.35").unwrap()
 }
 
 fn spec() -> EtcdClusterSpec {
     EtcdClusterSpec {
         size: 3,
-        version: "3.5.1".into(),
+        version: "3.5.35".into(),
         repository: "gcr.io/etcd-development/etcd".into(),
         paused: false,
         storage: StorageSpec::default(),
@@ -154,7 +154,7 @@ fn seed_pod_has_every_flag_name_and_dns_identity() {
     let container = &spec.containers[0];
     assert_eq!(
         container.image.as_deref(),
-        Some("gcr.io/etcd-development/etcd:v3.5.1")
+        Some("gcr.io/etcd-development/etcd:v3.5.35")
     );
     assert_eq!(
         container.command,
@@ -334,7 +334,7 @@ fn pod_policy_is_applied_and_our_labels_win() {
     assert_eq!(
         meta.annotations.as_ref(),
         Some(&labels(&[
-            ("etcd.operator.rs/version", "3.5.1"),
+            ("etcd.operator.rs/version", "3.5.35"),
             ("note", "x")
         ]))
     );
@@ -349,7 +349,7 @@ fn pod_policy_is_applied_and_our_labels_win() {
     let container = &spec.containers[0];
     assert_eq!(
         container.image.as_deref(),
-        Some("quay.io/coreos/etcd:v3.5.1")
+        Some("quay.io/coreos/etcd:v3.5.35")
     );
     assert!(container.resources.as_ref().unwrap().requests.is_some());
 }
@@ -365,7 +365,7 @@ fn without_pod_policy_nothing_optional_is_set() {
     assert_eq!(spec.containers[0].resources, None);
     assert_eq!(
         pod.metadata.annotations,
-        Some(labels(&[("etcd.operator.rs/version", "3.5.1")]))
+        Some(labels(&[("etcd.operator.rs/version", "3.5.35")]))
     );
 }
 

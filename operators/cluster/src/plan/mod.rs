@@ -207,6 +207,14 @@ pub enum WaitReason {
     },
     /// A member's data is gone and the cluster cannot be repaired without it; needs a restore.
     ClusterLost,
+    /// The next minor waits for etcd's cluster version to reach the minor every member runs
+    /// (the leader moves it some seconds after the last member upgraded).
+    ClusterVersionBehind {
+        /// The cluster version etcd reports, `MAJOR.MINOR`, if any.
+        cluster_version: Option<(u64, u64)>,
+        /// The cluster version the next minor needs.
+        needed: (u64, u64),
+    },
 }
 
 /// Majority of `voters`.
@@ -524,6 +532,17 @@ fn plan_with_members(
 
     // 9. Upgrade: one member at a time, followers before the leader. A one-member cluster has
     //    no redundancy to keep: its upgrade is a short outage the user chose with size 1.
+    //    A minor upgrade starts only once etcd's cluster version is the minor all members run
+    //    (3.4 -> 3.5 -> 3.6 -> 3.7: each step completes, as etcd reports it, before the next).
+    if let Some(current) = current
+        && let Err(behind) =
+            validation::check_cluster_version(current, target, observed.cluster_version)
+    {
+        return Action::Wait(WaitReason::ClusterVersionBehind {
+            cluster_version: behind.cluster_version,
+            needed: behind.needed,
+        });
+    }
     let behind = |m: &&&Member| m.version().is_some_and(|v| v < target);
     let next = voters
         .iter()

@@ -35,7 +35,7 @@ fn invalid_spec_is_refused_and_nothing_happens() {
         refused_fields(plan(&observed)),
         [
             "spec.size: 9 is outside 1..7",
-            "spec.version: \"3.5\" is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.5.1)",
+            "spec.version: \"3.5\" is not a version of the form MAJOR.MINOR.PATCH (e.g. 3.6.16)",
             "spec.storage.size: \"lots\" is not a valid quantity",
         ]
     );
@@ -576,7 +576,7 @@ fn downgrade_and_skipped_minor_are_refused() {
         .pvcs(&[0, 1, 2]);
     assert_eq!(
         refused_fields(plan(&at_35)),
-        ["spec.version: downgrade from 3.5.1 to 3.4.23 is not supported"]
+        ["spec.version: downgrade from 3.5.35 to 3.4.23 is not supported"]
     );
     let skip = cluster(3, "3.6.0")
         .members(on(V34, &[0, 1, 2], 0))
@@ -588,6 +588,117 @@ fn downgrade_and_skipped_minor_are_refused() {
             "spec.version: upgrade from 3.4.23 to 3.6.0 skips a minor version; upgrade to 3.5.x first"
         ]
     );
+}
+
+/// Every minor step of etcd's path, as a table: members' versions (leader first), etcd's
+/// cluster version, the desired version → the one next action. Followers go first; a minor
+/// starts only once the cluster version is the minor all members run; skips and downgrades are
+/// refused with nothing touched.
+#[test]
+fn upgrade_path_table() {
+    let upgrade = |ordinal, from: &str, to: &str| Action::UpgradeMember {
+        member: name(ordinal),
+        from: v(from),
+        to: v(to),
+    };
+    let behind = |cv, needed| {
+        Action::Wait(WaitReason::ClusterVersionBehind {
+            cluster_version: cv,
+            needed,
+        })
+    };
+    let refuse = |message: &str| {
+        Action::Refuse(vec![FieldError {
+            field: "spec.version".into(),
+            message: message.into(),
+        }])
+    };
+    type Case<'a> = (&'a [&'a str], Option<(u64, u64)>, &'a str, Action);
+    let cases: &[Case] = &[
+        // 3.5 -> 3.6 with the cluster version at 3.5: the first follower goes.
+        (&[V35, V35, V35], Some((3, 5)), V36, upgrade(1, V35, V36)),
+        // Mid-roll: the cluster version stays 3.5 until every member runs 3.6.
+        (&[V35, V36, V35], Some((3, 5)), V36, upgrade(2, V35, V36)),
+        // The leader last.
+        (&[V35, V36, V36], Some((3, 5)), V36, upgrade(0, V35, V36)),
+        (&[V36, V36, V36], Some((3, 5)), V36, Action::Converged),
+        // All on 3.5 after a 3.4 -> 3.5 roll, etcd still says 3.4: 3.6 waits.
+        (
+            &[V35, V35, V35],
+            Some((3, 4)),
+            V36,
+            behind(Some((3, 4)), (3, 5)),
+        ),
+        (&[V35, V35, V35], None, V36, behind(None, (3, 5))),
+        // 3.6 -> 3.7 likewise.
+        (&[V36, V36, V36], Some((3, 6)), V37, upgrade(1, V36, V37)),
+        (
+            &[V36, V36, V36],
+            Some((3, 5)),
+            V37,
+            behind(Some((3, 5)), (3, 6)),
+        ),
+        // A patch upgrade never waits for the cluster version.
+        (
+            &["3.5.3", "3.5.3", "3.5.3"],
+            None,
+            V35,
+            upgrade(1, "3.5.3", V35),
+        ),
+        // Skips and downgrades: refused, nothing touched.
+        (
+            &[V35, V35, V35],
+            Some((3, 5)),
+            V37,
+            refuse("upgrade from 3.5.35 to 3.7.3 skips a minor version; upgrade to 3.6.x first"),
+        ),
+        (
+            &[V36, V35, V35],
+            Some((3, 5)),
+            V37,
+            refuse("upgrade from 3.5.35 to 3.7.3 skips a minor version; upgrade to 3.6.x first"),
+        ),
+        (
+            &[V36, V36, V36],
+            Some((3, 6)),
+            V35,
+            refuse("downgrade from 3.6.16 to 3.5.35 is not supported"),
+        ),
+        (
+            &[V37, V37, V37],
+            Some((3, 7)),
+            V36,
+            refuse("downgrade from 3.7.3 to 3.6.16 is not supported"),
+        ),
+        // The known-bad 3.5.0-3.5.2 are refused as a target, whatever runs.
+        (
+            &[V35, V35, V35],
+            Some((3, 5)),
+            "3.5.2",
+            refuse(
+                "etcd 3.5.2 is refused: etcd 3.5.0-3.5.2 can lose data consistency when a member \
+                 crashes under write load (etcd-io/etcd#13766, fixed in 3.5.3); use 3.5.3 or later \
+                 (3.5.35 is tested)",
+            ),
+        ),
+    ];
+    for (versions, cluster_version, target, want) in cases {
+        let members: Vec<Member> = versions
+            .iter()
+            .enumerate()
+            .map(|(o, version)| healthy(o as u32, version, o == 0))
+            .collect();
+        let observed = cluster(3, target)
+            .members(members)
+            .cluster_version(*cluster_version)
+            .pods(&[0, 1, 2])
+            .pvcs(&[0, 1, 2]);
+        assert_eq!(
+            &plan(&observed),
+            want,
+            "{versions:?} at {cluster_version:?} -> {target}"
+        );
+    }
 }
 
 #[test]

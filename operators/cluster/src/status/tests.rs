@@ -841,8 +841,43 @@ fn current_version_moves_only_when_every_member_answers_the_same() {
 }
 
 #[test]
+fn waiting_for_the_cluster_version_is_an_upgrade_in_progress() {
+    // Every member runs 3.5, etcd still reports 3.4, the spec asks for 3.6.
+    let mut observed = full3().members(three(V35)).cluster_version(Some((3, 4)));
+    observed.spec.version = V36.into();
+    let action = next_action(&observed, &Policy::default());
+    assert_eq!(
+        action,
+        Action::Wait(WaitReason::ClusterVersionBehind {
+            cluster_version: Some((3, 4)),
+            needed: (3, 5)
+        })
+    );
+    let status = status_from(
+        &observed,
+        &action,
+        Some(2),
+        &previous_of(&[0, 1, 2], V35),
+        at(1),
+    );
+    assert_eq!(status.phase, Some(ClusterPhase::Upgrading));
+    let progressing = condition(&status, "Progressing");
+    assert_eq!(
+        (progressing.status.as_str(), progressing.reason.as_str()),
+        ("True", "Upgrading")
+    );
+    assert_eq!(
+        progressing.message,
+        "Waiting for etcd's cluster version to reach 3.5 (it reports 3.4) before upgrading to \
+         3.6.16: etcd moves one minor at a time"
+    );
+    // Nothing to tell in an event: it is a wait, not a change.
+    assert_eq!(event_for(&action), None);
+}
+
+#[test]
 fn last_member_back_on_the_new_version_ends_the_upgrade() {
-    // The leader was upgraded last; everything now answers on 3.5.1.
+    // The leader was upgraded last; everything now answers on 3.5.35.
     let observed = full3().members(three(V35));
     let status = status_from(
         &observed,
@@ -966,7 +1001,7 @@ fn event_notes_name_the_member_field_and_counts() {
             from: v(V34),
             to: v(V35)
         })
-        .contains("from etcd 3.4.23 to 3.5.1")
+        .contains("from etcd 3.4.23 to 3.5.35")
     );
     let refused = note(Action::Refuse(vec![
         validation_error("3.3.0"),

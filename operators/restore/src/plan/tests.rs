@@ -11,6 +11,7 @@ fn snapshot() -> Snapshot {
         key: "k".into(),
         sha256: Some("ab".repeat(32)),
         revision: Some(40),
+        etcd_version: None,
     }
 }
 

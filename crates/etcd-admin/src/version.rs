@@ -1,0 +1,104 @@
+//! etcd's cluster version: the `etcdcluster` field of `GET /version` on a client URL
+//! (`{"etcdserver":"3.6.16","etcdcluster":"3.6.0"}`). I/O.
+//!
+//! The gRPC Status answer carries only the member's own server version. The cluster version is
+//! the minor every member agreed to run, decided by the leader some seconds after the last
+//! member moved; it gates the next minor upgrade. etcd serves it over plain HTTP on the client
+//! port (the operator's members listen on `http://`), so one small request is enough: no HTTP
+//! client dependency.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::AdminError;
+
+/// Answers larger than this are not etcd's `/version`.
+const MAX_ANSWER: u64 = 64 * 1024;
+
+/// The cluster version `endpoint` reports (`"3.5.0"`, or `"not_decided"` right after a start),
+/// bounded by `timeout`.
+pub async fn cluster_version(endpoint: &str, timeout: Duration) -> Result<String, AdminError> {
+    let op = format!("GET {endpoint}/version");
+    let invalid = |message: &str| AdminError::InvalidEndpoint {
+        endpoints: endpoint.to_owned(),
+        message: message.to_owned(),
+    };
+    let rest = endpoint
+        .strip_prefix("http://")
+        .ok_or_else(|| invalid("the cluster version is read over http:// only"))?;
+    let host_port = rest.split('/').next().unwrap_or_default();
+    if host_port.is_empty() {
+        return Err(invalid("no host"));
+    }
+    let request = async {
+        let mut stream = TcpStream::connect(host_port).await?;
+        let get = format!(
+            "GET /version HTTP/1.0\r\nHost: {host_port}\r\nAccept: application/json\r\n\r\n"
+        );
+        stream.write_all(get.as_bytes()).await?;
+        let mut answer = Vec::new();
+        stream.take(MAX_ANSWER).read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = match tokio::time::timeout(timeout, request).await {
+        Err(_) => {
+            return Err(AdminError::Timeout {
+                op,
+                after: timeout,
+                message: "no answer".to_owned(),
+            });
+        }
+        Ok(Err(e)) => {
+            return Err(AdminError::Unreachable {
+                op,
+                message: e.to_string(),
+            });
+        }
+        Ok(Ok(answer)) => String::from_utf8_lossy(&answer).into_owned(),
+    };
+    parse_answer(&answer).ok_or_else(|| AdminError::Incomplete {
+        op,
+        detail: format!(
+            "no etcdcluster in {:?}",
+            answer.chars().take(300).collect::<String>()
+        ),
+    })
+}
+
+/// The `etcdcluster` value of an HTTP 200 answer.
+fn parse_answer(answer: &str) -> Option<String> {
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    if status.split_whitespace().nth(1) != Some("200") {
+        return None;
+    }
+    let key = "\"etcdcluster\"";
+    let after = body[body.find(key)? + key.len()..].trim_start();
+    let value = after.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    Some(value[..value.find('"')?].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers() {
+        let ok = "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n\
+                  {\"etcdserver\":\"3.6.16\",\"etcdcluster\":\"3.6.0\"}";
+        assert_eq!(parse_answer(ok).as_deref(), Some("3.6.0"));
+        let spaced = "HTTP/1.1 200 OK\r\n\r\n{\"etcdcluster\" : \"not_decided\"}";
+        assert_eq!(parse_answer(spaced).as_deref(), Some("not_decided"));
+        assert_eq!(
+            parse_answer("HTTP/1.0 404 Not Found\r\n\r\n{\"etcdcluster\":\"3.5.0\"}"),
+            None
+        );
+        assert_eq!(
+            parse_answer("HTTP/1.0 200 OK\r\n\r\n{\"etcdserver\":\"3.5.0\"}"),
+            None
+        );
+        assert_eq!(parse_answer("garbage"), None);
+    }
+}
