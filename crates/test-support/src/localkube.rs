@@ -16,6 +16,8 @@ use crate::tools::Tools;
 
 /// The API server port inside the instance's private address block.
 const API_PORT: u16 = 6443;
+/// The CPUs the test node advertises (see [`LocalKube::spawn`]).
+const NODE_CPU: &str = "16";
 /// kube-apiserver's start (post-start hooks, bootstrap RBAC) takes seconds on an idle machine
 /// and much longer on a loaded 2-core one.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
@@ -107,6 +109,9 @@ impl LocalKube {
         // The upstream control plane's binaries are there (`make deps` builds them), and the
         // node agent maps etcd images to the installed etcd binaries of this directory.
         command.arg("--tools-dir").arg(Tools::from_env().dir());
+        // One node stands in for the several a production cluster spreads over: the scheduler
+        // must fit e.g. examples/cluster-production.yaml's 5 × 500m CPU requests on it.
+        command.arg("--node-cpu").arg(NODE_CPU);
         command
             .arg("--state-dir")
             .arg(dir.join("state"))

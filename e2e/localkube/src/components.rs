@@ -68,6 +68,8 @@ pub struct ComponentOptions {
 /// What the node needs on the upstream control plane.
 pub struct UpstreamNode {
     pub kubelet_version: String,
+    /// The CPUs the node advertises (default: the machine's).
+    pub cpu: Option<String>,
     pub kubelet_tls: localkube_node::kubelet_api::KubeletTls,
 }
 
@@ -152,6 +154,7 @@ impl Components {
                         internal_ip: gateway,
                         kubelet_port: KUBELET_PORT,
                         kubelet_version: upstream.kubelet_version,
+                        cpu: upstream.cpu,
                     },
                 ),
             ));

@@ -51,6 +51,10 @@ enum Command {
         /// --tools-dir, where `make deps` builds them).
         #[arg(long, env = "LOCALKUBE_KUBE_BIN_DIR")]
         kube_bin_dir: Option<PathBuf>,
+        /// The CPUs the node advertises to the scheduler (default: the machine's). Tests set
+        /// more: their one node stands in for the several nodes a production cluster uses.
+        #[arg(long, env = "LOCALKUBE_NODE_CPU")]
+        node_cpu: Option<String>,
     },
     /// Run a host command with the cluster's DNS (e.g. an operator under `cargo run`, which then
     /// resolves `<pod>.<service>.<ns>.svc` names as it would inside a Pod).
@@ -143,6 +147,7 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
             image_map,
             builtin_api_server,
             kube_bin_dir,
+            node_cpu,
         } => {
             localkube::up::up(localkube::up::UpOptions {
                 state_dir,
@@ -154,6 +159,7 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
                 image_map,
                 builtin_api_server,
                 kube_bin_dir,
+                node_cpu,
             })
             .await
         }

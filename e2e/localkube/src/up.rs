@@ -30,6 +30,8 @@ pub struct UpOptions {
     pub builtin_api_server: bool,
     /// Where the upstream binaries are (default: `tools_dir`, where `make deps` puts them).
     pub kube_bin_dir: Option<PathBuf>,
+    /// The CPUs the node advertises (default: the machine's).
+    pub node_cpu: Option<String>,
 }
 
 pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {
@@ -193,6 +195,7 @@ async fn up_upstream(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + 
                 image_map: opts.image_map.clone(),
                 upstream: Some(crate::components::UpstreamNode {
                     kubelet_version,
+                    cpu: opts.node_cpu.clone(),
                     kubelet_tls: localkube_node::kubelet_api::KubeletTls {
                         ca_pem: pki.ca_cert.clone(),
                         cert_pem: pki.kubelet_serving_cert.clone(),

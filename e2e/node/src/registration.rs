@@ -28,17 +28,23 @@ pub struct NodeRegistration {
     pub internal_ip: Ipv4Addr,
     pub kubelet_port: u16,
     pub kubelet_version: String,
+    /// The CPUs the node advertises, when not the machine's own (a test node standing in for
+    /// the several nodes a production cluster spreads its members over).
+    pub cpu: Option<String>,
 }
 
 fn now() -> String {
     jiff::Timestamp::now().to_string()
 }
 
-/// Capacity as the kubelet measures it: CPUs online, physical memory, 110 pods.
-fn capacity() -> serde_json::Value {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+/// Capacity as the kubelet measures it: CPUs online (or `cpu`), physical memory, 110 pods.
+fn capacity(cpu: Option<&str>) -> serde_json::Value {
+    let cpus = cpu.map(str::to_string).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .to_string()
+    });
     let memory_kib = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {
@@ -47,7 +53,7 @@ fn capacity() -> serde_json::Value {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .unwrap_or(0);
-    json!({ "cpu": cpus.to_string(), "memory": format!("{memory_kib}Ki"), "pods": "110",
+    json!({ "cpu": cpus, "memory": format!("{memory_kib}Ki"), "pods": "110",
             "ephemeral-storage": "100Gi" })
 }
 
@@ -58,7 +64,7 @@ pub fn node_status(reg: &NodeRegistration, transition: &str) -> serde_json::Valu
         json!({ "type": type_, "status": status, "reason": reason, "message": message,
                 "lastHeartbeatTime": heartbeat, "lastTransitionTime": transition })
     };
-    let capacity = capacity();
+    let capacity = capacity(reg.cpu.as_deref());
     json!({
         "conditions": [
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -156,6 +162,7 @@ mod tests {
             internal_ip: Ipv4Addr::new(10, 244, 3, 1),
             kubelet_port: 10250,
             kubelet_version: "v1.37.2".into(),
+            cpu: Some("16".into()),
         };
         let status = node_status(&reg, "2026-01-01T00:00:00Z");
         let ready = status["conditions"]
@@ -168,6 +175,7 @@ mod tests {
         assert_eq!(status["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
         assert_eq!(status["addresses"][0]["address"], "10.244.3.1");
         assert_eq!(status["capacity"]["pods"], "110");
+        assert_eq!(status["allocatable"]["cpu"], "16");
         // The status must deserialize as a NodeStatus (what the API server validates).
         let _: k8s_openapi::api::core::v1::NodeStatus = serde_json::from_value(status).unwrap();
     }
