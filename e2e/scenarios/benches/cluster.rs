@@ -33,7 +33,7 @@ use kube::api::ListParams;
 use test_support::bench::{self, Figure, Part, Side, Steps, Unit};
 use test_support::{ClusterState, EtcdCluster, EtcdMember, EtcdVersion};
 
-const VERSION: EtcdVersion = EtcdVersion::V3_5;
+const VERSION: EtcdVersion = EtcdVersion::V3_6;
 const SIZE: usize = 3;
 /// Both sides poll their end condition (and the by-hand side its retries) at this interval.
 const POLL: Duration = Duration::from_millis(100);

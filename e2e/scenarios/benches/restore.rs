@@ -2,11 +2,11 @@
 //! EtcdRestore (`backupRef`) to phase Succeeded — the cluster Available at full size around the
 //! seed built from a ~1 GiB snapshot — against the same steps done by hand on host processes in
 //! the same run: download the same S3 object (`aws s3 cp`), `etcdutl snapshot restore`, start
-//! etcd 3.5 on it, then twice `member add --learner`, start the member with `existing`,
+//! etcd 3.6 on it, then twice `member add --learner`, start the member with `existing`,
 //! `member promote` once it has caught up, until 3 healthy voters.
 //!
 //! Setup (not timed): the local control plane with the chart installed (as the scenarios do),
-//! the S3 Pod, bucket and Secret (tests/common), an EtcdCluster of 3 members (3.5.1) filled
+//! the S3 Pod, bucket and Secret (tests/common), an EtcdCluster of 3 members (3.6) filled
 //! through its client Service with `BENCH_DB_MIB` (default 1024) incompressible 1 MiB values by
 //! several writers, and one EtcdBackup: the object both sides restore. Before each operator
 //! round two of the cluster's three members are deleted with their PVCs (quorum lost, as in the
@@ -41,7 +41,7 @@ use test_support::bench::{self, Figure, Part, Side, Steps, Unit};
 use test_support::process::TestDir;
 use test_support::{AddressBlock, ClusterState, EtcdMember, EtcdMemberConfig, EtcdVersion, Tools};
 
-const VERSION: EtcdVersion = EtcdVersion::V3_5;
+const VERSION: EtcdVersion = EtcdVersion::V3_6;
 const SIZE: usize = 3;
 const CLUSTER: &str = "bench";
 const BACKUP: &str = "bench-backup";
@@ -156,7 +156,7 @@ async fn main() {
     }
 }
 
-/// The EtcdCluster: 3 members of 3.5.1, volumes and quota sized for the DB.
+/// The EtcdCluster: 3 members of 3.6, volumes and quota sized for the DB.
 fn bench_cluster_yaml() -> String {
     format!(
         "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {CLUSTER}}}\n\
