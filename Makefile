@@ -70,7 +70,6 @@ BENCH_RESULTS ?= target/bench/results.jsonl
 bench: override export BENCH_RESULTS := $(abspath $(BENCH_RESULTS))
 bench: deps ## Benchmarks: figures and ratios against baselines measured in the same run, one table at the end
 	mkdir -p "$(dir $(BENCH_RESULTS))" && : > "$(BENCH_RESULTS)"
-	$(call timed,bench-localkube,cargo bench -p localkube --bench api)
 	cargo build -q --workspace --bins   # the cluster bench runs the chart's operators from these
 	$(call timed,bench-cluster,cargo bench -p e2e-scenarios --bench cluster)
 	$(call timed,bench-restore,cargo bench -p e2e-scenarios --bench restore)

@@ -31,18 +31,11 @@ pub enum Part {
     Backup,
     /// `e2e/scenarios/benches/restore.rs`: EtcdRestore after quorum loss.
     Restore,
-    /// `e2e/localkube/benches/api.rs`: the local control plane's API server against raw etcd.
-    LocalkubeApi,
 }
 
 impl Part {
     /// Every part, in the order of the combined table.
-    pub const ALL: [Part; 4] = [
-        Part::Cluster,
-        Part::Backup,
-        Part::Restore,
-        Part::LocalkubeApi,
-    ];
+    pub const ALL: [Part; 3] = [Part::Cluster, Part::Backup, Part::Restore];
 
     /// The name in the table's first column.
     pub fn name(self) -> &'static str {
@@ -50,7 +43,6 @@ impl Part {
             Part::Cluster => "cluster",
             Part::Backup => "backup",
             Part::Restore => "restore",
-            Part::LocalkubeApi => "localkube API",
         }
     }
 
@@ -60,7 +52,6 @@ impl Part {
             Part::Cluster => "cargo bench -p e2e-scenarios --bench cluster",
             Part::Backup => "cargo bench -p etcd-backup-operator --bench backup",
             Part::Restore => "cargo bench -p e2e-scenarios --bench restore",
-            Part::LocalkubeApi => "cargo bench -p localkube --bench api",
         }
     }
 }
@@ -525,11 +516,11 @@ mod tests {
 
     #[test]
     fn the_json_line_names_its_fields() {
-        let json = serde_json::to_value(figure(Part::LocalkubeApi, "get", 3.0, 4.0)).unwrap();
+        let json = serde_json::to_value(figure(Part::Restore, "get", 3.0, 4.0)).unwrap();
         assert_eq!(
             json,
             serde_json::json!({
-                "part": "localkube-api", "measured": "get", "value": 3.0, "baseline": 4.0,
+                "part": "restore", "measured": "get", "value": 3.0, "baseline": 4.0,
                 "baseline_is": "by hand", "ratio": 0.75, "unit": "s"
             })
         );
@@ -558,12 +549,6 @@ mod tests {
     #[test]
     fn the_combined_table_orders_parts_and_names_the_missing() {
         let figures = vec![
-            Figure::new(
-                Part::LocalkubeApi,
-                Unit::ObjectsPerSecond,
-                ("API server: create", 412.3),
-                ("raw etcd: guarded put", 1833.0),
-            ),
             figure(Part::Cluster, "apply → Available | 3 members", 18.4, 6.0),
             figure(Part::Cluster, "kill → Available", 10.49, 0.1504),
             figure(Part::Restore, "EtcdRestore → Succeeded", 49.2, 23.4),
@@ -577,7 +562,6 @@ mod tests {
 | cluster | kill → Available | 10.5 s | 0.150 s: by hand | 69.7 |
 | backup | **missing**: no figures recorded (`cargo bench -p etcd-backup-operator --bench backup` not run, or it failed before recording them) | – | – | – |
 | restore | EtcdRestore → Succeeded | 49.2 s | 23.4 s: by hand | 2.10 |
-| localkube API | API server: create | 412 obj/s | 1833 obj/s: raw etcd: guarded put | 0.225 |
 
 ratio = figure / baseline (times: above 1 is slower than the baseline; rates: below 1 is slower; peak RSS: 1 is flat).
 ";
@@ -588,7 +572,7 @@ ratio = figure / baseline (times: above 1 is slower than the baseline; rates: be
     fn an_empty_file_is_every_part_missing() {
         let table = combined_table(&parse_results("").unwrap());
         assert_eq!(table.missing, Part::ALL.to_vec());
-        assert_eq!(table.markdown.matches("**missing**").count(), 4);
+        assert_eq!(table.markdown.matches("**missing**").count(), 3);
     }
 
     #[test]

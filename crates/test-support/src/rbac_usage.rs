@@ -44,7 +44,10 @@ pub fn operator_of(account: &str, operators: &[&str]) -> Option<String> {
 /// `(account name, permission)`.
 pub fn used_by(event: &Value) -> Option<(String, Permission)> {
     let user = event["user"]["username"].as_str()?;
-    let account = user.strip_prefix("system:serviceaccount:")?.split(':').nth(1)?;
+    let account = user
+        .strip_prefix("system:serviceaccount:")?
+        .split(':')
+        .nth(1)?;
     let object = event.get("objectRef")?;
     let resource = object["resource"].as_str()?;
     let resource = match object["subresource"].as_str() {
@@ -195,7 +198,11 @@ mod tests {
     #[test]
     fn both_directions_of_a_mismatch_are_reported() {
         let usage = Usage {
-            used: [p("", "pods", "get"), p("", "persistentvolumeclaims", "patch")].into(),
+            used: [
+                p("", "pods", "get"),
+                p("", "persistentvolumeclaims", "patch"),
+            ]
+            .into(),
             granted: [p("", "pods", "get"), p("", "pods", "deletecollection")].into(),
         };
         assert_eq!(

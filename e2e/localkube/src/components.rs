@@ -1,7 +1,6 @@
-//! Everything `localkube up` runs beyond the API server (spec §b–§d): the node network, the
-//! controllers, the node agent, cluster DNS and the Service proxy. Each talks to the API server
-//! through kube-rs with the admin credentials, like kube-controller-manager and the kubelet do,
-//! so they exercise the same list/watch paths the operators use.
+//! Everything `localkube up` runs beyond the upstream control plane: the node network, the node
+//! agent (Node registration with Lease heartbeats, the kubelet API, the pods), cluster DNS and
+//! the Service proxy. Each talks to kube-apiserver through kube-rs with the admin credentials.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -12,7 +11,8 @@ use localkube_sandbox::{HostNetwork, Shim};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub const NODE_NAME: &str = crate::bootstrap::NODE_NAME;
+/// The one node's name (the Node object, `spec.nodeName` of every Pod, `system:node:<name>`).
+pub const NODE_NAME: &str = "localkube";
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// How long stopping may take for all pods together before localkube gives up waiting (their
 /// processes die with it anyway: every container carries a parent-death signal).
@@ -55,18 +55,16 @@ pub struct ComponentOptions {
     pub state_dir: PathBuf,
     /// The admin kubeconfig (YAML) the components authenticate with.
     pub kubeconfig: String,
-    pub ca_pem: String,
     pub network: HostNetwork,
     pub logs_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
     pub image_map: Option<PathBuf>,
-    /// On the upstream control plane: the node registers itself and serves the kubelet API,
-    /// and kube-controller-manager and kube-scheduler replace localkube's controllers.
-    pub upstream: Option<UpstreamNode>,
+    /// What the node registers itself with and serves the kubelet API with.
+    pub node: NodeIdentity,
 }
 
-/// What the node needs on the upstream control plane.
-pub struct UpstreamNode {
+/// What the node needs to register itself and serve the kubelet API.
+pub struct NodeIdentity {
     pub kubelet_version: String,
     /// The CPUs the node advertises (default: the machine's).
     pub cpu: Option<String>,
@@ -144,51 +142,28 @@ impl Components {
             opts.image_map.as_deref(),
         )?;
         let mut background = Vec::new();
-        if let Some(upstream) = opts.upstream {
-            background.push(spawn_logged(
-                "node registration",
-                localkube_node::registration::run(
-                    client.clone(),
-                    localkube_node::registration::NodeRegistration {
-                        name: NODE_NAME.to_string(),
-                        internal_ip: gateway,
-                        kubelet_port: KUBELET_PORT,
-                        kubelet_version: upstream.kubelet_version,
-                        cpu: upstream.cpu,
-                    },
-                ),
-            ));
-            background.push(spawn_logged(
-                "kubelet API",
-                localkube_node::kubelet_api::serve(
-                    SocketAddr::new(gateway.into(), KUBELET_PORT),
-                    upstream.kubelet_tls,
-                    client.clone(),
-                    opts.logs_dir.clone(),
-                ),
-            ));
-        } else {
-            background.push(spawn_logged(
-                "workload controllers",
-                localkube_workloads::run(
-                    client.clone(),
-                    localkube_workloads::WorkloadOptions {
-                        node_name: NODE_NAME.to_string(),
-                    },
-                ),
-            ));
-            background.push(spawn_logged(
-                "core controllers",
-                localkube_core_controllers::run(
-                    client.clone(),
-                    localkube_core_controllers::CoreOptions {
-                        node_name: NODE_NAME.to_string(),
-                        volumes_dir: opts.state_dir.join("volumes"),
-                        root_ca_pem: opts.ca_pem.clone(),
-                    },
-                ),
-            ));
-        }
+        background.push(spawn_logged(
+            "node registration",
+            localkube_node::registration::run(
+                client.clone(),
+                localkube_node::registration::NodeRegistration {
+                    name: NODE_NAME.to_string(),
+                    internal_ip: gateway,
+                    kubelet_port: KUBELET_PORT,
+                    kubelet_version: opts.node.kubelet_version,
+                    cpu: opts.node.cpu,
+                },
+            ),
+        ));
+        background.push(spawn_logged(
+            "kubelet API",
+            localkube_node::kubelet_api::serve(
+                SocketAddr::new(gateway.into(), KUBELET_PORT),
+                opts.node.kubelet_tls,
+                client.clone(),
+                opts.logs_dir.clone(),
+            ),
+        ));
         background.extend([
             spawn_logged(
                 "cluster DNS",

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "localkube",
-    about = "A small, faithful Kubernetes control plane on a real etcd"
+    about = "The local Kubernetes of the e2e tests: etcd, the upstream control plane, our node agent"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,10 +43,6 @@ enum Command {
         /// An image map file (YAML) to use instead of the default one.
         #[arg(long)]
         image_map: Option<PathBuf>,
-        /// Serve the API with localkube's own API server and controllers instead of the
-        /// upstream kube-apiserver, kube-controller-manager and kube-scheduler.
-        #[arg(long, env = "LOCALKUBE_BUILTIN_API_SERVER")]
-        builtin_api_server: bool,
         /// Where kube-apiserver, kube-controller-manager and kube-scheduler are (default:
         /// --tools-dir, where `make deps` builds them).
         #[arg(long, env = "LOCALKUBE_KUBE_BIN_DIR")]
@@ -134,7 +130,7 @@ fn main() -> std::process::ExitCode {
 
 async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // The graph has more than one rustls crypto provider; the in-process kube-rs clients of the
-    // controllers need one chosen process-wide.
+    // node agent, DNS and proxy need one chosen process-wide.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match command {
         Command::Up {
@@ -145,7 +141,6 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
             api_only,
             tools_dir,
             image_map,
-            builtin_api_server,
             kube_bin_dir,
             node_cpu,
         } => {
@@ -157,7 +152,6 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
                 api_only,
                 tools_dir,
                 image_map,
-                builtin_api_server,
                 kube_bin_dir,
                 node_cpu,
             })

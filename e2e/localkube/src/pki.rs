@@ -162,7 +162,7 @@ impl Pki {
         )?;
         let (scheduler_cert, scheduler_key) =
             client("system:kube-scheduler", None, "scheduler certificate")?;
-        let node_user = format!("system:node:{}", crate::bootstrap::NODE_NAME);
+        let node_user = format!("system:node:{}", crate::components::NODE_NAME);
         let (node_cert, node_key) =
             client(&node_user, Some("system:nodes"), "node client certificate")?;
         let (kubelet_client_cert, kubelet_client_key) = client(
@@ -271,27 +271,27 @@ impl Pki {
     }
 }
 
-/// The identity a client certificate asserts: CN is the user, each O a group (as kube-apiserver's
-/// x509 authenticator reads it).
-pub fn identity_from_der(der: &[u8]) -> Option<(String, Vec<String>)> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let user = subject
-        .iter_common_name()
-        .next()?
-        .as_str()
-        .ok()?
-        .to_string();
-    let groups = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok().map(str::to_string))
-        .collect();
-    Some((user, groups))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The identity a client certificate asserts: CN is the user, each O a group (as kube-apiserver's
+    /// x509 authenticator reads it).
+    pub fn identity_from_der(der: &[u8]) -> Option<(String, Vec<String>)> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let user = subject
+            .iter_common_name()
+            .next()?
+            .as_str()
+            .ok()?
+            .to_string();
+        let groups = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect();
+        Some((user, groups))
+    }
 
     #[test]
     fn admin_certificate_carries_system_masters() {

@@ -1,16 +1,13 @@
-//! `localkube up`: start etcd, the API server, write the kubeconfig once ready, and stop
-//! everything on SIGINT/SIGTERM.
+//! `localkube up`: start etcd and the upstream control plane, then the node agent, DNS and
+//! Service proxy; write the kubeconfig once ready, and stop everything on SIGINT/SIGTERM.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use base64::Engine;
 
-use crate::api::{ApiServer, discovery};
 use crate::etcd::EtcdProcess;
 use crate::pki::Pki;
-use crate::store::Store;
 
 #[derive(Debug, Clone)]
 pub struct UpOptions {
@@ -25,9 +22,6 @@ pub struct UpOptions {
     pub tools_dir: Option<PathBuf>,
     /// An image map file replacing the default one.
     pub image_map: Option<PathBuf>,
-    /// Serve the API with localkube's own API server and controllers instead of the upstream
-    /// kube-apiserver, kube-controller-manager and kube-scheduler.
-    pub builtin_api_server: bool,
     /// Where the upstream binaries are (default: `tools_dir`, where `make deps` puts them).
     pub kube_bin_dir: Option<PathBuf>,
     /// The CPUs the node advertises (default: the machine's).
@@ -50,92 +44,10 @@ fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    if !opts.builtin_api_server {
-        return up_upstream(opts).await;
-    }
-    std::fs::create_dir_all(&opts.state_dir)?;
-    let kubeconfig_path = opts.state_dir.join("kubeconfig");
-    // A stale kubeconfig would tell a waiting client we are ready before we are.
-    let _ = std::fs::remove_file(&kubeconfig_path);
-    // The node network first: its index picks this instance's pod and Service CIDRs.
-    let network = if opts.api_only {
-        None
-    } else {
-        Some(crate::components::claim_network(&opts.state_dir).await?)
-    };
-    let index = network.as_ref().map(|n| n.index()).unwrap_or(0);
-    let service_cidr = crate::services::ServiceCidr::new(index);
-    let mut serving_ips = vec![opts.address, service_cidr.kubernetes_ip().into()];
-    if let Some(net) = &network {
-        serving_ips.push(net.gateway().into());
-    }
-    let pki = Pki::load_or_generate(&opts.state_dir.join("pki"), &serving_ips)?;
-    let etcd = EtcdProcess::start(&opts.etcd_binary, &opts.state_dir, opts.address).await?;
-    std::fs::write(opts.state_dir.join("etcd-endpoint"), &etcd.endpoint)?;
-    let client = etcd_client::Client::connect([etcd.endpoint.as_str()], None).await?;
-    let logs_dir = opts.state_dir.join("node/logs");
-    let server = Arc::new(ApiServer {
-        store: Store::new(client),
-        registry: Default::default(),
-        version: discovery::KUBERNETES_VERSION.to_string(),
-        service_account_admission: !opts.api_only,
-        service_cidr,
-        logs_dir: network.as_ref().map(|_| logs_dir.clone()),
-    });
-    let listener = crate::server::bind(SocketAddr::new(opts.address, opts.port)).await?;
-    let local = listener.local_addr()?;
-    crate::bootstrap::run(&server, &opts.address.to_string(), local.port()).await?;
-    crate::crd::load_all(&server).await?;
-    let compactor = tokio::spawn(crate::api::compaction::run(server.clone()));
-    let tls = crate::server::tls_config(&pki)?;
-    let serving = tokio::spawn(crate::server::serve(listener, tls, server.clone()));
-    let url = format!("https://{}:{}", opts.address, local.port());
-    let admin_kubeconfig = kubeconfig(&pki, &url);
-    let components = match network {
-        Some(network) => Some(
-            crate::components::Components::start(crate::components::ComponentOptions {
-                state_dir: opts.state_dir.clone(),
-                kubeconfig: admin_kubeconfig.clone(),
-                ca_pem: pki.ca_cert.clone(),
-                network,
-                logs_dir,
-                tools_dir: opts.tools_dir.clone(),
-                image_map: opts.image_map.clone(),
-                upstream: None,
-            })
-            .await?,
-        ),
-        None => None,
-    };
-    write_atomically(&kubeconfig_path, &admin_kubeconfig)?;
-    tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "localkube is serving");
-    println!(
-        "localkube is serving at {url}\nexport KUBECONFIG={}",
-        kubeconfig_path.display()
-    );
-
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
-    tracing::info!("stopping");
-    let _ = std::fs::remove_file(&kubeconfig_path);
-    // Pods first (they may need the API to report their end), then the API, then etcd.
-    if let Some(components) = components {
-        components.stop().await;
-    }
-    serving.abort();
-    compactor.abort();
-    etcd.stop().await;
-    Ok(())
-}
-
 /// `up` on the upstream control plane: etcd, kube-apiserver, kube-controller-manager and
 /// kube-scheduler (see [`crate::upstream`]), then the node agent, DNS and Service proxy joined to
 /// it as the node.
-async fn up_upstream(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     std::fs::create_dir_all(&opts.state_dir)?;
     let kubeconfig_path = opts.state_dir.join("kubeconfig");
     let _ = std::fs::remove_file(&kubeconfig_path);
@@ -188,12 +100,11 @@ async fn up_upstream(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + 
             crate::components::Components::start(crate::components::ComponentOptions {
                 state_dir: opts.state_dir.clone(),
                 kubeconfig: admin_kubeconfig.clone(),
-                ca_pem: pki.ca_cert.clone(),
                 network,
                 logs_dir: opts.state_dir.join("node/logs"),
                 tools_dir: opts.tools_dir.clone(),
                 image_map: opts.image_map.clone(),
-                upstream: Some(crate::components::UpstreamNode {
+                node: crate::components::NodeIdentity {
                     kubelet_version,
                     cpu: opts.node_cpu.clone(),
                     kubelet_tls: localkube_node::kubelet_api::KubeletTls {
@@ -201,7 +112,7 @@ async fn up_upstream(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + 
                         cert_pem: pki.kubelet_serving_cert.clone(),
                         key_pem: pki.kubelet_serving_key.clone(),
                     },
-                }),
+                },
             })
             .await?,
         ),

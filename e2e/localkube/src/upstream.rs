@@ -157,9 +157,10 @@ impl ControlPlane {
             "--profiling=false".into(),
             "--v=1".into(),
         ];
-        if opts.advertise {
-            args.push(format!("--advertise-address={}", opts.address));
-        } else {
+        // Always explicit: without it kube-apiserver derives one from the default route and
+        // fails where there is none (a test's private network namespace).
+        args.push(format!("--advertise-address={}", opts.address));
+        if !opts.advertise {
             args.push("--endpoint-reconciler-type=none".into());
         }
         let mut processes = vec![(

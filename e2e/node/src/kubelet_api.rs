@@ -231,7 +231,7 @@ async fn container_logs(
     if let Some(limit) = opts.limit_bytes {
         first.truncate(crate::logs::floor_char_boundary(&first, limit));
     }
-    if !(flag(query, "follow") && !previous) {
+    if !flag(query, "follow") || previous {
         return Ok(text(StatusCode::OK, first));
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);

@@ -1,6 +1,6 @@
 //! `make bench`'s last step: reads the figures every part recorded (JSON lines, see
 //! `test_support::bench`) and prints them as one markdown table, parts in the order cluster,
-//! backup, restore, localkube API.
+//! backup, restore.
 //!
 //! Usage: `bench-report [RESULTS_FILE]` (default: `$BENCH_RESULTS`). Exits 1, after printing the
 //! table, when a part recorded no figures (its row says so), and 2 when the file is missing or

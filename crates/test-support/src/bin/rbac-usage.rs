@@ -90,7 +90,11 @@ fn run() -> Result<bool, String> {
     println!("RBAC usage: {events} operator requests from {files} audit logs");
     let mut ok = true;
     for (op, u) in &usage {
-        println!("\n{op}: used {} / granted {}", u.used.len(), u.granted.len());
+        println!(
+            "\n{op}: used {} / granted {}",
+            u.used.len(),
+            u.granted.len()
+        );
         let all: BTreeSet<&Permission> = u.used.iter().chain(u.granted.iter()).collect();
         for perm in all {
             let mark = match (u.used.contains(perm), u.granted.contains(perm)) {
