@@ -111,7 +111,12 @@ async fn dns_answers_from_live_services_and_endpoint_slices() {
     assert_eq!(message.answers[0].ttl, 5);
 
     // Headless: the ready endpoint only; with publishNotReadyAddresses every endpoint.
-    let etcd = ask_udp(server, "etcd.default.svc.cluster.local.", RecordType::A).await;
+    // The slices may reach the DNS cache after the Services (separate watches).
+    let etcd = eventually("etcd's A record", Duration::from_secs(30), || async {
+        let m = ask_udp(server, "etcd.default.svc.cluster.local.", RecordType::A).await;
+        (!m.answers.is_empty()).then_some(m)
+    })
+    .await;
     assert_eq!(answers(&etcd), vec!["A 10.0.0.10"]);
     let published = ask_udp(server, "etcd-pub.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(answers(&published), vec!["A 10.0.1.10"]);

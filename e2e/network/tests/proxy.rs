@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use localkube_network::{ServiceAddresses, run_proxy};
 use serde_json::json;
@@ -33,7 +32,11 @@ fn in_private_netns(test: &str) -> bool {
             "--",
             "sh",
             "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
+            // The backends get non-loopback addresses (on lo, inside this namespace only):
+            // kube-apiserver refuses loopback addresses in EndpointSlices ("may not be in the
+            // loopback range").
+            "ip link set lo up && for i in 2 3 4 5; do ip addr add 10.255.0.$i/32 dev lo; done \
+             && exec \"$0\" \"$@\"",
         ])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
@@ -130,10 +133,10 @@ fn proxy_balances_ready_endpoints_and_follows_services() {
 }
 
 async fn proxy_scenario() {
-    let (lk, client) = start().await;
-    let a = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 8080);
-    let b = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 3), 8080);
-    let c = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 4), 8080);
+    let (_lk, client) = start().await;
+    let a = SocketAddrV4::new(Ipv4Addr::new(10, 255, 0, 2), 8080);
+    let b = SocketAddrV4::new(Ipv4Addr::new(10, 255, 0, 3), 8080);
+    let c = SocketAddrV4::new(Ipv4Addr::new(10, 255, 0, 4), 8080);
     let _backends = [
         greeter(a, "a").await,
         greeter(b, "b").await,
@@ -157,7 +160,7 @@ async fn proxy_scenario() {
         "metadata": {"name": "web-abc", "namespace": "default",
             "labels": {"kubernetes.io/service-name": "web"}},
         "addressType": "IPv4",
-        "endpoints": [endpoint("127.0.0.2", true), endpoint("127.0.0.3", true), endpoint("127.0.0.4", false)],
+        "endpoints": [endpoint("10.255.0.2", true), endpoint("10.255.0.3", true), endpoint("10.255.0.4", false)],
         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
     }))
     .await;
@@ -185,7 +188,7 @@ async fn proxy_scenario() {
     set_endpoints(
         &client,
         "web-abc",
-        json!([endpoint("127.0.0.2", true), endpoint("127.0.0.5", true)]),
+        json!([endpoint("10.255.0.2", true), endpoint("10.255.0.5", true)]),
     )
     .await;
     eventually(
@@ -201,7 +204,7 @@ async fn proxy_scenario() {
     .await;
 
     // No ready endpoint: the connection is closed at once.
-    set_endpoints(&client, "web-abc", json!([endpoint("127.0.0.2", false)])).await;
+    set_endpoints(&client, "web-abc", json!([endpoint("10.255.0.2", false)])).await;
     eventually(
         "connections to be rejected",
         Duration::from_secs(5),
@@ -216,28 +219,9 @@ async fn proxy_scenario() {
     )
     .await;
 
-    // The `kubernetes` Service reaches the API server through the same path.
-    let through_proxy = client_for(&lk, Some("https://10.96.0.1:443")).await;
-    let namespaces = eventually(
-        "the API through 10.96.0.1:443",
-        Duration::from_secs(30),
-        || {
-            let through_proxy = through_proxy.clone();
-            async move {
-                Api::<Namespace>::all(through_proxy)
-                    .list(&Default::default())
-                    .await
-                    .ok()
-            }
-        },
-    )
-    .await;
-    assert!(
-        namespaces
-            .items
-            .iter()
-            .any(|ns| ns.metadata.name.as_deref() == Some("kube-system"))
-    );
+    // (The `kubernetes` Service through the proxy is not checked here: with --api-only the
+    // API server listens on loopback, which kube-apiserver never publishes as an endpoint. Every
+    // e2e scenario checks it: the operators in Pods reach the API only through that Service.)
 
     // Deleting the Service closes its listener and removes its address.
     Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), "default")

@@ -844,12 +844,7 @@ fn check_crds_are_the_charts(
             expected["names"]["listKind"] = serde_json::json!(format!("{kind}List"));
         }
         let mut differences = Vec::new();
-        json_diff(
-            "spec",
-            &expected,
-            &installed["spec"],
-            &mut differences,
-        );
+        json_diff("spec", &expected, &installed["spec"], &mut differences);
         assert!(
             differences.is_empty(),
             "{helm}: CRD {name} after the upgrade is not the working chart's; {} fields differ: \
