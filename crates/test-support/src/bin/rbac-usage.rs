@@ -1,7 +1,9 @@
-//! `rbac-usage CHART [VALUES...]`: the verbs and resources each operator used across the e2e
-//! runs (the audit events [`test_support::LocalKube`] collected) against what the chart renders
-//! for it. Prints one table per operator; exits 1 when a use is not granted or a grant is never
-//! used, naming both lists. The last step of `make test`.
+//! `rbac-usage [--strict] CHART [VALUES...]`: the verbs and resources each operator used across
+//! the e2e runs (the audit events [`test_support::LocalKube`] collected) against what the chart
+//! renders for it. Prints one table per operator; exits 1 when a use is not granted (a 403 in
+//! production) and, with `--strict`, also when a grant is never used, naming both lists. The
+//! last step of `make test` (not yet strict: some grants serve paths no scenario exercises, e.g.
+//! deleting a member's PVC under `reclaimPolicy: Delete`; see issue 15's note).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, ExitCode};
@@ -23,9 +25,13 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<bool, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let strict = args.first().is_some_and(|a| a == "--strict");
+    if strict {
+        args.remove(0);
+    }
     let Some((chart, values)) = args.split_first() else {
-        return Err("usage: rbac-usage CHART [VALUES-FILE...]".into());
+        return Err("usage: rbac-usage [--strict] CHART [VALUES-FILE...]".into());
     };
     let helm = test_support::Tools::from_env().dir().join("helm");
     let mut command = Command::new(&helm);
@@ -107,8 +113,10 @@ fn run() -> Result<bool, String> {
         }
         let missing = u.used_not_granted();
         let unused = u.granted_never_used();
-        if !missing.is_empty() || !unused.is_empty() {
+        if !missing.is_empty() || (strict && !unused.is_empty()) {
             ok = false;
+        }
+        if !missing.is_empty() || !unused.is_empty() {
             let list = |v: &[&Permission]| {
                 v.iter()
                     .map(|p| fmt_permission(p))
