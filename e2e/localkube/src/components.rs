@@ -213,7 +213,7 @@ impl Components {
     }
 
     /// Stop the pods (gracefully, bounded), then everything else, then remove the bridge.
-    pub async fn stop(self) {
+    pub async fn stop(self) -> StoppedNetwork {
         let _ = self.node_shutdown.send(true);
         if tokio::time::timeout(STOP_TIMEOUT, self.node).await.is_err() {
             tracing::warn!("pods did not stop in time; their processes die with localkube");
@@ -224,7 +224,18 @@ impl Components {
         for task in self.background {
             let _ = task.await;
         }
-        match Arc::try_unwrap(self.network) {
+        StoppedNetwork(self.network)
+    }
+}
+
+/// The node network after the node stopped. Released last, once the control plane is gone too:
+/// kube-apiserver listens on its gateway, and a next instance that claimed the same network while
+/// the old API server still held `10.244.N.1:6443` could not start its own.
+pub struct StoppedNetwork(Arc<HostNetwork>);
+
+impl StoppedNetwork {
+    pub async fn release(self) {
+        match Arc::try_unwrap(self.0) {
             Ok(network) => {
                 if let Err(e) = network.release().await {
                     tracing::warn!(error = %e, "releasing the node network");

@@ -141,11 +141,15 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     };
     tracing::info!("stopping");
     let _ = std::fs::remove_file(&kubeconfig_path);
-    if let Some(components) = components {
-        components.stop().await;
-    }
+    let network = match components {
+        Some(components) => Some(components.stop().await),
+        None => None,
+    };
     control_plane.stop().await;
     etcd.stop().await;
+    if let Some(network) = network {
+        network.release().await;
+    }
     match failure {
         Some(exited) => {
             Err(format!("{exited}; see {}", opts.state_dir.join("logs").display()).into())

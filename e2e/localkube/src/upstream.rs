@@ -271,8 +271,12 @@ impl ControlPlane {
             if let Some((name, child)) = self.processes.first_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
+                // The state directory may be a test's temporary one: say why here.
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
                 return Err(format!(
-                    "{name} exited ({status}) before it was ready; see {}",
+                    "{name} exited ({status}) before it was ready; see {}:\n{tail}",
                     log.display()
                 )
                 .into());

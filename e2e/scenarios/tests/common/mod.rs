@@ -301,16 +301,29 @@ impl Writer {
     /// client Service). Returns how many were checked.
     pub async fn check(&self) -> usize {
         let expected = self.acknowledged.lock().unwrap().clone();
-        let mut client = etcd_client::Client::connect([self.url.as_str()], None)
-            .await
-            .unwrap();
-        let response = client
-            .get(
-                "writer/",
-                Some(etcd_client::GetOptions::new().with_prefix()),
-            )
-            .await
-            .unwrap();
+        // The read goes through the client Service to any member; one that was just restarted
+        // (an upgrade's last member) may reset the connection. A failed read is retried, never
+        // taken for an answer: only a successful linearizable read is checked.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let response = loop {
+            let attempt = async {
+                let mut client = etcd_client::Client::connect([self.url.as_str()], None).await?;
+                client
+                    .get(
+                        "writer/",
+                        Some(etcd_client::GetOptions::new().with_prefix()),
+                    )
+                    .await
+            };
+            match attempt.await {
+                Ok(response) => break response,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    eprintln!("writer check: read failed, retrying: {e}");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) => panic!("writer check: no successful read within 60 s: {e}"),
+            }
+        };
         let present: BTreeMap<String, String> = response
             .kvs()
             .iter()

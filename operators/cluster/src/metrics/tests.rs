@@ -127,7 +127,7 @@ fn recorded_series_render_per_cluster_and_go_with_the_cluster() {
             "0",
         ),
         (
-            format!("etcd_operator_cluster_version_info{{{id},version=\"3.5.1\"}}"),
+            format!("etcd_operator_cluster_version_info{{{id},version=\"3.5.35\"}}"),
             "1",
         ),
     ] {
@@ -175,7 +175,7 @@ fn recorded_series_render_per_cluster_and_go_with_the_cluster() {
         .as_deref(),
         Some("0")
     );
-    assert!(!text.contains("version=\"3.5.1\""), "{text}");
+    assert!(!text.contains("version=\"3.5.35\""), "{text}");
     assert!(text.contains("version=\"3.4.23\""), "{text}");
 
     // Another cluster stays when this one is deleted.
