@@ -22,8 +22,10 @@ async fn lost_resolves_once_renewal_failed_past_the_renew_deadline() {
     };
     let mut leader = acquire(client, config).await.unwrap();
 
-    lk.stop().await.unwrap();
+    // kube-apiserver stops gracefully (seconds): the API may be gone at any point of the
+    // stop, so the renewal deadline counts from its start.
     let stopped_at = Instant::now();
+    lk.stop().await.unwrap();
     tokio::time::timeout(renew_deadline + Duration::from_secs(3), leader.lost())
         .await
         .expect("lost() never resolved with the API server gone");
