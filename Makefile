@@ -7,6 +7,10 @@ TOOLS ?= $(CURDIR)/.tools
 CHART := charts/etcd-operator
 export ETCD_OPERATOR_TOOLS := $(TOOLS)/bin
 export CARGO_TERM_COLOR ?= never
+# The make verbs build the workspace once from scratch (CI's fresh clone) or after many changes:
+# incremental compilation saves nothing there and its cache is GiBs on disk (CI once ran out of
+# space building the tests). `cargo` run by hand keeps it.
+export CARGO_INCREMENTAL ?= 0
 
 # $(call timed,PHASE,COMMAND): run COMMAND, then print the phase's wall time.
 define timed

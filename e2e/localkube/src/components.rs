@@ -200,6 +200,10 @@ impl Components {
                     dns_server: gateway,
                     cluster_domain: CLUSTER_DOMAIN.to_string(),
                     host_ip: gateway,
+                    volume_dirs: localkube_node::VolumeDirs {
+                        provisioner_path: crate::upstream::HOSTPATH_PROVISIONER_DIR.into(),
+                        host_dir: crate::upstream::provisioned_volumes_dir(&opts.state_dir),
+                    },
                 },
                 shutdown_rx,
             ),

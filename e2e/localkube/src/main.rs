@@ -78,6 +78,10 @@ enum Command {
     Shim {
         #[arg(long)]
         parent: u32,
+        /// `SOURCE:TARGET`: run PROGRAM in a private mount namespace where SOURCE is bind-mounted
+        /// on TARGET.
+        #[arg(long)]
+        bind: Option<String>,
         program: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -92,10 +96,11 @@ fn main() -> std::process::ExitCode {
         Command::SandboxShim { args } => localkube_sandbox::shim_main(args),
         Command::Shim {
             parent,
+            bind,
             program,
             args,
         } => {
-            let err = localkube::shim::exec(parent, &program, &args);
+            let err = localkube::shim::exec(parent, bind.as_deref(), &program, &args);
             eprintln!("localkube shim: {program}: {err}");
             std::process::ExitCode::from(127)
         }

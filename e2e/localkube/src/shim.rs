@@ -1,12 +1,21 @@
-//! `localkube shim --parent PID -- PROGRAM ARGS...`: how localkube starts its children. The shim
-//! asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG survives execve), checks the
-//! parent did not die before that, then becomes PROGRAM. So even a SIGKILLed localkube leaves no
-//! etcd behind, without any `unsafe` pre-exec hook.
+//! `localkube shim --parent PID [--bind SOURCE:TARGET] -- PROGRAM ARGS...`: how localkube starts
+//! its children. The shim asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG
+//! survives execve), checks the parent did not die before that, then becomes PROGRAM. So even a
+//! SIGKILLed localkube leaves no etcd behind, without any `unsafe` pre-exec hook.
+//!
+//! With `--bind`, PROGRAM runs in a mount namespace of its own where SOURCE is mounted on TARGET:
+//! how a path a binary hard-codes (kube-controller-manager's host-path provisioner writes under
+//! `/tmp/hostpath_pv`) lands in the instance's state directory, so parallel instances do not share
+//! it and removing the state directory removes the volumes.
 
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
-pub fn exec(parent: u32, program: &str, args: &[String]) -> std::io::Error {
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+
+pub fn exec(parent: u32, bind: Option<&str>, program: &str, args: &[String]) -> std::io::Error {
     if let Err(e) =
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
     {
@@ -16,17 +25,61 @@ pub fn exec(parent: u32, program: &str, args: &[String]) -> std::io::Error {
     if current_parent != Some(parent) {
         return std::io::Error::other("the parent exited before the shim started");
     }
+    if let Some(bind) = bind
+        && let Err(e) = private_bind_mount(bind)
+    {
+        return std::io::Error::other(format!("--bind {bind}: {e}"));
+    }
     Command::new(program).args(args).exec()
 }
 
+/// A private mount namespace (this process is single-threaded: the shim runs before any thread)
+/// in which `SOURCE:TARGET` is bind-mounted; TARGET is created on the host if missing.
+fn private_bind_mount(bind: &str) -> Result<(), String> {
+    let (source, target) = bind
+        .split_once(':')
+        .ok_or("expected SOURCE:TARGET".to_string())?;
+    for dir in [source, target] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {dir}: {e}"))?;
+    }
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
+    // Private propagation: the bind mount stays out of the host's namespace.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("making / private: {e}"))?;
+    mount(
+        Some(Path::new(source)),
+        Path::new(target),
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| format!("bind-mounting {source} on {target}: {e}"))
+}
+
 /// A command that runs `program` through the shim, tied to this process's lifetime.
-pub fn command(program: &std::path::Path) -> std::io::Result<tokio::process::Command> {
+pub fn command(program: &Path) -> std::io::Result<tokio::process::Command> {
+    command_with_bind(program, None)
+}
+
+/// As [`command`], with `bind = (source, target)` mounted in the program's own mount namespace.
+pub fn command_with_bind(
+    program: &Path,
+    bind: Option<(&Path, &Path)>,
+) -> std::io::Result<tokio::process::Command> {
     let me = std::env::current_exe()?;
     let mut cmd = tokio::process::Command::new(me);
     cmd.arg("shim")
         .arg("--parent")
-        .arg(std::process::id().to_string())
-        .arg("--")
-        .arg(program);
+        .arg(std::process::id().to_string());
+    if let Some((source, target)) = bind {
+        cmd.arg(format!("--bind={}:{}", source.display(), target.display()));
+    }
+    cmd.arg("--").arg(program);
     Ok(cmd)
 }

@@ -26,6 +26,16 @@ pub const BINARIES: [&str; 3] = [
 /// provisioner (`--enable-hostpath-provisioner`: upstream's provisioner for single-node test
 /// clusters, so PV provisioning, binding and deletion are upstream's code too).
 pub const DEFAULT_STORAGE_CLASS: &str = "standard";
+/// Where upstream's host-path provisioner creates each volume's directory (hard-coded in
+/// kube-controller-manager: `/tmp/hostpath_pv/<uuid>`).
+pub const HOSTPATH_PROVISIONER_DIR: &str = "/tmp/hostpath_pv";
+
+/// Where an instance's provisioned volumes really are: kube-controller-manager runs with this
+/// directory mounted on [`HOSTPATH_PROVISIONER_DIR`] in its own mount namespace, so instances do
+/// not share volumes and a removed state directory leaves no volume behind on the host.
+pub fn provisioned_volumes_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("hostpath_pv")
+}
 /// How long the API server may take to answer `/readyz` (its post-start hooks: RBAC bootstrap
 /// roles, priority levels, the `kubernetes` Service) on a loaded 2-core machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -104,8 +114,17 @@ fn log_file(path: &Path) -> Result<(Stdio, Stdio), BoxError> {
 }
 
 fn spawn(binary: &Path, args: Vec<String>, log: &Path) -> Result<Child, BoxError> {
+    spawn_with_bind(binary, None, args, log)
+}
+
+fn spawn_with_bind(
+    binary: &Path,
+    bind: Option<(&Path, &Path)>,
+    args: Vec<String>,
+    log: &Path,
+) -> Result<Child, BoxError> {
     let (out, err) = log_file(log)?;
-    let child = crate::shim::command(binary)?
+    let child = crate::shim::command_with_bind(binary, bind)?
         .args(args)
         .stdin(Stdio::null())
         .stdout(out)
@@ -215,8 +234,12 @@ impl ControlPlane {
         ];
         plane.processes.push((
             "kube-controller-manager",
-            spawn(
+            spawn_with_bind(
                 &controller_manager,
+                Some((
+                    &provisioned_volumes_dir(&opts.state_dir),
+                    Path::new(HOSTPATH_PROVISIONER_DIR),
+                )),
                 kcm_args,
                 &logs.join("kube-controller-manager.log"),
             )?,

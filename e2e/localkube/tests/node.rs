@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
@@ -376,6 +376,53 @@ spec:
     .await;
     let log = lk.kubectl(&kc, &["logs", "reader"]).unwrap();
     assert_eq!(log, "started\ngot-term\n");
+
+    // The provisioned volume is in this instance's state directory, not under the host's
+    // /tmp/hostpath_pv that kube-controller-manager's provisioner names; deleting the claim
+    // removes it (reclaim policy Delete, upstream's host-path deleter).
+    let pvcs: Api<PersistentVolumeClaim> = Api::default_namespaced(client.clone());
+    let pv_name = pvcs
+        .get("data")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.volume_name)
+        .unwrap();
+    let pv = Api::<PersistentVolume>::all(client.clone())
+        .get(&pv_name)
+        .await
+        .unwrap();
+    let pv_path = std::path::PathBuf::from(pv.spec.unwrap().host_path.unwrap().path);
+    let uuid = pv_path.file_name().unwrap();
+    assert!(pv_path.starts_with("/tmp/hostpath_pv"), "{pv_path:?}");
+    assert!(!pv_path.exists(), "{pv_path:?} exists on the host");
+    let volume_dir = lk.state_dir().join("hostpath_pv").join(uuid);
+    assert_eq!(
+        std::fs::read_to_string(volume_dir.join("log")).unwrap(),
+        "started\ngot-term\n"
+    );
+    pods.delete("reader", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("reader gone", Duration::from_secs(30), || async {
+        match pods.get_opt("reader").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|p| p.is_some()))),
+        }
+    })
+    .await;
+    pvcs.delete("data", &DeleteParams::default()).await.unwrap();
+    wait_until(
+        "volume directory removed",
+        Duration::from_secs(60),
+        || async {
+            match volume_dir.exists() {
+                false => Ok(()),
+                true => Err(format!("{volume_dir:?} still exists")),
+            }
+        },
+    )
+    .await;
 
     // In-cluster kube-rs: forbidden without a Role, allowed with one.
     let finished = |name: &'static str| {

@@ -20,11 +20,20 @@ use localkube_podspec::volumes::{VolumeKind, volume_kind};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountError(pub String);
 
+/// Where a pod's volumes go on the host.
+#[derive(Clone, Copy)]
+pub struct Dirs<'a> {
+    /// The pod's own directory (emptyDir and file volumes).
+    pub pod: &'a Path,
+    /// Where PersistentVolumes' directories are.
+    pub volumes: &'a crate::VolumeDirs,
+}
+
 /// Prepare every volume of `pod`; returns volume name → host directory.
 pub async fn prepare(
     client: &Client,
     pod: &Pod,
-    pod_dir: &Path,
+    dirs: Dirs<'_>,
     lookups: &crate::lookups::Snapshot,
     ctx: &localkube_podspec::PodContext,
 ) -> Result<BTreeMap<String, PathBuf>, MountError> {
@@ -37,7 +46,7 @@ pub async fn prepare(
         .unwrap_or_default();
     let fs_group = localkube_podspec::security::fs_group(pod);
     for volume in &volumes {
-        let dir = pod_dir.join("volumes").join(&volume.name);
+        let dir = dirs.pod.join("volumes").join(&volume.name);
         let kind = volume_kind(volume);
         let source = match &kind {
             VolumeKind::EmptyDir { .. } => {
@@ -48,7 +57,7 @@ pub async fn prepare(
                 dir
             }
             VolumeKind::Pvc { claim_name, .. } => {
-                claim_dir(client, &ns, &volume.name, claim_name).await?
+                claim_dir(client, dirs.volumes, &ns, &volume.name, claim_name).await?
             }
             VolumeKind::Files => {
                 let token = match needs_token(volume) {
@@ -148,6 +157,7 @@ fn create_dir(dir: &Path) -> Result<(), MountError> {
 /// The directory of the PersistentVolume bound to the claim (the provisioner's hostPath).
 async fn claim_dir(
     client: &Client,
+    volume_dirs: &crate::VolumeDirs,
     ns: &str,
     volume: &str,
     claim: &str,
@@ -180,8 +190,9 @@ async fn claim_dir(
                 "persistentvolume \"{pv_name}\" has no hostPath or local path the node can mount"
             ))
         })?;
-    create_dir(Path::new(&path))?;
-    Ok(PathBuf::from(path))
+    let dir = volume_dirs.host_path(Path::new(&path));
+    create_dir(&dir)?;
+    Ok(dir)
 }
 
 /// The expiration of a projected ServiceAccount token source, if the volume has one.

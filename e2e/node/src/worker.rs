@@ -396,8 +396,11 @@ impl PodWorker {
             }
         };
         let ctx = self.pod_context();
-        match crate::volumes::prepare(&self.client, &self.pod, &self.pod_dir, &lookups, &ctx).await
-        {
+        let dirs = crate::volumes::Dirs {
+            pod: &self.pod_dir,
+            volumes: &self.options.volume_dirs,
+        };
+        match crate::volumes::prepare(&self.client, &self.pod, dirs, &lookups, &ctx).await {
             Ok(v) => {
                 self.volumes = Some(v);
                 self.volume_error = None;
