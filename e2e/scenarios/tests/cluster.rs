@@ -8,6 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::{Api, ResourceExt};
 
 const V34: &str = "3.4.23";
 const V35: &str = "3.5.35";
@@ -72,10 +74,58 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     env.wait_available("up", 3, V36, STEP).await;
     let checked = writer.check().await;
     assert!(checked > 0, "the writer acknowledged writes during the run");
-    writer.stop().await;
     let events = env.events_for("up").await.join("\n");
     let upgrades = events.matches("from etcd 3.5.35 to 3.6.16").count();
     assert_eq!(upgrades, 3, "each member upgraded once:\n{events}");
+
+    // reclaimPolicy Retain → Delete with 3 → 2: the members' PVCs get the cluster as their owner
+    // (so they go with it), and the removed member's PVC is deleted once it left cleanly.
+    let delete_policy = cluster_yaml("up", 2, V36).replace(
+        "storage: {size: 1Gi}",
+        "storage: {size: 1Gi, reclaimPolicy: Delete}",
+    );
+    env.apply(&delete_policy).unwrap();
+    env.wait_available("up", 2, V36, STEP).await;
+    writer.check().await;
+    let members: Vec<String> = env
+        .clusters()
+        .get("up")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .members
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let list = pvcs.list(&Default::default()).await.unwrap().items;
+        let names: Vec<String> = list.iter().map(|p| p.name_any()).collect();
+        let owned = list.iter().all(|p| {
+            p.owner_references()
+                .iter()
+                .any(|o| o.kind == "EtcdCluster" && o.name == "up")
+        });
+        if names.len() == 2 && owned {
+            assert!(
+                names.iter().all(|n| members.contains(n)),
+                "the PVCs left are the members': {names:?} vs {members:?}"
+            );
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(
+                &env,
+                &format!(
+                    "after 3 → 2 under reclaimPolicy Delete, PVCs {names:?} (all owned by the cluster: {owned})"
+                ),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    writer.stop().await;
 }
 
 #[tokio::test]

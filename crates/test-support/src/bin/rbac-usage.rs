@@ -1,9 +1,9 @@
-//! `rbac-usage [--strict] CHART [VALUES...]`: the verbs and resources each operator used across
-//! the e2e runs (the audit events [`test_support::LocalKube`] collected) against what the chart
-//! renders for it. Prints one table per operator; exits 1 when a use is not granted (a 403 in
-//! production) and, with `--strict`, also when a grant is never used, naming both lists. The
-//! last step of `make test` (not yet strict: some grants serve paths no scenario exercises, e.g.
-//! deleting a member's PVC under `reclaimPolicy: Delete`; see issue 15's note).
+//! `rbac-usage CHART [VALUES...]`: the verbs and resources each operator used across the e2e
+//! runs (the audit events [`test_support::LocalKube`] collected) against what the chart renders
+//! for it. Prints one table per operator; exits 1 when a use is not granted (a 403 in
+//! production) or a grant is never used (a privilege nobody needs), naming both lists. The few
+//! grants production needs on paths no scenario can reach are listed, with why, in
+//! [`test_support::rbac_usage::NEEDED_UNREACHED`]. The last step of `make test`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, ExitCode};
@@ -25,13 +25,9 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<bool, String> {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let strict = args.first().is_some_and(|a| a == "--strict");
-    if strict {
-        args.remove(0);
-    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((chart, values)) = args.split_first() else {
-        return Err("usage: rbac-usage [--strict] CHART [VALUES-FILE...]".into());
+        return Err("usage: rbac-usage CHART [VALUES-FILE...]".into());
     };
     let helm = test_support::Tools::from_env().dir().join("helm");
     let mut command = Command::new(&helm);
@@ -77,12 +73,12 @@ fn run() -> Result<bool, String> {
             let Ok(event) = serde_json::from_str::<Value>(line) else {
                 continue;
             };
-            let Some((account, perm)) = rbac_usage::used_by(&event) else {
+            let Some((account, perms)) = rbac_usage::used_by(&event) else {
                 continue;
             };
             if let Some(op) = rbac_usage::operator_of(&account, &OPERATORS) {
                 events += 1;
-                usage.entry(op).or_default().used.insert(perm);
+                usage.entry(op).or_default().used.extend(perms);
             }
         }
     }
@@ -104,16 +100,19 @@ fn run() -> Result<bool, String> {
         let all: BTreeSet<&Permission> = u.used.iter().chain(u.granted.iter()).collect();
         for perm in all {
             let mark = match (u.used.contains(perm), u.granted.contains(perm)) {
-                (true, true) => "ok",
-                (true, false) => "USED, NOT GRANTED",
-                (false, true) => "GRANTED, NEVER USED",
+                (true, true) => "ok".to_string(),
+                (true, false) => "USED, NOT GRANTED".to_string(),
+                (false, true) => match rbac_usage::needed_unreached(op, perm) {
+                    Some(why) => format!("not reached, kept: {why}"),
+                    None => "GRANTED, NEVER USED".to_string(),
+                },
                 (false, false) => unreachable!(),
             };
             println!("  {:<60} {mark}", fmt_permission(perm));
         }
         let missing = u.used_not_granted();
-        let unused = u.granted_never_used();
-        if !missing.is_empty() || (strict && !unused.is_empty()) {
+        let unused = u.unexplained_unused(op);
+        if !missing.is_empty() || !unused.is_empty() {
             ok = false;
         }
         if !missing.is_empty() || !unused.is_empty() {
