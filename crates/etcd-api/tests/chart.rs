@@ -343,7 +343,19 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
             "patch",
             "ensure_cluster_objects",
         ),
-        ("", "events", "create", "events"),
+        (
+            "",
+            "services",
+            "create",
+            "ensure_cluster_objects (an apply that creates)",
+        ),
+        (
+            "policy",
+            "poddisruptionbudgets",
+            "create",
+            "ensure_cluster_objects (an apply that creates)",
+        ),
+        ("events.k8s.io", "events", "create", "the event recorder"),
     ];
     let missing: Vec<String> = needed
         .iter()
