@@ -62,7 +62,9 @@ test: deps lint ## Install what tests need, lint, and run every test
 	rm -rf target/audit   # the e2e runs' audit events, read by rbac-usage below
 	$(call timed,tests,cargo nextest run --workspace --no-fail-fast)
 	$(call timed,doctests,cargo test --workspace --doc)
-	$(call timed,rbac-usage,cargo run -q -p test-support --bin rbac-usage -- $(CHART) examples/scheduled-backup.yaml)
+	# The binary test-build made: `cargo run -p test-support` alone would rebuild the crate with
+	# that package's own feature set (minutes on 2 cores).
+	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
 
 # Each bench prints its own tables and appends its headline figures to BENCH_RESULTS (JSON
 # lines, crates/test-support/src/bench.rs); bench-report then prints them all as one table. The

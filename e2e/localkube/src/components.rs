@@ -53,14 +53,24 @@ pub async fn claim_network(state_dir: &Path) -> Result<HostNetwork, BoxError> {
 
 pub struct ComponentOptions {
     pub state_dir: PathBuf,
-    /// The admin kubeconfig (YAML) the components authenticate with.
-    pub kubeconfig: String,
+    /// What each component authenticates as.
+    pub kubeconfigs: Kubeconfigs,
     pub network: HostNetwork,
     pub logs_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
     pub image_map: Option<PathBuf>,
     /// What the node registers itself with and serves the kubelet API with.
     pub node: NodeIdentity,
+}
+
+/// Each component's own identity, as on a real cluster: the node agent is
+/// `system:node:localkube` (Node authorizer and NodeRestriction: its own Node and Lease, the
+/// pods bound to it and what they reference), the proxy `system:kube-proxy`, DNS
+/// [`crate::pki::DNS_USER`]. Kubeconfig YAML with inline certificates.
+pub struct Kubeconfigs {
+    pub node: String,
+    pub proxy: String,
+    pub dns: String,
 }
 
 /// What the node needs to register itself and serve the kubelet API.
@@ -132,7 +142,9 @@ where
 
 impl Components {
     pub async fn start(opts: ComponentOptions) -> Result<Components, BoxError> {
-        let client = kube_client(&opts.kubeconfig).await?;
+        let client = kube_client(&opts.kubeconfigs.node).await?;
+        let proxy_client = kube_client(&opts.kubeconfigs.proxy).await?;
+        let dns_client = kube_client(&opts.kubeconfigs.dns).await?;
         let network = Arc::new(opts.network);
         let gateway = network.gateway();
         write_network_file(&opts.state_dir, &network)?;
@@ -168,7 +180,7 @@ impl Components {
             spawn_logged(
                 "cluster DNS",
                 localkube_network::run_dns(
-                    client.clone(),
+                    dns_client,
                     localkube_network::DnsOptions {
                         listen: SocketAddr::new(gateway.into(), 53),
                         cluster_domain: CLUSTER_DOMAIN.to_string(),
@@ -179,7 +191,7 @@ impl Components {
             spawn_logged(
                 "service proxy",
                 localkube_network::run_proxy(
-                    client.clone(),
+                    proxy_client,
                     Arc::new(BridgeAddresses {
                         bridge: network.bridge_name(),
                     }),

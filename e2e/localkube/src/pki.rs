@@ -26,6 +26,9 @@ pub enum PkiError {
 }
 
 /// PEM files of one state directory.
+/// The user cluster DNS authenticates as (see `upstream::bootstrap` for its ClusterRole).
+pub const DNS_USER: &str = "system:localkube-dns";
+
 #[derive(Debug, Clone)]
 pub struct Pki {
     pub ca_cert: String,
@@ -50,6 +53,14 @@ pub struct Pki {
     pub scheduler_key: String,
     pub node_cert: String,
     pub node_key: String,
+    /// The Service proxy's client certificate: `system:kube-proxy`, which upstream's bootstrap
+    /// policy binds to `system:node-proxier`, as for kube-proxy.
+    pub proxy_cert: String,
+    pub proxy_key: String,
+    /// Cluster DNS's client certificate: [`DNS_USER`], bound by localkube to a ClusterRole that
+    /// reads what CoreDNS's does.
+    pub dns_cert: String,
+    pub dns_key: String,
     pub kubelet_client_cert: String,
     pub kubelet_client_key: String,
     /// The node agent's kubelet API serving certificate (the node's addresses as SANs).
@@ -165,6 +176,9 @@ impl Pki {
         let node_user = format!("system:node:{}", crate::components::NODE_NAME);
         let (node_cert, node_key) =
             client(&node_user, Some("system:nodes"), "node client certificate")?;
+        let (proxy_cert, proxy_key) =
+            client("system:kube-proxy", None, "service proxy certificate")?;
+        let (dns_cert, dns_key) = client(DNS_USER, None, "cluster DNS certificate")?;
         let (kubelet_client_cert, kubelet_client_key) = client(
             "kube-apiserver-kubelet-client",
             Some("system:masters"),
@@ -194,6 +208,10 @@ impl Pki {
             scheduler_key,
             node_cert,
             node_key,
+            proxy_cert,
+            proxy_key,
+            dns_cert,
+            dns_key,
             kubelet_client_cert,
             kubelet_client_key,
             kubelet_serving_cert,
@@ -201,7 +219,7 @@ impl Pki {
         })
     }
 
-    fn files(dir: &Path) -> [(PathBuf, PemField); 18] {
+    fn files(dir: &Path) -> [(PathBuf, PemField); 22] {
         [
             (dir.join("ca.crt"), |p| &p.ca_cert),
             (dir.join("ca.key"), |p| &p.ca_key),
@@ -229,6 +247,10 @@ impl Pki {
             }),
             (dir.join("kubelet.crt"), |p| &p.kubelet_serving_cert),
             (dir.join("kubelet.key"), |p| &p.kubelet_serving_key),
+            (dir.join("proxy.crt"), |p| &p.proxy_cert),
+            (dir.join("proxy.key"), |p| &p.proxy_key),
+            (dir.join("dns.crt"), |p| &p.dns_cert),
+            (dir.join("dns.key"), |p| &p.dns_key),
         ]
     }
 
@@ -261,6 +283,10 @@ impl Pki {
                 kubelet_client_key: read(15)?,
                 kubelet_serving_cert: read(16)?,
                 kubelet_serving_key: read(17)?,
+                proxy_cert: read(18)?,
+                proxy_key: read(19)?,
+                dns_cert: read(20)?,
+                dns_key: read(21)?,
             });
         }
         let pki = Self::generate(extra_ips)?;

@@ -29,12 +29,23 @@ pub struct UpOptions {
 }
 
 pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {
+    kubeconfig_for(
+        pki,
+        server_url,
+        "localkube-admin",
+        &pki.admin_cert,
+        &pki.admin_key,
+    )
+}
+
+/// A kubeconfig (certificates inline) for the identity of `cert`.
+pub fn kubeconfig_for(pki: &Pki, server_url: &str, user: &str, cert: &str, key: &str) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server_url}\n    certificate-authority-data: {}\nusers:\n- name: localkube-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: localkube-admin\n    namespace: default\ncurrent-context: localkube\npreferences: {{}}\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: localkube\n  cluster:\n    server: {server_url}\n    certificate-authority-data: {}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: localkube\n  context:\n    cluster: localkube\n    user: {user}\n    namespace: default\ncurrent-context: localkube\npreferences: {{}}\n",
         b64(&pki.ca_cert),
-        b64(&pki.admin_cert),
-        b64(&pki.admin_key),
+        b64(cert),
+        b64(key),
     )
 }
 
@@ -99,7 +110,11 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         Some(network) => Some(
             crate::components::Components::start(crate::components::ComponentOptions {
                 state_dir: opts.state_dir.clone(),
-                kubeconfig: admin_kubeconfig.clone(),
+                kubeconfigs: crate::components::Kubeconfigs {
+                    node: kubeconfig_for(&pki, &url, "node", &pki.node_cert, &pki.node_key),
+                    proxy: kubeconfig_for(&pki, &url, "proxy", &pki.proxy_cert, &pki.proxy_key),
+                    dns: kubeconfig_for(&pki, &url, "dns", &pki.dns_cert, &pki.dns_key),
+                },
                 network,
                 logs_dir: opts.state_dir.join("node/logs"),
                 tools_dir: opts.tools_dir.clone(),

@@ -357,6 +357,49 @@ impl ControlPlane {
 /// StorageClass, served by kube-controller-manager's host-path provisioner. Created only when
 /// missing, so a restart on the same state keeps user changes.
 pub async fn bootstrap(client: &kube::Client) -> Result<(), BoxError> {
+    dns_role(client).await?;
+    default_storage_class(client).await
+}
+
+/// Cluster DNS reads what CoreDNS's ClusterRole lets it (kubeadm's `system:coredns`): Services,
+/// EndpointSlices, Pods and Namespaces.
+async fn dns_role(client: &kube::Client) -> Result<(), BoxError> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "localkube:dns" },
+        "rules": [
+            { "apiGroups": [""], "resources": ["services", "pods", "namespaces"],
+              "verbs": ["list", "watch"] },
+            { "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+              "verbs": ["list", "watch"] },
+        ],
+    }))?;
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "localkube:dns" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "localkube:dns" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": crate::pki::DNS_USER }],
+    }))?;
+    let roles: kube::Api<ClusterRole> = kube::Api::all(client.clone());
+    let bindings: kube::Api<ClusterRoleBinding> = kube::Api::all(client.clone());
+    for result in [
+        roles.create(&Default::default(), &role).await.map(|_| ()),
+        bindings
+            .create(&Default::default(), &binding)
+            .await
+            .map(|_| ()),
+    ] {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(format!("creating cluster DNS's ClusterRole: {e}").into()),
+        }
+    }
+    Ok(())
+}
+
+async fn default_storage_class(client: &kube::Client) -> Result<(), BoxError> {
     use k8s_openapi::api::storage::v1::StorageClass;
     let classes: kube::Api<StorageClass> = kube::Api::all(client.clone());
     let class: StorageClass = serde_json::from_value(serde_json::json!({

@@ -101,11 +101,13 @@ fn kernel_version() -> String {
 /// Register the node, then keep its status and Lease fresh until the task is dropped.
 pub async fn run(client: Client, reg: NodeRegistration) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
+    // The labels a kubelet sets on itself; NodeRestriction refuses `node-role.kubernetes.io/*`
+    // from a node (an administrator sets roles), and this node runs workloads anyway.
     let node = json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": { "name": reg.name, "labels": {
             "kubernetes.io/hostname": reg.name, "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64", "node-role.kubernetes.io/control-plane": "" } },
+            "kubernetes.io/arch": "amd64" } },
     });
     let node: Node = serde_json::from_value(node).map_err(kube::Error::SerdeError)?;
     match nodes.create(&PostParams::default(), &node).await {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount, Volume,
 };
@@ -219,11 +219,18 @@ async fn request_token(client: &Client, pod: &Pod, expiration: i64) -> Result<St
         .and_then(|s| s.service_account_name.clone())
         .unwrap_or_else(|| "default".into());
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    // Bound to the pod, as the kubelet asks: the token dies with the pod, and NodeRestriction
+    // lets a node request only tokens bound to pods it runs.
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![],
             expiration_seconds: Some(expiration),
-            ..Default::default()
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
         },
         ..Default::default()
     };

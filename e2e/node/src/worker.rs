@@ -388,7 +388,7 @@ impl PodWorker {
     }
 
     async fn prepare_volumes(&mut self) -> bool {
-        let lookups = match Snapshot::fetch(&self.client, &self.ns).await {
+        let lookups = match Snapshot::fetch(&self.client, &self.pod).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(pod = %self.name, error = %e, "reading secrets/configmaps");
@@ -492,7 +492,7 @@ impl PodWorker {
             self.image_pull_failed(c, &image_name).await;
             return;
         };
-        let lookups = match Snapshot::fetch(&self.client, &self.ns).await {
+        let lookups = match Snapshot::fetch(&self.client, &self.pod).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(pod = %self.name, error = %e, "reading secrets/configmaps");
