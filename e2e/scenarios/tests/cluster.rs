@@ -23,6 +23,22 @@ const STEP: Duration = Duration::from_secs(240);
 #[tokio::test]
 async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     let env = Env::start().await;
+    // The server is upstream's, at the version e2e/upstream/kubernetes/go.mod pins.
+    let version = env.kubectl(&["version"]);
+    let pinned = pinned_kubernetes_version();
+    assert!(
+        version.contains(&format!("Server Version: {pinned}")),
+        "{version}"
+    );
+    // `kubectl get etcd -w` for the whole run: every row keeps the CRD's printer columns.
+    let watch_out = env.lk.state_dir().join("get-etcd-w.txt");
+    let mut watch = std::process::Command::new(env.kc.kubectl())
+        .arg("--kubeconfig")
+        .arg(env.lk.kubeconfig())
+        .args(["get", "etcd", "-n", NS, "-w"])
+        .stdout(std::fs::File::create(&watch_out).unwrap())
+        .spawn()
+        .unwrap();
     env.apply(&cluster_yaml("main", 3, V34)).unwrap();
     env.wait_available("main", 3, V34, STEP).await;
     let writer = Writer::start(env.client_url("main").await);
@@ -56,9 +72,64 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     ] {
         assert!(events.contains(reason), "no {reason} event in:\n{events}");
     }
-    // kubectl shows the printer columns.
+    // kubectl shows the printer columns, on a watch's every row too.
     let table = env.kubectl(&["get", "etcd", "-n", NS]);
     assert!(table.contains("main") && table.contains(V35), "{table}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let watched = std::fs::read_to_string(&watch_out).unwrap();
+    let mut lines = watched.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "SIZE",
+            "READY",
+            "VERSION",
+            "PHASE",
+            "AVAILABLE",
+            "AGE"
+        ],
+        "{watched}"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(
+        rows.len() > 5,
+        "the watch saw the cluster change: {watched}"
+    );
+    for row in &rows {
+        // Size is always set (the status columns are empty before the first status); a row
+        // without printer columns is just NAME and AGE.
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert!(
+            fields.len() >= 3 && fields[0] == "main" && ["3", "5"].contains(&fields[1]),
+            "a watch row lost its columns: {row:?} in\n{watched}"
+        );
+    }
+    assert!(
+        rows.iter().any(|r| r.contains(V35) && r.contains("True")),
+        "{watched}"
+    );
+}
+
+/// `k8s.io/kubernetes vX.Y.Z` from the module that builds the control plane.
+fn pinned_kubernetes_version() -> String {
+    let go_mod = workspace().join("e2e/upstream/kubernetes/go.mod");
+    let text = std::fs::read_to_string(&go_mod).unwrap();
+    text.lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("require ")
+                .unwrap_or(l)
+                .strip_prefix("k8s.io/kubernetes ")
+        })
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|| panic!("no k8s.io/kubernetes requirement in {}", go_mod.display()))
 }
 
 /// 3.5 (latest) → 3.6 (latest), the upgrade users make today: one member at a time, followers
