@@ -411,3 +411,63 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         "the scheduled backup cannot list EtcdRestores: {role}"
     );
 }
+
+/// values.schema.json: a wrong value is refused by both helm majors before anything renders,
+/// with a message naming the value (helm 4 as a JSON pointer, helm 3 dotted).
+#[test]
+fn the_values_schema_refuses_bad_values_naming_them() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    let refused: &[(&str, &str)] = &[
+        // A log format the binaries do not know crash-looped the Pods before the schema.
+        ("logging.format=yaml", "logging.format"),
+        ("clusterOperator.replicas=abc", "clusterOperator.replicas"),
+        ("clusterOperator.replicas=-1", "clusterOperator.replicas"),
+        ("image.pullPolicy=Sometimes", "image.pullPolicy"),
+        (
+            "backupOperator.maxConcurrentBackups=0",
+            "backupOperator.maxConcurrentBackups",
+        ),
+        ("scheduledBackup.retain=-2", "scheduledBackup.retain"),
+        (
+            "scheduledBackup.s3.endpoint=minio:9000",
+            "scheduledBackup.s3.endpoint",
+        ),
+        (
+            "restoreOperator.watchNamespace=Not_A_Namespace",
+            "restoreOperator.watchNamespace",
+        ),
+        (
+            "metrics.serviceMonitor.interval=often",
+            "metrics.serviceMonitor.interval",
+        ),
+        // A misspelt key would otherwise be ignored silently.
+        ("clusterOperater.replicas=2", "clusterOperater"),
+        ("leaderElection.enable=false", "enable"),
+    ];
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        for (set, names) in refused {
+            let err = clients
+                .run_helm(&["template", "etcd-operator", chart, "--set", set])
+                .expect_err(&format!("helm {} accepted --set {set}", pair.helm_minor()))
+                .to_string();
+            let pointer = format!("/{}", names.replace('.', "/"));
+            assert!(
+                err.contains(names) || err.contains(&pointer),
+                "helm {}: --set {set} refused without naming {names}: {err}",
+                pair.helm_minor()
+            );
+        }
+        // Good values still render, including the documented examples.
+        for set in [
+            "podDisruptionBudget.maxUnavailable=50%",
+            "clusterOperator.watchNamespace=db",
+            "scheduledBackup.s3.endpoint=http://minio:9000",
+        ] {
+            clients
+                .run_helm(&["template", "etcd-operator", chart, "--set", set])
+                .unwrap_or_else(|e| panic!("helm {}: --set {set}: {e}", pair.helm_minor()));
+        }
+    }
+}
