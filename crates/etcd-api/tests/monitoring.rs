@@ -178,6 +178,10 @@ fn monitors_rules_and_dashboard_render_from_the_files_promtool_tests() {
         assert_eq!(monitor["spec"]["jobLabel"], "app.kubernetes.io/part-of");
         assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
         assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+        // The operators' series carry the EtcdCluster's own `namespace` label: without
+        // honorLabels the target's (the operator's namespace) would win and the scraped one
+        // become `exported_namespace` (seen by the restore scenario's real Prometheus).
+        assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true);
         let wanted = monitor["spec"]["selector"]["matchLabels"]
             .as_object()
             .unwrap();
