@@ -14,6 +14,9 @@
 //! - A restore into a new cluster name with `clusterSpec` creates the cluster from the backup's
 //!   S3 object (examples/restore-from-s3.yaml as it is, pointed at this run's object); with
 //!   `force` a live cluster's data is replaced by the backup's.
+//! - Across minors: a backup of a 3.5 cluster restored as a new 3.6 cluster (`clusterSpec`),
+//!   the seed prepared with 3.6's etcdutl, grown to 3 members on 3.6 with exactly the backup's
+//!   keys; the 3.5 cluster is left as it was.
 //! - Monitoring, along the quorum loss and restore: a real Prometheus (common/prometheus.rs)
 //!   scrapes the operators and the members with the chart's alert rules. Read back through
 //!   its HTTP API: the quorum gauge is 0 while the new cluster bootstraps, without the
@@ -752,6 +755,114 @@ async fn refusals_leave_the_cluster_untouched() {
     )
     .await;
     eprintln!("[{:?}] corrupt objects refused", clock.elapsed());
+}
+
+/// The backup's source and the restore's target minor (issue 16: backup on 3.5, restore as 3.6).
+const V35: &str = "3.5.35";
+const V36: &str = "3.6.16";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_of_a_3_5_cluster_is_restored_as_a_3_6_cluster() {
+    let clock = tokio::time::Instant::now();
+    let env = start_with_restore_operator().await;
+    start_s3(&env);
+    env.apply(&cluster_yaml("old", 1, V35)).unwrap();
+    let _s3 = s3_from_host(&env).await;
+    env.wait_available("old", 1, V35, STEP).await;
+    let written = write_keys(&env, "old", keys("e2e/", KEYS)).await;
+    env.apply(&on_demand_backup("old-backup", "old", PREFIX, S3_SECRET))
+        .unwrap();
+    let artifact = succeeded_backup(&env, "old-backup").await;
+    assert_eq!(
+        artifact.etcd_version, V35,
+        "the backup records the version it was taken from: {artifact:?}"
+    );
+    let old_before = footprint(&env, "old").await;
+    eprintln!(
+        "[{:?}] old (etcd {V35}) backed up at revision {}",
+        clock.elapsed(),
+        artifact.revision
+    );
+
+    // A new cluster on 3.6 from the 3.5 backup.
+    env.apply(&format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\n\
+         metadata: {{name: to-3-6}}\n\
+         spec:\n  clusterName: new\n  source: {{backupRef: {{name: old-backup}}}}\n  \
+         clusterSpec: {{size: 3, version: {V36}}}\n"
+    ))
+    .unwrap();
+    let (restore, seen) = wait_restore(&env, "to-3-6", "new", RESTORE_TIMEOUT).await;
+    let status = restore.status.clone().unwrap_or_default();
+    if status.phase != Some(RestorePhase::Succeeded) {
+        fail(
+            &env,
+            &format!("to-3-6 did not succeed: {status:?}\nseen: {seen:?}"),
+        );
+    }
+    let new = env.clusters().get("new").await.unwrap();
+    if !available_at(&new, 3, V36) {
+        fail(
+            &env,
+            &format!(
+                "to-3-6 is Succeeded but new is not Available with 3 members on {V36}: {:?}",
+                new.status
+            ),
+        );
+    }
+    let versions: Vec<Option<String>> = new
+        .status
+        .as_ref()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.version.clone())
+        .collect();
+    assert_eq!(versions, vec![Some(V36.to_owned()); 3], "{:?}", new.status);
+    assert_eq!(
+        status.restored_revision,
+        Some(artifact.revision),
+        "{status:?}"
+    );
+
+    // The seed's data directory was made by the target's etcdutl (3.6), not the backup's.
+    let seed = status
+        .seed_member
+        .clone()
+        .unwrap_or_else(|| panic!("no status.seedMember: {status:?}"));
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let seed_pod = pods.get(&seed).await.unwrap();
+    let init_args: Vec<String> = seed_pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .flat_map(|c| c.args.iter().flatten().chain(c.command.iter().flatten()))
+        .cloned()
+        .collect();
+    assert!(
+        init_args
+            .iter()
+            .any(|a| a == "--etcdutl=/usr/local/bin/etcdutl-3.6"),
+        "the seed {seed} was not prepared with etcdutl 3.6: {init_args:?}"
+    );
+
+    // Exactly the backup's keys, and it takes writes above the restored revision.
+    let (present, _) = read_keys(&env, "new", "e2e/").await;
+    assert_eq!(present, written.keys, "new holds exactly the backup's keys");
+    let next = write_keys(&env, "new", keys("e2e/on-3-6-", 3)).await;
+    assert!(
+        next.revisions.values().all(|r| *r > artifact.revision),
+        "{:?}",
+        next.revisions
+    );
+
+    // The 3.5 cluster it came from is untouched and still on 3.5.
+    assert_untouched(&env, "old", &old_before, None).await;
+    env.wait_available("old", 1, V35, STEP).await;
+    eprintln!(
+        "[{:?}] new restored on {V36} from old's {V35} backup; seen: {seen:?}",
+        clock.elapsed()
+    );
 }
 
 /// The cluster operator's gauges for "main" (one series: one operator replica reconciles).
