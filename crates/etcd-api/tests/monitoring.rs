@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use test_support::addr::PortLease;
+use test_support::monitoring::{alert_queries, dashboard_queries, metric_names};
 use test_support::{EtcdVersion, KubeClients, KubePair, Tools};
 
 fn chart_dir() -> PathBuf {
@@ -178,6 +179,10 @@ fn monitors_rules_and_dashboard_render_from_the_files_promtool_tests() {
         assert_eq!(monitor["spec"]["jobLabel"], "app.kubernetes.io/part-of");
         assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
         assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+        // The operators' series carry the EtcdCluster's own `namespace` label: without
+        // honorLabels the target's (the operator's namespace) would win and the scraped one
+        // become `exported_namespace` (seen by the restore scenario's real Prometheus).
+        assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true);
         let wanted = monitor["spec"]["selector"]["matchLabels"]
             .as_object()
             .unwrap();
@@ -309,85 +314,10 @@ fn promtool_checks_the_rules_and_every_alert_has_a_passing_unit_test() {
     }
 }
 
-/// Metric names in a PromQL expression: identifiers that are not functions, keywords, label
-/// names or values, durations, or grouping labels.
-fn metric_names(expr: &str) -> BTreeSet<String> {
-    let strings = regex::Regex::new(r#""[^"]*""#).unwrap();
-    let matchers = regex::Regex::new(r"\{[^}]*\}").unwrap();
-    let ranges = regex::Regex::new(r"\[[^\]]*\]").unwrap();
-    let grouping =
-        regex::Regex::new(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
-            .unwrap();
-    let ident = regex::Regex::new(r"[A-Za-z_:][A-Za-z0-9_:]*(\s*\()?").unwrap();
-    let expr = strings.replace_all(expr, "");
-    let expr = matchers.replace_all(&expr, " ");
-    let expr = ranges.replace_all(&expr, " ");
-    let expr = grouping.replace_all(&expr, " ");
-    const KEYWORDS: [&str; 6] = ["and", "or", "unless", "bool", "offset", "inf"];
-    ident
-        .find_iter(&expr)
-        .map(|m| m.as_str())
-        .filter(|t| !t.ends_with('('))
-        .filter(|t| !KEYWORDS.contains(&t.to_ascii_lowercase().as_str()))
-        .map(str::to_owned)
-        .collect()
-}
-
-#[test]
-fn metric_names_are_found_in_promql() {
-    assert_eq!(
-        metric_names(
-            r#"histogram_quantile(0.99, sum by (le, pod) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{etcd_cluster=~"$cluster"}[5m])))"#
-        ),
-        BTreeSet::from(["etcd_disk_wal_fsync_duration_seconds_bucket".to_owned()])
-    );
-    assert_eq!(
-        metric_names(
-            "a_b > 1800 and on (namespace, name) (c{phase=~\"Pending|Running\"} == 1) or absent(up{job=\"x\"} == 1)"
-        ),
-        BTreeSet::from(["a_b".to_owned(), "c".to_owned(), "up".to_owned()])
-    );
-}
-
-/// Every `expr` in the alert rules and every target `expr` of the dashboard.
+/// Every query of the alert rules and the dashboard (test_support::monitoring).
 fn queries() -> Vec<(String, String)> {
-    let files = chart_dir().join("files");
-    let mut out = Vec::new();
-    let alerts: serde_json::Value =
-        serde_saphyr::from_str(&read(&files.join("alerts.yaml"))).unwrap();
-    for group in alerts["groups"].as_array().unwrap() {
-        for rule in group["rules"].as_array().unwrap() {
-            out.push((
-                format!("alert {}", rule["alert"]),
-                rule["expr"].as_str().unwrap().to_owned(),
-            ));
-        }
-    }
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&read(&files.join("dashboard.json"))).unwrap();
-    let mut panels: Vec<&serde_json::Value> =
-        dashboard["panels"].as_array().unwrap().iter().collect();
-    while let Some(panel) = panels.pop() {
-        if let Some(inner) = panel["panels"].as_array() {
-            panels.extend(inner);
-        }
-        for target in panel["targets"].as_array().into_iter().flatten() {
-            out.push((
-                format!("panel {}", panel["title"]),
-                target["expr"].as_str().unwrap().to_owned(),
-            ));
-        }
-    }
-    for variable in dashboard["templating"]["list"].as_array().unwrap() {
-        if let Some(query) = variable["query"]["query"].as_str() {
-            let inner = query
-                .trim_start_matches("label_values(")
-                .split(',')
-                .next()
-                .unwrap();
-            out.push((format!("variable {}", variable["name"]), inner.to_owned()));
-        }
-    }
+    let mut out = alert_queries();
+    out.extend(dashboard_queries());
     out
 }
 

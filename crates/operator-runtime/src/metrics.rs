@@ -201,6 +201,19 @@ impl ReconcileMetrics {
         metrics
     }
 
+    /// Creates `etcd_operator_reconcile_errors_total{reason}` at 0 for every reason this
+    /// controller's reconcile can fail with. A counter born at its first failure hides that
+    /// failure from `increase()` and `rate()` (there is no earlier sample to compare with), and
+    /// the dashboard's errors panel would have no series at all while everything is fine.
+    pub fn expect_reasons(&self, reasons: &[&str]) {
+        for reason in reasons {
+            drop(self.errors.get_or_create(&ErrorLabels {
+                controller: self.controller.to_owned(),
+                reason: (*reason).to_owned(),
+            }));
+        }
+    }
+
     /// Records one reconcile: its duration and, when it failed, the error's `reason()`.
     pub fn reconciled(&self, elapsed: Duration, failure: Option<&str>) {
         self.duration
@@ -295,6 +308,27 @@ mod tests {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn expected_reasons_exist_at_zero_before_any_failure() {
+        let mut registry = new_registry();
+        let metrics = ReconcileMetrics::register(&mut registry, "backup");
+        metrics.expect_reasons(&["StatusWriteFailed", "IncompleteObject"]);
+        let text = render(&registry);
+        for reason in ["StatusWriteFailed", "IncompleteObject"] {
+            let line = format!(
+                "etcd_operator_reconcile_errors_total{{controller=\"backup\",reason=\"{reason}\"}} 0\n"
+            );
+            assert!(text.contains(&line), "missing {line:?} in\n{text}");
+        }
+        // The first failure counts from 0: increase() sees it.
+        metrics.reconciled(Duration::from_millis(1), Some("StatusWriteFailed"));
+        assert!(
+            render(&registry).contains(
+                "etcd_operator_reconcile_errors_total{controller=\"backup\",reason=\"StatusWriteFailed\"} 1\n"
+            )
+        );
     }
 
     #[test]

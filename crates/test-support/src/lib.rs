@@ -16,6 +16,7 @@
 //! - [`bench`]: what the parts of `make bench` share: their operator-against-by-hand tables, and
 //!   the [`bench::Figure`]s each records for the combined table `bench-report` prints.
 //! - [`kube_tools`]: [`KubeClients`], kubectl + helm of one [`KubePair`].
+//! - [`monitoring`]: the chart's alert and dashboard queries and the metric names in them.
 //!
 //! Every process logs to a file in a temp dir. If a test panics, dropping a component prints the
 //! last 40 lines of each of its logs to stderr under the process name; `KEEP_TEST_DIRS=1` keeps the
@@ -52,6 +53,7 @@ pub mod error;
 pub mod etcd;
 pub mod kube_tools;
 pub mod localkube;
+pub mod monitoring;
 pub mod process;
 pub mod rbac_usage;
 pub mod s3;

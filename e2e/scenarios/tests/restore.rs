@@ -14,6 +14,16 @@
 //! - A restore into a new cluster name with `clusterSpec` creates the cluster from the backup's
 //!   S3 object (examples/restore-from-s3.yaml as it is, pointed at this run's object); with
 //!   `force` a live cluster's data is replaced by the backup's.
+//! - Across minors: a backup of a 3.5 cluster restored as a new 3.6 cluster (`clusterSpec`),
+//!   the seed prepared with 3.6's etcdutl, grown to 3 members on 3.6 with exactly the backup's
+//!   keys; the 3.5 cluster is left as it was.
+//! - Monitoring, along the quorum loss and restore: a real Prometheus (common/prometheus.rs)
+//!   scrapes the operators and the members with the chart's alert rules. Read back through
+//!   its HTTP API: the quorum gauge is 0 while the new cluster bootstraps, without the
+//!   quorum-lost alert even pending; 0 again when quorum is destroyed (the alert pending), 1
+//!   after the restore; the last-success timestamp of backups is each backup's completion time
+//!   and moves with the next one; a failed backup is counted; and every metric the dashboard
+//!   and the alert rules query is in the scrape.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -21,8 +31,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use common::prometheus::{Prometheus, Sample};
 use common::*;
-use etcd_api::{BackupArtifact, BackupPhase, ClusterPhase, EtcdCluster, EtcdRestore, RestorePhase};
+use etcd_api::{
+    BackupArtifact, BackupPhase, ClusterPhase, EtcdBackup, EtcdCluster, EtcdRestore, RestorePhase,
+};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::ListParams;
@@ -49,10 +62,25 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
     let clock = tokio::time::Instant::now();
     let env = start_with_restore_operator().await;
     start_s3(&env);
+    // Prometheus scrapes the operators before the cluster exists, so it sees the bootstrap.
+    let mut prometheus = Prometheus::start(&env).await;
+    prometheus
+        .wait_until(
+            "every operator Pod scraped",
+            r#"up{job="etcd-operator"}"#,
+            STEP,
+            |s| s.len() >= 3 && all_equal(s, 1.0),
+        )
+        .await;
     env.apply(&cluster_yaml("main", 3, VERSION)).unwrap();
     let _s3 = s3_from_host(&env).await;
     env.wait_available("main", 3, VERSION, STEP).await;
     eprintln!("[{:?}] main Available with 3 members", clock.elapsed());
+    bootstrap_was_not_quorum_loss(&mut prometheus, &["main-0", "main-1", "main-2"]).await;
+    eprintln!(
+        "[{:?}] Prometheus: quorum 1, 3 members scraped, bootstrap seen without alert",
+        clock.elapsed()
+    );
 
     let before = write_keys(&env, "main", keys("e2e/before-", KEYS)).await;
     env.apply(&on_demand_backup(
@@ -63,6 +91,7 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
     ))
     .unwrap();
     let artifact = succeeded_backup(&env, "main-backup-1").await;
+    let first_backup_at = last_backup_is(&env, &mut prometheus, "main-backup-1").await;
     assert!(
         artifact.revision >= before.revision,
         "the backup's revision {} is below the last acknowledged write's {}",
@@ -137,6 +166,29 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
         clock.elapsed(),
         lost.status.as_ref().and_then(|s| s.phase),
         conditions_line(&lost)
+    );
+    // Prometheus sees it: the gauge at 0, not bootstrapping, the alert on its way.
+    prometheus
+        .wait_until("quorum 0", QUORUM, STEP, |s| {
+            s.len() == 1 && s[0].value == 0.0
+        })
+        .await;
+    prometheus
+        .wait_until(
+            "EtcdClusterQuorumLost pending or firing",
+            r#"ALERTS{alertname="EtcdClusterQuorumLost",namespace="db",name="main"}"#,
+            STEP,
+            |s| s.len() == 1,
+        )
+        .await;
+    prometheus
+        .wait_until("not bootstrapping", BOOTSTRAPPING, STEP, |s| {
+            s.len() == 1 && s[0].value == 0.0
+        })
+        .await;
+    eprintln!(
+        "[{:?}] Prometheus: quorum 0, EtcdClusterQuorumLost pending",
+        clock.elapsed()
     );
 
     // The restore, as examples/restore.yaml writes it.
@@ -326,6 +378,66 @@ async fn quorum_loss_is_restored_from_a_backup_with_exactly_the_acknowledged_key
     );
     let events = env.events_for("main-restore-1").await;
     assert!(!events.is_empty(), "no event about main-restore-1");
+
+    // Prometheus: quorum back to 1, the new members scraped, the restore's phase.
+    prometheus
+        .wait_until("quorum 1 again", QUORUM, STEP, |s| {
+            s.len() == 1 && s[0].value == 1.0
+        })
+        .await;
+    let member_names: Vec<&str> = members.iter().map(String::as_str).collect();
+    members_scraped(&mut prometheus, &member_names).await;
+    prometheus
+        .wait_until(
+            "the restore's phase Succeeded",
+            r#"etcd_operator_restore_phase{namespace="db",name="main-restore-1",phase="Succeeded"}"#,
+            STEP,
+            |s| all_equal(s, 1.0) && !s.is_empty(),
+        )
+        .await;
+    // The restored cluster is backed up: the timestamp moves; a backup that cannot read its
+    // credentials is counted as a failure.
+    env.apply(&on_demand_backup(
+        "main-backup-2",
+        "main",
+        PREFIX,
+        S3_SECRET,
+    ))
+    .unwrap();
+    env.apply(&on_demand_backup(
+        "main-backup-no-secret",
+        "main",
+        PREFIX,
+        "no-such-secret",
+    ))
+    .unwrap();
+    succeeded_backup(&env, "main-backup-2").await;
+    let second_backup_at = last_backup_is(&env, &mut prometheus, "main-backup-2").await;
+    assert!(
+        second_backup_at > first_backup_at,
+        "the last-success timestamp did not move: {first_backup_at} then {second_backup_at}"
+    );
+    let failed = wait_backup_finished(&env, "main-backup-no-secret").await;
+    assert_eq!(
+        failed.status.as_ref().and_then(|s| s.phase),
+        Some(BackupPhase::Failed),
+        "{:?}",
+        failed.status
+    );
+    prometheus
+        .wait_until(
+            "a backup failure counted",
+            r#"sum(etcd_operator_backup_failures_total{namespace="db",cluster="main"})"#,
+            STEP,
+            |s| s.len() == 1 && s[0].value >= 1.0,
+        )
+        .await;
+    every_queried_metric_is_scraped(&prometheus).await;
+    eprintln!(
+        "[{:?}] Prometheus: quorum 1, backups at {first_backup_at} then {second_backup_at}, \
+         a failure counted, every dashboard and alert metric scraped",
+        clock.elapsed()
+    );
     // All three operators did their part under the chart's securityContext (non-root, no
     // capabilities, read-only root), and so did the seed's init container (read-only root).
     assert_operators_confined(&env);
@@ -643,6 +755,234 @@ async fn refusals_leave_the_cluster_untouched() {
     )
     .await;
     eprintln!("[{:?}] corrupt objects refused", clock.elapsed());
+}
+
+/// The backup's source and the restore's target minor (issue 16: backup on 3.5, restore as 3.6).
+const V35: &str = "3.5.35";
+const V36: &str = "3.6.16";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_of_a_3_5_cluster_is_restored_as_a_3_6_cluster() {
+    let clock = tokio::time::Instant::now();
+    let env = start_with_restore_operator().await;
+    start_s3(&env);
+    env.apply(&cluster_yaml("old", 1, V35)).unwrap();
+    let _s3 = s3_from_host(&env).await;
+    env.wait_available("old", 1, V35, STEP).await;
+    let written = write_keys(&env, "old", keys("e2e/", KEYS)).await;
+    env.apply(&on_demand_backup("old-backup", "old", PREFIX, S3_SECRET))
+        .unwrap();
+    let artifact = succeeded_backup(&env, "old-backup").await;
+    assert_eq!(
+        artifact.etcd_version, V35,
+        "the backup records the version it was taken from: {artifact:?}"
+    );
+    let old_before = footprint(&env, "old").await;
+    eprintln!(
+        "[{:?}] old (etcd {V35}) backed up at revision {}",
+        clock.elapsed(),
+        artifact.revision
+    );
+
+    // A new cluster on 3.6 from the 3.5 backup.
+    env.apply(&format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\n\
+         metadata: {{name: to-3-6}}\n\
+         spec:\n  clusterName: new\n  source: {{backupRef: {{name: old-backup}}}}\n  \
+         clusterSpec: {{size: 3, version: {V36}}}\n"
+    ))
+    .unwrap();
+    let (restore, seen) = wait_restore(&env, "to-3-6", "new", RESTORE_TIMEOUT).await;
+    let status = restore.status.clone().unwrap_or_default();
+    if status.phase != Some(RestorePhase::Succeeded) {
+        fail(
+            &env,
+            &format!("to-3-6 did not succeed: {status:?}\nseen: {seen:?}"),
+        );
+    }
+    let new = env.clusters().get("new").await.unwrap();
+    if !available_at(&new, 3, V36) {
+        fail(
+            &env,
+            &format!(
+                "to-3-6 is Succeeded but new is not Available with 3 members on {V36}: {:?}",
+                new.status
+            ),
+        );
+    }
+    let versions: Vec<Option<String>> = new
+        .status
+        .as_ref()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.version.clone())
+        .collect();
+    assert_eq!(versions, vec![Some(V36.to_owned()); 3], "{:?}", new.status);
+    assert_eq!(
+        status.restored_revision,
+        Some(artifact.revision),
+        "{status:?}"
+    );
+
+    // The seed's data directory was made by the target's etcdutl (3.6), not the backup's.
+    let seed = status
+        .seed_member
+        .clone()
+        .unwrap_or_else(|| panic!("no status.seedMember: {status:?}"));
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let seed_pod = pods.get(&seed).await.unwrap();
+    let init_args: Vec<String> = seed_pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .flat_map(|c| c.args.iter().flatten().chain(c.command.iter().flatten()))
+        .cloned()
+        .collect();
+    assert!(
+        init_args
+            .iter()
+            .any(|a| a == "--etcdutl=/usr/local/bin/etcdutl-3.6"),
+        "the seed {seed} was not prepared with etcdutl 3.6: {init_args:?}"
+    );
+
+    // Exactly the backup's keys, and it takes writes above the restored revision.
+    let (present, _) = read_keys(&env, "new", "e2e/").await;
+    assert_eq!(present, written.keys, "new holds exactly the backup's keys");
+    let next = write_keys(&env, "new", keys("e2e/on-3-6-", 3)).await;
+    assert!(
+        next.revisions.values().all(|r| *r > artifact.revision),
+        "{:?}",
+        next.revisions
+    );
+
+    // The 3.5 cluster it came from is untouched and still on 3.5.
+    assert_untouched(&env, "old", &old_before, None).await;
+    env.wait_available("old", 1, V35, STEP).await;
+    eprintln!(
+        "[{:?}] new restored on {V36} from old's {V35} backup; seen: {seen:?}",
+        clock.elapsed()
+    );
+}
+
+/// The cluster operator's gauges for "main" (one series: one operator replica reconciles).
+const QUORUM: &str = r#"max(etcd_operator_cluster_quorum{namespace="db",name="main"})"#;
+const BOOTSTRAPPING: &str =
+    r#"max(etcd_operator_cluster_bootstrapping{namespace="db",name="main"})"#;
+/// How long a scraped value may take to be queryable (1 s scrapes; generous for 2 cores).
+const SCRAPED: Duration = Duration::from_secs(30);
+
+fn all_equal(samples: &[Sample], value: f64) -> bool {
+    samples.iter().all(|s| s.value == value)
+}
+
+/// Each of `members` is scraped on its metrics port and knows a leader.
+async fn members_scraped(prometheus: &mut Prometheus, members: &[&str]) {
+    let want: BTreeSet<&str> = members.iter().copied().collect();
+    prometheus
+        .wait_until(
+            &format!("etcd_server_has_leader 1 from {want:?}"),
+            r#"etcd_server_has_leader{job="etcd",namespace="db",etcd_cluster="main"}"#,
+            STEP,
+            |s| {
+                let pods: BTreeSet<&str> = s
+                    .iter()
+                    .filter(|s| s.value == 1.0)
+                    .filter_map(|s| s.labels.get("pod").map(String::as_str))
+                    .collect();
+                pods == want
+            },
+        )
+        .await;
+}
+
+/// After the bootstrap: quorum 1 and the members scraped; while the seed was coming up the
+/// quorum gauge was 0 with bootstrapping 1, and the quorum-lost alert was never even pending.
+async fn bootstrap_was_not_quorum_loss(prometheus: &mut Prometheus, members: &[&str]) {
+    prometheus
+        .wait_until("quorum 1", QUORUM, SCRAPED, |s| {
+            s.len() == 1 && s[0].value == 1.0
+        })
+        .await;
+    members_scraped(prometheus, members).await;
+    let window = "[1h]";
+    let seen = prometheus
+        .query(&format!(
+            r#"max_over_time(etcd_operator_cluster_bootstrapping{{namespace="db",name="main"}}{window})"#
+        ))
+        .await
+        .unwrap();
+    assert!(
+        seen.len() == 1 && seen[0].value == 1.0,
+        "Prometheus never scraped bootstrapping 1 for main: {seen:?}"
+    );
+    let lowest = prometheus
+        .query(&format!(
+            r#"min_over_time(etcd_operator_cluster_quorum{{namespace="db",name="main"}}{window})"#
+        ))
+        .await
+        .unwrap();
+    assert!(
+        lowest.len() == 1 && lowest[0].value == 0.0,
+        "the quorum gauge was never 0 during the bootstrap: {lowest:?}"
+    );
+    let alerts = prometheus
+        .query(&format!(
+            r#"count_over_time(ALERTS{{alertname="EtcdClusterQuorumLost"}}{window})"#
+        ))
+        .await
+        .unwrap();
+    assert!(
+        alerts.is_empty(),
+        "EtcdClusterQuorumLost was pending or firing for a cluster being created: {alerts:?}"
+    );
+}
+
+/// Waits until Prometheus' last-success timestamp of main's backups is the completion time of
+/// EtcdBackup `name`; returns it.
+async fn last_backup_is(env: &Env, prometheus: &mut Prometheus, name: &str) -> f64 {
+    let backups: Api<EtcdBackup> = Api::namespaced(env.client.clone(), NS);
+    let backup = backups.get(name).await.unwrap();
+    let completed = backup
+        .status
+        .as_ref()
+        .and_then(|s| s.completion_time.as_ref())
+        .unwrap_or_else(|| panic!("{name} has no completionTime: {:?}", backup.status))
+        .0
+        .as_second() as f64;
+    let samples = prometheus
+        .wait_until(
+            &format!("the last-success timestamp at {name}'s completion ({completed})"),
+            r#"etcd_operator_backup_last_success_timestamp_seconds{namespace="db",cluster="main"}"#,
+            SCRAPED,
+            |s| !s.is_empty() && all_equal(s, completed),
+        )
+        .await;
+    samples[0].value
+}
+
+/// Every metric name a dashboard panel or an alert rule queries is in Prometheus' scrape of
+/// the operators and members (`up` is Prometheus' own per target).
+async fn every_queried_metric_is_scraped(prometheus: &Prometheus) {
+    use test_support::monitoring::{alert_queries, dashboard_queries, metric_names};
+    let scraped = prometheus.metric_names().await;
+    let mut missing = Vec::new();
+    let queries: Vec<(String, String)> = dashboard_queries()
+        .into_iter()
+        .chain(alert_queries())
+        .collect();
+    for (what, expr) in &queries {
+        for name in metric_names(expr) {
+            if !scraped.contains(&name) {
+                missing.push(format!("{what}: {name}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "queried but not in the scrape of the operators and members:\n{}\nscraped: {scraped:?}",
+        missing.join("\n")
+    );
 }
 
 fn keys(prefix: &str, n: usize) -> impl Iterator<Item = (String, String)> {

@@ -118,7 +118,11 @@ impl Metrics {
     /// Registers every family in `registry`.
     pub fn register(registry: &mut Registry) -> Metrics {
         let m = Metrics {
-            reconciles: ReconcileMetrics::register(registry, "backup"),
+            reconciles: {
+                let reconciles = ReconcileMetrics::register(registry, "backup");
+                reconciles.expect_reasons(crate::controller::ReconcileError::REASONS);
+                reconciles
+            },
             last_success: Family::default(),
             last_duration: Family::default(),
             last_size: Family::default(),

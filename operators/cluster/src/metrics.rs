@@ -12,6 +12,8 @@
 //! - `etcd_operator_cluster_voters` — voting members in etcd's member list
 //! - `etcd_operator_cluster_learners` — learners in etcd's member list
 //! - `etcd_operator_cluster_quorum` — 1 while a quorum of the voters is healthy, else 0
+//! - `etcd_operator_cluster_bootstrapping` — 1 until the cluster's first member answered (the
+//!   quorum gauge is 0 then too, but nothing was lost: the quorum-loss alert leaves these out)
 //! - `etcd_operator_cluster_leader_changes_total` — leader changes this process observed
 //! - `etcd_operator_cluster_alarms{alarm}` — members reporting the alarm (`NOSPACE`, `CORRUPT`
 //!   always present, 0 when clear)
@@ -45,8 +47,10 @@ pub struct Metrics {
 impl Metrics {
     /// Registers every family in `registry`.
     pub fn register(registry: &mut Registry) -> Metrics {
+        let reconciles = ReconcileMetrics::register(registry, "cluster");
+        reconciles.expect_reasons(crate::controller::ReconcileError::REASONS);
         Metrics {
-            reconciles: ReconcileMetrics::register(registry, "cluster"),
+            reconciles,
             clusters: ClusterMetrics::register(registry),
         }
     }
@@ -68,6 +72,8 @@ pub struct ClusterSample {
     pub learners: i64,
     /// A quorum of the voters is healthy (false when no member in quorum answered).
     pub quorum: bool,
+    /// No member ever answered: the cluster is being created (see [`Observed::bootstrapping`]).
+    pub bootstrapping: bool,
     /// The leader's member ID, if a healthy member is the leader.
     pub leader: Option<u64>,
     /// Alarm name → members reporting it.
@@ -81,6 +87,7 @@ pub struct ClusterSample {
 pub fn sample(observed: &Observed, view: &ClusterView) -> ClusterSample {
     let mut out = ClusterSample {
         desired_voters: i64::from(observed.spec.size.max(0)),
+        bootstrapping: observed.bootstrapping(),
         ..ClusterSample::default()
     };
     for alarm in KNOWN_ALARMS {
@@ -209,6 +216,7 @@ pub struct ClusterMetrics {
     healthy_voters: Family<ClusterLabels, Gauge>,
     learners: Family<ClusterLabels, Gauge>,
     quorum: Family<ClusterLabels, Gauge>,
+    bootstrapping: Family<ClusterLabels, Gauge>,
     leader_changes: Family<ClusterLabels, Counter>,
     alarms: Family<AlarmLabels, Gauge>,
     version: Family<VersionLabels, Gauge>,
@@ -224,6 +232,7 @@ impl ClusterMetrics {
             healthy_voters: Family::default(),
             learners: Family::default(),
             quorum: Family::default(),
+            bootstrapping: Family::default(),
             leader_changes: Family::default(),
             alarms: Family::default(),
             version: Family::default(),
@@ -254,6 +263,11 @@ impl ClusterMetrics {
             "quorum",
             "1 while a quorum of the voting members is healthy, 0 when quorum is lost or no member in quorum answers",
             m.quorum.clone(),
+        );
+        registry.register(
+            "bootstrapping",
+            "1 until the cluster's first member answered (quorum is 0 then, but was never lost), else 0",
+            m.bootstrapping.clone(),
         );
         registry.register(
             "leader_changes",
@@ -293,6 +307,9 @@ impl ClusterMetrics {
         self.quorum
             .get_or_create(&labels)
             .set(i64::from(sample.quorum));
+        self.bootstrapping
+            .get_or_create(&labels)
+            .set(i64::from(sample.bootstrapping));
         let changes = self.leader_changes.get_or_create(&labels);
 
         let mut remembered = self.remembered();
@@ -346,6 +363,7 @@ impl ClusterMetrics {
             &self.healthy_voters,
             &self.learners,
             &self.quorum,
+            &self.bootstrapping,
         ] {
             family.remove(cluster);
         }

@@ -123,6 +123,15 @@ pub struct PvcState {
 }
 
 impl Observed {
+    /// No member answered and the cluster never existed (no cluster ID or member recorded in its
+    /// status): its first member is on its way, from `spec` or from a restore into a new
+    /// cluster. Not quorum loss: there never was a quorum to lose.
+    pub fn bootstrapping(&self) -> bool {
+        matches!(self.membership, Membership::Unknown)
+            && self.recorded_cluster_id.is_none()
+            && self.last_known_members.is_empty()
+    }
+
     /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or
     /// without one, the larger of the members last known and `spec.size` (erring towards a
     /// stricter budget).

@@ -432,9 +432,7 @@ impl<'a> Facts<'a> {
 
     /// No member answers and the cluster never existed: the seed is on its way.
     fn bootstrapping(&self) -> bool {
-        self.known.is_none()
-            && self.observed.recorded_cluster_id.is_none()
-            && self.observed.last_known_members.is_empty()
+        self.observed.bootstrapping()
     }
 
     /// Only without a member list: one is known only after a linearizable read succeeded, so

@@ -108,7 +108,11 @@ impl Metrics {
     /// Registers every family in `registry`.
     pub fn register(registry: &mut Registry) -> Metrics {
         let m = Metrics {
-            reconciles: ReconcileMetrics::register(registry, "restore"),
+            reconciles: {
+                let reconciles = ReconcileMetrics::register(registry, "restore");
+                reconciles.expect_reasons(crate::controller::ReconcileError::REASONS);
+                reconciles
+            },
             phase: Family::default(),
             start: Family::default(),
             duration: Family::default(),

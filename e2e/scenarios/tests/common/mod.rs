@@ -4,6 +4,8 @@
 //! EtcdBackups.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod prometheus;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

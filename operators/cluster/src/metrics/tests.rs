@@ -77,6 +77,76 @@ fn quorum_needs_a_majority_of_voters_and_a_known_membership() {
 }
 
 #[test]
+fn a_cluster_whose_first_member_has_not_answered_is_bootstrapping_not_quorum_lost() {
+    let mut registry = new_registry();
+    let metrics = ClusterMetrics::register(&mut registry);
+    let id = "namespace=\"db\",name=\"main\"";
+    let series = |text: &str, family: &str| line(text, &format!("{family}{{{id}}}"));
+
+    // Just applied, seed Pod starting: no quorum yet, and bootstrapping says why.
+    let new = cluster(3, V35).pods(&[0]);
+    let s = sample(&new, &ClusterView::default());
+    assert!(!s.quorum && s.bootstrapping, "{s:?}");
+    metrics.record(&main(), &s);
+    let text = render(&registry);
+    assert_eq!(
+        series(&text, "etcd_operator_cluster_quorum").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        series(&text, "etcd_operator_cluster_bootstrapping").as_deref(),
+        Some("1"),
+        "{text}"
+    );
+
+    // The seed answered: quorum, no longer bootstrapping.
+    let seeded = cluster(3, V35).members(vec![healthy(0, V35, true)]);
+    let s = sample(&seeded, &ClusterView::default());
+    assert!(s.quorum && !s.bootstrapping, "{s:?}");
+    metrics.record(&main(), &s);
+    let text = render(&registry);
+    assert_eq!(
+        series(&text, "etcd_operator_cluster_quorum").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        series(&text, "etcd_operator_cluster_bootstrapping").as_deref(),
+        Some("0")
+    );
+
+    // Later nobody answers: the status recorded the cluster, so this is quorum loss, never
+    // bootstrapping again (whatever is left of the members).
+    let silent = cluster(3, V35).existed(&[0, 1, 2], V35);
+    let s = sample(&silent, &ClusterView::default());
+    assert!(!s.quorum && !s.bootstrapping, "{s:?}");
+    metrics.record(&main(), &s);
+    let text = render(&registry);
+    assert_eq!(
+        series(&text, "etcd_operator_cluster_quorum").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        series(&text, "etcd_operator_cluster_bootstrapping").as_deref(),
+        Some("0")
+    );
+
+    // A member list with a minority healthy is quorum loss too.
+    let minority = cluster(3, V35).members(vec![
+        healthy(0, V35, false),
+        unhealthy(1, 30),
+        unhealthy(2, 30),
+    ]);
+    let s = sample(&minority, &ClusterView::default());
+    assert!(!s.quorum && !s.bootstrapping, "{s:?}");
+
+    metrics.forget(&ClusterLabels::from(&main()));
+    assert!(
+        !render(&registry).contains("bootstrapping{"),
+        "gone with the cluster"
+    );
+}
+
+#[test]
 fn alarm_names_are_parsed_and_bounded() {
     assert_eq!(
         alarm_of("memberID:1 alarm:NOSPACE").as_deref(),
