@@ -6,10 +6,13 @@ Shared names and labels. Every operator's templates live in templates/<operator>
 {{- define "etcd-operator.fullname" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
-{{- else if contains .Chart.Name .Release.Name -}}
+{{- else -}}
+{{- $chart := .Values.nameOverride | default .Chart.Name -}}
+{{- if contains $chart .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $chart | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -32,7 +35,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* The operators' image: one image holds the three binaries; each Deployment picks its own. */}}
+{{/* The operators' image: one image holds the three binaries; each Deployment picks its own.
+[registry/]repository, then @digest when set, else :tag (default: the chart's appVersion). */}}
 {{- define "etcd-operator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" . $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}

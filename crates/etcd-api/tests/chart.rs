@@ -471,3 +471,173 @@ fn the_values_schema_refuses_bad_values_naming_them() {
         }
     }
 }
+
+/// The knobs platform engineers expect, each reaching the objects it should (rendered by both
+/// helm majors): ServiceAccounts (existing or annotated), common/pod labels and annotations,
+/// priority, topology spread with the operator's selector filled in, extra args/env/volumes,
+/// image registry and digest, name override, history limit, and the CRD switches.
+#[test]
+fn every_operator_knob_reaches_the_rendered_objects() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let sets = [
+        "clusterOperator.serviceAccount.create=false".to_string(),
+        "clusterOperator.serviceAccount.name=platform-etcd".into(),
+        "backupOperator.serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/b"
+            .into(),
+        "commonLabels.team=storage".into(),
+        "podLabels.tier=control".into(),
+        "podAnnotations.example\\.com/scrape=yes".into(),
+        "priorityClassName=system-cluster-critical".into(),
+        "restoreOperator.priorityClassName=restore-prio".into(),
+        "clusterOperator.topologySpreadConstraints[0].maxSkew=1".into(),
+        "clusterOperator.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone".into(),
+        "clusterOperator.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway".into(),
+        "backupOperator.extraArgs[0]=--some-flag=1".into(),
+        "backupOperator.extraEnv[0].name=HTTPS_PROXY".into(),
+        "backupOperator.extraEnv[0].value=http://proxy:3128".into(),
+        "backupOperator.extraVolumes[0].name=ca".into(),
+        "backupOperator.extraVolumes[0].configMap.name=corp-ca".into(),
+        "backupOperator.extraVolumeMounts[0].name=ca".into(),
+        "backupOperator.extraVolumeMounts[0].mountPath=/etc/corp-ca".into(),
+        "image.registry=registry.example.com".into(),
+        format!("image.digest={digest}"),
+        "nameOverride=etcdop".into(),
+        "revisionHistoryLimit=3".into(),
+    ];
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let mut args = vec!["template", "rel", chart, "-n", "ops"];
+        for s in &sets {
+            args.extend(["--set", s.as_str()]);
+        }
+        let out = clients.run_helm(&args).unwrap();
+        let objects = rendered_objects(&out);
+        let helm = pair.helm_minor();
+
+        // Names: <release>-<nameOverride>-<operator>.
+        let deployment = |suffix: &str| {
+            *of_kind(&objects, "Deployment")
+                .iter()
+                .find(|d| d["metadata"]["name"] == format!("rel-etcdop-{suffix}"))
+                .unwrap_or_else(|| panic!("helm {helm}: no Deployment rel-etcdop-{suffix}"))
+        };
+        let cluster = deployment("cluster");
+        let backup = deployment("backup");
+        let restore = deployment("restore");
+
+        // An existing ServiceAccount: none rendered, the Deployment and bindings use its name.
+        let accounts: Vec<&str> = of_kind(&objects, "ServiceAccount")
+            .iter()
+            .map(|a| a["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            !accounts.contains(&"rel-etcdop-cluster"),
+            "helm {helm}: {accounts:?}"
+        );
+        assert_eq!(
+            cluster["spec"]["template"]["spec"]["serviceAccountName"], "platform-etcd",
+            "helm {helm}"
+        );
+        for binding in of_kind(&objects, "ClusterRoleBinding")
+            .into_iter()
+            .chain(of_kind(&objects, "RoleBinding"))
+            .filter(|b| {
+                b["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("rel-etcdop-cluster")
+            })
+        {
+            assert_eq!(
+                binding["subjects"][0]["name"], "platform-etcd",
+                "helm {helm}: {binding}"
+            );
+        }
+        let backup_sa = of_kind(&objects, "ServiceAccount")
+            .into_iter()
+            .find(|a| a["metadata"]["name"] == "rel-etcdop-backup")
+            .unwrap();
+        assert_eq!(
+            backup_sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
+            "arn:aws:iam::1:role/b"
+        );
+
+        // Every object carries commonLabels; the operators' Pods the pod labels and annotations.
+        for o in &objects {
+            assert_eq!(
+                o["metadata"]["labels"]["team"], "storage",
+                "helm {helm}: {o}"
+            );
+        }
+        for d in [cluster, backup, restore] {
+            let template = &d["spec"]["template"];
+            assert_eq!(template["metadata"]["labels"]["tier"], "control");
+            assert_eq!(template["metadata"]["labels"]["team"], "storage");
+            assert_eq!(
+                template["metadata"]["annotations"]["example.com/scrape"],
+                "yes"
+            );
+            assert_eq!(d["spec"]["revisionHistoryLimit"], 3);
+            assert_eq!(
+                template["spec"]["containers"][0]["image"],
+                format!("registry.example.com/ghcr.io/etcd-operator-rs/etcd-operator@{digest}")
+            );
+        }
+        let pod = |d: &serde_json::Value| d["spec"]["template"]["spec"].clone();
+        assert_eq!(pod(cluster)["priorityClassName"], "system-cluster-critical");
+        assert_eq!(pod(restore)["priorityClassName"], "restore-prio");
+
+        // Topology spread selects the operator's own Pods.
+        let spread = &pod(cluster)["topologySpreadConstraints"][0];
+        assert_eq!(spread["topologyKey"], "topology.kubernetes.io/zone");
+        assert_eq!(
+            spread["labelSelector"]["matchLabels"], cluster["spec"]["selector"]["matchLabels"],
+            "helm {helm}"
+        );
+
+        // Extra args, env and volumes reach the backup operator only.
+        let container = &pod(backup)["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--some-flag=1"), "{args:?}");
+        assert!(
+            container["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "HTTPS_PROXY" && e["value"] == "http://proxy:3128")
+        );
+        assert_eq!(container["volumeMounts"][0]["mountPath"], "/etc/corp-ca");
+        assert_eq!(pod(backup)["volumes"][0]["configMap"]["name"], "corp-ca");
+        assert!(pod(cluster)["volumes"].is_null());
+
+        // CRDs: crds.enabled=false (or the 0.1 spelling crds.install=false) renders none;
+        // crds.keep=false drops the keep policy.
+        for off in ["crds.enabled=false", "crds.install=false"] {
+            let out = clients
+                .run_helm(&["template", "rel", chart, "--set", off])
+                .unwrap();
+            assert!(rendered_crds(&out).is_empty(), "helm {helm}: --set {off}");
+        }
+        let out = clients
+            .run_helm(&["template", "rel", chart, "--set", "crds.keep=false"])
+            .unwrap();
+        let crds = rendered_crds(&out);
+        assert_eq!(crds.len(), 3);
+        for crd in crds {
+            assert!(
+                !crd.metadata
+                    .annotations
+                    .unwrap_or_default()
+                    .contains_key("helm.sh/resource-policy"),
+                "helm {helm}"
+            );
+        }
+    }
+}
