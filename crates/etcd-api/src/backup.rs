@@ -45,6 +45,12 @@ pub const DEFAULT_BACKUP_TIMEOUT_SECONDS: i64 = 1800;
         description = "etcd revision of the snapshot"
     ),
     printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.reason",
+        description = "Why the backup failed or was interrupted"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

@@ -46,6 +46,7 @@ pub const ETCD_DEFAULT_ELECTION_TIMEOUT_MS: i32 = 1000;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.clientEndpoint", description = "Client URL of the cluster (the client Service)", priority = 1),
     validation = kube::core::Rule::new(
         "self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
     ).message(

@@ -41,6 +41,12 @@ use crate::condition::Condition;
     printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.message",
+        description = "The step the restore is at, or why it failed"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

@@ -118,6 +118,8 @@ fn printer_columns() {
                 ".status.conditions[?(@.type==\"Available\")].status"
             ),
             ("Age", ".metadata.creationTimestamp"),
+            // -o wide only (priority 1).
+            ("Endpoint", ".status.clientEndpoint"),
         ])
     );
     assert_eq!(
@@ -127,6 +129,7 @@ fn printer_columns() {
             ("Phase", ".status.phase"),
             ("Size", ".status.artifact.sizeBytes"),
             ("Revision", ".status.artifact.revision"),
+            ("Reason", ".status.reason"),
             ("Age", ".metadata.creationTimestamp"),
         ])
     );
@@ -135,6 +138,7 @@ fn printer_columns() {
         owned(&[
             ("Cluster", ".spec.clusterName"),
             ("Phase", ".status.phase"),
+            ("Status", ".status.message"),
             ("Age", ".metadata.creationTimestamp"),
         ])
     );

@@ -131,6 +131,12 @@ async fn scheduled_backups_are_retained_and_an_on_demand_backup_restores() {
     );
     let events = env.events_for("main-no-secret").await.join("\n");
     assert!(events.contains("SecretNotFound"), "{events}");
+    // `kubectl get etcdbackup` answers why without a describe.
+    let table = env.kubectl(&["get", "etcdbackup", "main-no-secret", "-n", NS]);
+    assert!(
+        table.contains("REASON") && table.contains("SecretNotFound"),
+        "{table}"
+    );
 
     // The CronJob's runs: each Job succeeds; retention keeps the newest RETAIN Succeeded
     // scheduled backups and deletes the others' objects.

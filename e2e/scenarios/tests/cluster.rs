@@ -75,6 +75,11 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     // kubectl shows the printer columns, on a watch's every row too.
     let table = env.kubectl(&["get", "etcd", "-n", NS]);
     assert!(table.contains("main") && table.contains(V35), "{table}");
+    let wide = env.kubectl(&["get", "etcd", "-n", NS, "-o", "wide"]);
+    assert!(
+        wide.contains("ENDPOINT") && wide.contains(&format!("http://main-client.{NS}.svc:2379")),
+        "{wide}"
+    );
     let _ = watch.kill();
     let _ = watch.wait();
     let watched = std::fs::read_to_string(&watch_out).unwrap();
