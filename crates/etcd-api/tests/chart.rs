@@ -617,6 +617,43 @@ fn every_operator_knob_reaches_the_rendered_objects() {
         assert_eq!(pod(backup)["volumes"][0]["configMap"]["name"], "corp-ca");
         assert!(pod(cluster)["volumes"].is_null());
 
+        // The etcd kinds aggregate into view/edit/admin (view reads only); off on request.
+        let aggregated: Vec<&serde_json::Value> = of_kind(&objects, "ClusterRole")
+            .into_iter()
+            .filter(|r| {
+                r["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .contains("aggregate-to")
+            })
+            .collect();
+        assert_eq!(aggregated.len(), 3, "helm {helm}");
+        for role in &aggregated {
+            let name = role["metadata"]["name"].as_str().unwrap();
+            let which = name.rsplit('-').next().unwrap();
+            assert_eq!(
+                role["metadata"]["labels"]
+                    [format!("rbac.authorization.k8s.io/aggregate-to-{which}")],
+                "true"
+            );
+            let writes = role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["verbs"].as_array().unwrap().iter().any(|v| v == "create"));
+            assert_eq!(writes, which != "view", "{role}");
+        }
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "--set",
+                "rbac.aggregateToDefaultRoles=false",
+            ])
+            .unwrap();
+        assert!(!out.contains("aggregate-to"), "helm {helm}");
+
         // CRDs: crds.enabled=false (or the 0.1 spelling crds.install=false) renders none;
         // crds.keep=false drops the keep policy.
         for off in ["crds.enabled=false", "crds.install=false"] {

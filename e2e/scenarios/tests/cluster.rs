@@ -305,6 +305,51 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
 async fn bad_input_is_refused_and_nothing_is_touched() {
     let env = Env::start().await;
 
+    // The chart aggregates the etcd kinds into the default roles: a namespace editor may create
+    // an EtcdCluster there (the API server's own authorization, through impersonation), a
+    // viewer may read but not create, a stranger neither.
+    env.kubectl(&[
+        "create",
+        "rolebinding",
+        "alice-edits",
+        "--clusterrole=edit",
+        "--user=alice",
+        "-n",
+        NS,
+    ]);
+    env.kubectl(&[
+        "create",
+        "rolebinding",
+        "victor-views",
+        "--clusterrole=view",
+        "--user=victor",
+        "-n",
+        NS,
+    ]);
+    // `auth can-i` prints yes (exit 0) or no (exit 1).
+    let can = |user: &str, verb: &str| {
+        let resource = "etcdclusters.etcd.operator.rs";
+        match env.try_kubectl(&["auth", "can-i", verb, resource, "-n", NS, "--as", user]) {
+            Ok(out) => out.trim() == "yes",
+            Err(_) => false,
+        }
+    };
+    // The aggregation controller (kube-controller-manager) fills the default roles shortly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !can("alice", "create") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(can("alice", "create"), "an editor may create EtcdClusters");
+    assert!(can("victor", "list"), "a viewer may list EtcdClusters");
+    assert!(
+        !can("victor", "create"),
+        "a viewer may not create EtcdClusters"
+    );
+    assert!(
+        !can("mallory", "list"),
+        "a stranger may not list EtcdClusters"
+    );
+
     // What the schema can say, it says: kubectl names the field.
     let too_big = env.apply(&cluster_yaml("big", 9, V35)).unwrap_err();
     assert!(too_big.contains("spec.size"), "{too_big}");
