@@ -101,6 +101,9 @@ pub fn seed_pod(
             version,
             initial_cluster: &initial_cluster,
             state: InitialState::New,
+            // The snapshot's size is not known here; the cluster operator's later Pods of the
+            // restored members see the seed's database.
+            largest_db_bytes: 0,
         },
     )?;
     mark(&mut pod.metadata, restore);
