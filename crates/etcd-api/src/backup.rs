@@ -171,7 +171,12 @@ pub struct BackupArtifact {
     pub size_bytes: i64,
     /// Lowercase hex SHA-256 of the whole object.
     pub sha256: String,
-    /// etcd revision the snapshot was taken at.
+    /// A lower bound of the snapshot's revision: the chosen member's revision read just before
+    /// the snapshot started. The snapshot holds every write up to this revision, and may hold a
+    /// few later ones (writes that landed between the read and the start of the stream). The
+    /// exact revision is inside the snapshot's bolt database, which is streamed to S3 without
+    /// ever being held whole; a restore reports it exactly (`EtcdRestore.status.restoredRevision`,
+    /// read by `etcdutl snapshot restore`).
     pub revision: i64,
     /// etcd server version of the member the snapshot came from.
     pub etcd_version: String,

@@ -378,6 +378,15 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         }),
         "the restore operator cannot patch its finalizer: {restore}"
     );
+    // ... and opens its seed's readiness gate (issue 17, defect 4).
+    assert!(
+        restore["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| { has(&rule["resources"], "pods/status") && has(&rule["verbs"], "patch") }),
+        "the restore operator cannot admit its seed: {restore}"
+    );
 
     // The scheduled backup's retention lists EtcdRestores: it never deletes a backup an
     // unfinished restore reads (issue 17).

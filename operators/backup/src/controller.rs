@@ -72,6 +72,14 @@ pub enum ReconcileError {
         /// The API error.
         source: Box<kube::Error>,
     },
+    /// Looking for what an interrupted run left in S3 failed (retried with back-off).
+    #[error("EtcdBackup {name} was interrupted; checking S3 for its object failed: {error}")]
+    InterruptedCheck {
+        /// Name.
+        name: String,
+        /// The S3 error.
+        error: String,
+    },
 }
 
 impl ReconcileError {
@@ -85,8 +93,36 @@ impl ReconcileError {
         match self {
             ReconcileError::Incomplete(_) => "IncompleteObject",
             ReconcileError::StatusWrite { .. } => "StatusWriteFailed",
+            ReconcileError::InterruptedCheck { .. } => "InterruptedCheckFailed",
         }
     }
+}
+
+/// Why what an interrupted run left could not be looked at.
+enum LeftBehindError {
+    /// The destination (credentials Secret) cannot be resolved: reported as unchecked.
+    Unresolved(String),
+    /// S3 did not answer: retried.
+    S3(String),
+}
+
+/// What the interrupted run of `backup` left in S3 (see [`crate::execute::find_left_behind`]).
+/// The key's cluster part is the one the run used: `spec.clusterName`, else the cluster label,
+/// else the backup's name.
+async fn left_behind(
+    client: &kube::Client,
+    backup: &EtcdBackup,
+    namespace: &str,
+    uid: &str,
+) -> Result<crate::execute::LeftBehind, LeftBehindError> {
+    let target = crate::execute::resolve_s3(client, namespace, &backup.spec.s3)
+        .await
+        .map_err(|e| LeftBehindError::Unresolved(e.to_string()))?;
+    let cluster = crate::execute::key_cluster(backup);
+    let s3 = crate::execute::s3_client(&target).await;
+    crate::execute::find_left_behind(&s3, &target, &cluster, uid)
+        .await
+        .map_err(LeftBehindError::S3)
 }
 
 /// Shared by reconciles and backup tasks.
@@ -227,29 +263,48 @@ async fn reconcile_once(
                 s3.connection.bucket,
                 s3.prefix.as_deref().unwrap_or_default()
             );
-            let message = status::interrupted_message_for(
-                previous.and_then(|s| s.start_time.as_ref()),
-                &objects,
-            );
-            let failed = status::failed(
+            // Before saying anything about the object, look for it (issue 17, defect 14). An
+            // S3 error is retried with back-off (the status stays Running meanwhile); only a
+            // destination that cannot be resolved at all is reported as unchecked.
+            let left = match left_behind(&ctx.client, &backup, &namespace, &uid).await {
+                Err(LeftBehindError::S3(error)) => {
+                    return Err(ReconcileError::InterruptedCheck {
+                        name: name.clone(),
+                        error,
+                    });
+                }
+                Err(LeftBehindError::Unresolved(error)) => Err(error),
+                Ok(left) => Ok(left),
+            };
+            let outcome = status::after_interruption(
                 previous,
                 backup.meta().generation,
-                status::REASON_INTERRUPTED,
-                &message,
+                &left,
+                &objects,
                 &now(),
             );
-            write(failed).await?;
-            ctx.metrics.failed(&backup, status::REASON_INTERRUPTED);
-            ctx.metrics.reconciles.action("BackupFailed");
+            let adopted = outcome.phase == Some(etcd_api::BackupPhase::Succeeded);
+            let message = outcome.message.clone().unwrap_or_default();
+            write(outcome).await?;
             ctx.local().insert(uid.clone(), LocalState::Finished);
-            tracing::warn!(%namespace, %name, "backup was running when the operator stopped: marked Interrupted");
-            ctx.events
-                .warning(
-                    &backup.object_ref(&()),
-                    "BackupFailed",
-                    format!("Interrupted: {message}"),
-                )
-                .await;
+            if adopted {
+                ctx.metrics.reconciles.action("BackupAdopted");
+                tracing::info!(%namespace, %name, "backup was running when the operator stopped; its completed upload was adopted");
+                ctx.events
+                    .normal(&backup.object_ref(&()), "BackupAdopted", message)
+                    .await;
+            } else {
+                ctx.metrics.failed(&backup, status::REASON_INTERRUPTED);
+                ctx.metrics.reconciles.action("BackupFailed");
+                tracing::warn!(%namespace, %name, "backup was running when the operator stopped: marked Interrupted");
+                ctx.events
+                    .warning(
+                        &backup.object_ref(&()),
+                        "BackupFailed",
+                        format!("Interrupted: {message}"),
+                    )
+                    .await;
+            }
             Action::await_change()
         }
         Step::Start => {

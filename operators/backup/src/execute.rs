@@ -162,6 +162,21 @@ enum Stopped {
     Shutdown,
 }
 
+/// The cluster part of the backup's object keys: `spec.clusterName`; for an external cluster
+/// (`spec.endpoints`) the label `create-backup` sets, else the backup's own name.
+pub fn key_cluster(backup: &EtcdBackup) -> String {
+    if let Some(cluster) = &backup.spec.cluster_name {
+        return cluster.clone();
+    }
+    backup
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(CLUSTER_LABEL))
+        .cloned()
+        .unwrap_or_else(|| backup.metadata.name.clone().unwrap_or_default())
+}
+
 /// Reads what `backup` refers to: the EtcdCluster (for endpoints) and the credentials Secret.
 pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<BackupJob, BackupError> {
     let namespace = backup.metadata.namespace.clone().unwrap_or_default();
@@ -199,15 +214,7 @@ pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<Backu
             (cluster_name.clone(), endpoints)
         }
         (None, Some(endpoints)) if !endpoints.is_empty() => {
-            // An external cluster: the label create-backup sets, else the backup's own name.
-            let cluster = backup
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(CLUSTER_LABEL))
-                .cloned()
-                .unwrap_or_else(|| name.clone());
-            (cluster, endpoints.clone())
+            (key_cluster(backup), endpoints.clone())
         }
         _ => {
             return Err(BackupError::InvalidSpec(
@@ -448,6 +455,129 @@ async fn run(
         etcd_version: probe.version,
         cluster_id,
     })
+}
+
+/// What an interrupted run (one the operator found `Running` at its start) left in S3 under the
+/// backup's UID. A verified upload is completed before the outcome is written, so a stop between
+/// the two leaves a complete object that the status does not record (issue 17, defect 14).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeftBehind {
+    /// No object carries the backup's UID under `searched` (`s3://bucket/prefix`).
+    Nothing {
+        /// Where it was looked for.
+        searched: String,
+    },
+    /// The run's object, read back whole and verified against etcd's own SHA-256 trailer: the
+    /// artifact the lost status write would have recorded (its revision, version and cluster ID
+    /// from the object's metadata, written when the upload began).
+    Complete(BackupArtifact),
+    /// An object carries the UID but is not a verified snapshot (or lacks the metadata that
+    /// names its revision): it is left in place and named, never adopted, never deleted.
+    Unusable {
+        /// `s3://bucket/key`.
+        uri: String,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// Looks for the object an interrupted run of the backup `uid` of `cluster` may have completed:
+/// lists `<prefix><cluster>/` for a key whose UID part is `uid` (keys are unique per backup, see
+/// [`SnapshotKey`]), reads it back through the [`etcd_snapshot::TrailerVerifier`] and hashes it.
+/// An S3 failure is an error (the caller retries): neither "nothing" nor "complete" is claimed
+/// without an answer.
+pub async fn find_left_behind(
+    s3: &aws_sdk_s3::Client,
+    target: &S3Target,
+    cluster: &str,
+    uid: &str,
+) -> Result<LeftBehind, String> {
+    let prefix = format!("{}{cluster}/", target.prefix);
+    let searched = format!("s3://{}/{prefix}", target.bucket);
+    let mut found = None;
+    let mut pages = s3
+        .list_objects_v2()
+        .bucket(&target.bucket)
+        .prefix(&prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            format!(
+                "listing {searched}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(e)
+            )
+        })?;
+        found = page
+            .contents()
+            .iter()
+            .filter_map(|o| o.key())
+            .find(|key| SnapshotKey::parse(key).is_ok_and(|k| k.uid == uid))
+            .map(str::to_owned);
+        if found.is_some() {
+            break;
+        }
+    }
+    let Some(key) = found else {
+        return Ok(LeftBehind::Nothing { searched });
+    };
+    let uri = format!("s3://{}/{key}", target.bucket);
+    let object = s3
+        .get_object()
+        .bucket(&target.bucket)
+        .key(&key)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "reading {uri}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(e)
+            )
+        })?;
+    let metadata = object.metadata().cloned().unwrap_or_default();
+    let mut body = object.body;
+    let mut verifier = etcd_snapshot::TrailerVerifier::new();
+    while let Some(chunk) = body
+        .try_next()
+        .await
+        .map_err(|e| format!("reading {uri}: {e}"))?
+    {
+        verifier.update(&chunk);
+    }
+    let verified = match verifier.finish() {
+        Ok(verified) => verified,
+        Err(e) => {
+            return Ok(LeftBehind::Unusable {
+                uri,
+                why: e.to_string(),
+            });
+        }
+    };
+    let field = |name: &str| metadata.get(name).cloned();
+    let (Some(revision), Some(etcd_version), Some(cluster_id)) = (
+        field("etcd-revision").and_then(|r| r.parse::<i64>().ok()),
+        field("etcd-version"),
+        field("etcd-cluster-id"),
+    ) else {
+        return Ok(LeftBehind::Unusable {
+            uri,
+            why: "its metadata lacks etcd-revision, etcd-version or etcd-cluster-id".to_owned(),
+        });
+    };
+    if field("etcd-backup-uid").is_some_and(|u| u != uid) {
+        return Ok(LeftBehind::Unusable {
+            uri,
+            why: "its metadata names another backup UID".to_owned(),
+        });
+    }
+    Ok(LeftBehind::Complete(BackupArtifact {
+        uri,
+        size_bytes: i64::try_from(verified.size_bytes).unwrap_or(i64::MAX),
+        sha256: verified.object_sha256_hex(),
+        revision,
+        etcd_version,
+        cluster_id,
+    }))
 }
 
 /// The member chosen, connected.

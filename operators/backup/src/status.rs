@@ -7,10 +7,14 @@
 use etcd_api::condition::{ConditionUpdate, Time, set_condition, types};
 use etcd_api::{BackupArtifact, BackupPhase, EtcdBackupStatus};
 
+use crate::execute::LeftBehind;
+
 /// Reason of the `Failed` condition and `status.reason` for a run that died mid-upload.
 pub const REASON_INTERRUPTED: &str = "Interrupted";
 /// Reason of both conditions after a success.
 pub const REASON_SUCCEEDED: &str = "Succeeded";
+/// Reason of `Complete` when an interrupted run's completed object was adopted.
+pub const REASON_ADOPTED: &str = "AdoptedAfterInterruption";
 /// Reason of `Complete=False` while running.
 pub const REASON_RUNNING: &str = "Running";
 
@@ -103,20 +107,75 @@ pub fn failed(
     status
 }
 
-/// The message of an interrupted backup: what happened, and where its object is if the upload
-/// completed. A verified upload is completed before the outcome is written, so a stop between
-/// the two leaves an object this message must not deny (issue 17); `objects` is the pattern of
-/// its key (`s3://<bucket>/<prefix>*-<uid>.db`: keys end in the backup's UID).
-pub fn interrupted_message_for(start_time: Option<&Time>, objects: &str) -> String {
-    let since = start_time.map_or_else(String::new, |t| format!(" (started {})", t.0));
-    format!(
-        "the backup was Running when the operator stopped{since}; it is not re-run. The S3 \
-         multipart upload is completed only after the snapshot's checksum verified: an object \
-         matching {objects} exists only if that happened just before the stop (it is then a \
-         complete, verified snapshot the status does not record); an incomplete upload the \
-         operator could not abort is removed by the bucket's AbortIncompleteMultipartUpload \
-         lifecycle rule. Create a new EtcdBackup to retry"
-    )
+/// The status of a backup found `Running` at the operator's start (an earlier run died), from
+/// what that run left in S3 (issue 17, defect 14). A complete, verified object under the backup's
+/// UID is adopted: the backup Succeeded, with the artifact its lost status write would have
+/// recorded, rather than an orphaned object and a status that denies it. Otherwise the backup
+/// failed `Interrupted`, and the message says what the check found (nothing under the searched
+/// prefix, or an unusable object left in place), or that it could not check.
+pub fn after_interruption(
+    previous: Option<&EtcdBackupStatus>,
+    generation: Option<i64>,
+    left: &Result<LeftBehind, String>,
+    objects: &str,
+    now: &Time,
+) -> EtcdBackupStatus {
+    let since = previous
+        .and_then(|s| s.start_time.as_ref())
+        .map_or_else(String::new, |t| format!(" (started {})", t.0));
+    let stopped = format!("the backup was Running when the operator stopped{since}");
+    match left {
+        Ok(LeftBehind::Complete(artifact)) => {
+            let mut status = succeeded(previous, generation, artifact.clone(), now);
+            let message = format!(
+                "{stopped}; its upload had completed and only the outcome was not recorded: \
+                 adopted {} ({} bytes, read back and verified against etcd's SHA-256 trailer, \
+                 revision {}, etcd {})",
+                artifact.uri, artifact.size_bytes, artifact.revision, artifact.etcd_version
+            );
+            status.message = Some(message.clone());
+            set_condition(
+                &mut status.conditions,
+                ConditionUpdate::new(types::COMPLETE, true, REASON_ADOPTED, message),
+                generation,
+                now,
+            );
+            status
+        }
+        Ok(LeftBehind::Nothing { searched }) => failed(
+            previous,
+            generation,
+            REASON_INTERRUPTED,
+            &format!(
+                "{stopped}; it is not re-run. No object with this backup's UID exists under \
+                 {searched} (checked): the upload never completed. An incomplete upload the \
+                 operator could not abort is removed by the bucket's \
+                 AbortIncompleteMultipartUpload lifecycle rule. Create a new EtcdBackup to retry"
+            ),
+            now,
+        ),
+        Ok(LeftBehind::Unusable { uri, why }) => failed(
+            previous,
+            generation,
+            REASON_INTERRUPTED,
+            &format!(
+                "{stopped}; it is not re-run. {uri} carries this backup's UID but is not \
+                 adopted: {why}. It is left in place. Create a new EtcdBackup to retry"
+            ),
+            now,
+        ),
+        Err(error) => failed(
+            previous,
+            generation,
+            REASON_INTERRUPTED,
+            &format!(
+                "{stopped}; it is not re-run. Whether its upload completed could not be \
+                 checked ({error}): an object matching {objects} exists only if it did, just \
+                 before the stop. Create a new EtcdBackup to retry"
+            ),
+            now,
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -205,20 +264,80 @@ mod tests {
         assert_eq!(f.completion_time, Some(at(7)));
     }
 
-    #[test]
-    fn interrupted_message_says_when_it_started() {
-        let m = interrupted_message_for(Some(&at(0)), "s3://bkt/*-u.db");
-        assert!(m.contains("started 1970-01-01T00:00:00Z"), "{m}");
+    fn running_at(t: i64) -> EtcdBackupStatus {
+        running(None, Some(1), &at(t))
     }
 
-    /// Issue 17 (defect 14): "no object was stored" is false when the upload completed and
-    /// only the write of the outcome was lost (a crash between the two). The message says where
-    /// such an object would be (its key ends in the backup's UID), not that none exists.
+    /// Issue 17 (defect 14): an interrupted run whose upload completed left a verified object
+    /// whose status write was lost: it is adopted (Succeeded, with the artifact), not denied.
     #[test]
-    fn interrupted_message_does_not_claim_nothing_was_stored() {
-        let m = interrupted_message_for(Some(&at(0)), "s3://bkt/p/main/*-0b5e-11.db");
-        assert!(!m.contains("no object was stored"), "{m}");
-        assert!(m.contains("s3://bkt/p/main/*-0b5e-11.db"), "{m}");
-        assert!(m.contains("not re-run"), "{m}");
+    fn an_interrupted_run_with_a_complete_object_is_adopted() {
+        let artifact = BackupArtifact {
+            uri: "s3://bkt/p/main/20261125T200000Z-rev40-u1.db".into(),
+            size_bytes: 20_512,
+            sha256: "ab".repeat(32),
+            revision: 40,
+            etcd_version: "3.6.16".into(),
+            cluster_id: "c1".into(),
+        };
+        let left = Ok(LeftBehind::Complete(artifact.clone()));
+        let s = after_interruption(
+            Some(&running_at(0)),
+            Some(1),
+            &left,
+            "s3://bkt/p/*-u1.db",
+            &at(5),
+        );
+        assert_eq!(s.phase, Some(BackupPhase::Succeeded));
+        assert_eq!(s.artifact, Some(artifact));
+        assert_eq!(s.start_time, Some(at(0)));
+        let m = s.message.unwrap();
+        assert!(
+            m.contains("adopted s3://bkt/p/main/") && m.contains("verified"),
+            "{m}"
+        );
+        let complete = find_condition(&s.conditions, "Complete").unwrap();
+        assert_eq!(complete.reason, REASON_ADOPTED);
+    }
+
+    /// Without an object, the failure says that it looked, and where; an unusable one is named
+    /// and left in place; an unchecked one says so (never "no object was stored").
+    #[test]
+    fn an_interrupted_run_without_an_object_says_what_was_checked() {
+        let now = at(5);
+        let nothing = Ok(LeftBehind::Nothing {
+            searched: "s3://bkt/p/main/".into(),
+        });
+        let s = after_interruption(Some(&running_at(0)), Some(1), &nothing, "x", &now);
+        assert_eq!(s.phase, Some(BackupPhase::Failed));
+        assert_eq!(s.reason.as_deref(), Some(REASON_INTERRUPTED));
+        let m = s.message.unwrap();
+        assert!(
+            m.contains("started 1970-01-01T00:00:00Z")
+                && m.contains("not re-run")
+                && m.contains("under s3://bkt/p/main/ (checked)"),
+            "{m}"
+        );
+        let unusable = Ok(LeftBehind::Unusable {
+            uri: "s3://bkt/p/main/k-u1.db".into(),
+            why: "truncated snapshot".into(),
+        });
+        let m = after_interruption(None, None, &unusable, "x", &now)
+            .message
+            .unwrap();
+        assert!(
+            m.contains("s3://bkt/p/main/k-u1.db") && m.contains("left in place"),
+            "{m}"
+        );
+        let unchecked = Err("Secret db/s3 not found".to_owned());
+        let m = after_interruption(None, None, &unchecked, "s3://bkt/p/*-u1.db", &now)
+            .message
+            .unwrap();
+        assert!(
+            m.contains("could not be checked")
+                && m.contains("s3://bkt/p/*-u1.db")
+                && !m.contains("no object was stored"),
+            "{m}"
+        );
     }
 }

@@ -248,17 +248,44 @@ async fn controller_runs_each_backup_once_and_reports_failures() {
     apply_status(&api, "crashed", FIELD_MANAGER, &running)
         .await
         .unwrap();
+    // Another crashed run got further: its upload completed, only the outcome was not written
+    // (the executor runs to completion, the status stays Running). Issue 17, defect 14.
+    let completed = create(
+        &client,
+        "completed",
+        serde_json::json!({"endpoints": etcd.endpoints(), "s3": s3_spec(&s3, "s3-creds")}),
+    )
+    .await;
+    let job = etcd_backup_operator::execute::resolve(&client, &completed)
+        .await
+        .unwrap();
+    let uploaded = etcd_backup_operator::execute::execute(&job, &CancellationToken::new())
+        .await
+        .unwrap();
+    apply_status(&api, "completed", FIELD_MANAGER, &running)
+        .await
+        .unwrap();
 
     // A new operator: the crashed one is Interrupted, the first is left alone, a new one runs.
     let (stop, task) = start_controller(&client);
     let interrupted = finished(&client, "crashed").await;
     assert_eq!(interrupted.phase, Some(BackupPhase::Failed));
     assert_eq!(interrupted.reason.as_deref(), Some("Interrupted"));
-    // It does not claim that no object exists: one may, if only the outcome's write was lost.
+    // It looked for an object before saying there is none (issue 17, defect 14).
     let message = interrupted.message.unwrap();
     assert!(
-        message.contains("not re-run") && message.contains(".db exists only if"),
+        message.contains("not re-run")
+            && message.contains(&format!("under s3://{BUCKET}/nightly/crashed/ (checked)")),
         "{message}"
+    );
+    // The completed one is adopted: Succeeded with the artifact the lost write would have
+    // recorded, read back and verified.
+    let adopted = finished(&client, "completed").await;
+    assert_eq!(adopted.phase, Some(BackupPhase::Succeeded), "{adopted:?}");
+    assert_eq!(adopted.artifact.as_ref(), Some(&uploaded));
+    assert!(
+        adopted.message.as_deref().unwrap().contains("adopted"),
+        "{adopted:?}"
     );
     etcd_client.put("/k", "v2", None).await.unwrap();
     create(
@@ -274,7 +301,7 @@ async fn controller_runs_each_backup_once_and_reports_failures() {
     // The first backup was reconciled again by the new operator (it lists everything at start)
     // and not re-run: same status, and only the two objects exist.
     assert_eq!(api.get("first").await.unwrap().status.unwrap(), done);
-    assert_eq!(objects(&s3_admin).await.len(), 2);
+    assert_eq!(objects(&s3_admin).await.len(), 3);
     stop.cancel();
     task.await.unwrap();
 }

@@ -242,6 +242,10 @@ pub struct MemberPod<'a> {
     pub initial_cluster: &'a [(String, String)],
     /// `--initial-cluster-state`.
     pub state: InitialState,
+    /// The largest backend database a member of the cluster reported (bytes; 0 when none
+    /// answered). The quota derived from the volume size is never set below it, with headroom:
+    /// see [`default_quota_for`].
+    pub largest_db_bytes: u64,
 }
 
 /// The Pod of one member.
@@ -394,7 +398,7 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         .as_ref()
         .and_then(|o| o.quota_backend_bytes);
     if explicit_quota.is_none()
-        && let Some(quota) = default_quota_bytes(&cluster.spec.storage.size.0)
+        && let Some(quota) = default_quota_for(&cluster.spec.storage.size.0, pod.largest_db_bytes)
     {
         args.push(format!("--quota-backend-bytes={quota}"));
     }
@@ -448,6 +452,19 @@ pub fn default_quota_bytes(volume: &str) -> Option<u128> {
     let bytes = etcd_api::validation::quantity_to_bytes(volume)?;
     let headroom = bytes.saturating_sub(WAL) / 2;
     Some(headroom.max(bytes / 4).min(MAX))
+}
+
+/// The quota a member Pod gets when the spec sets none: [`default_quota_bytes`] of the volume,
+/// but never below the largest database a member already holds plus a quarter. Pods of clusters
+/// that ran before the quota was derived (etcd's own 2 GiB applied), or whose database grew
+/// past it, are re-created (restart, upgrade, a new member receiving the leader's snapshot)
+/// with this flag; a quota below the current database would raise NOSPACE at once and stop
+/// every write (issue 17). Known limit: when no member answers (a restart during an outage),
+/// the database size is unknown and only the volume counts.
+pub fn default_quota_for(volume: &str, largest_db_bytes: u64) -> Option<u128> {
+    let derived = default_quota_bytes(volume)?;
+    let floor = u128::from(largest_db_bytes) + u128::from(largest_db_bytes) / 4;
+    Some(derived.max(floor))
 }
 
 /// The PVC of one member: its etcd data directory.

@@ -225,6 +225,13 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             &answering
         },
         etcd_timeout: ctx.etcd_timeout,
+        largest_db_bytes: view
+            .statuses
+            .values()
+            .filter_map(|s| s.as_ref().ok())
+            .map(|s| u64::try_from(s.db_size).unwrap_or(0))
+            .max()
+            .unwrap_or(0),
     };
     let mut executed = Ok(());
     // A failed write of the cluster's own objects (Services, budget, PVC owner references) is

@@ -128,6 +128,9 @@ pub struct Executor<'a> {
     pub etcd_endpoints: &'a [String],
     /// Timeout of each etcd call.
     pub etcd_timeout: Duration,
+    /// The largest backend database a member reported (0 when none answered): the derived
+    /// quota of a Pod it creates is never below it.
+    pub largest_db_bytes: u64,
 }
 
 impl Executor<'_> {
@@ -226,6 +229,7 @@ impl Executor<'_> {
                         version: *version,
                         initial_cluster: &initial,
                         state: InitialState::New,
+                        largest_db_bytes: self.largest_db_bytes,
                     },
                     volume_step(action),
                 )
@@ -246,6 +250,7 @@ impl Executor<'_> {
                         version: *version,
                         initial_cluster,
                         state: InitialState::Existing,
+                        largest_db_bytes: self.largest_db_bytes,
                     },
                     volume_step(action),
                 )

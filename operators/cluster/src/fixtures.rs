@@ -154,6 +154,7 @@ impl Build for Observed {
             let pvc = PvcState {
                 retained_by_restore: false,
                 terminating: false,
+                predates_cluster: false,
             };
             self.pvcs.insert(name(o), pvc);
         }

@@ -231,6 +231,7 @@ pub fn to_observed(
                 let state = PvcState {
                     retained_by_restore: pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
                     terminating: pvc.metadata.deletion_timestamp.is_some(),
+                    predates_cluster: predates(pvc, cluster),
                 };
                 (member.clone(), state)
             })
@@ -239,8 +240,20 @@ pub fn to_observed(
     }
 }
 
+/// Whether `pvc` was created strictly before `cluster` (whole seconds, as the API server stamps
+/// them): then it cannot be one this EtcdCluster object created. Unknown timestamps: not.
+pub fn predates(pvc: &PersistentVolumeClaim, cluster: &EtcdCluster) -> bool {
+    match (
+        &pvc.metadata.creation_timestamp,
+        &cluster.metadata.creation_timestamp,
+    ) {
+        (Some(pvc), Some(cluster)) => pvc.0 < cluster.0,
+        _ => false,
+    }
+}
+
 /// Whether the kubelet reports the Pod Ready (its readiness probe passes).
-fn pod_ready(pod: &Pod) -> bool {
+pub fn pod_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

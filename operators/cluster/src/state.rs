@@ -120,6 +120,9 @@ pub struct PvcState {
     pub retained_by_restore: bool,
     /// Its deletion has been requested.
     pub terminating: bool,
+    /// It was created before this EtcdCluster object (API server timestamps): it holds the data
+    /// of an earlier cluster of the same name, kept by `reclaimPolicy: Retain` or a restore.
+    pub predates_cluster: bool,
 }
 
 impl Observed {

@@ -10,8 +10,8 @@ use etcd_cluster_operator::build::{
 };
 use etcd_cluster_operator::naming::ClusterName;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, PersistentVolumeClaim, Pod, SecretKeySelector,
-    SecurityContext, VolumeMount,
+    Capabilities, Container, EnvVar, EnvVarSource, PersistentVolumeClaim, Pod, PodReadinessGate,
+    SecretKeySelector, SecurityContext, VolumeMount,
 };
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -20,6 +20,12 @@ use crate::plan::Snapshot;
 
 /// Name of the seed's preparing init container.
 pub const INIT_CONTAINER: &str = "prepare-seed";
+/// The seed Pod's readiness gate. The seed carries the member labels the client Service selects
+/// (the cluster operator must adopt it as its own member), so a Ready seed would be served next
+/// to old members that are still running. The gate keeps it not Ready until the restore opens it
+/// ([`admit_patch`]), after every old member Pod is gone (issue 17, defect 4). The headless peer
+/// Service publishes not-ready Pods, so the seed still resolves and the restore still reaches it.
+pub const SEED_ADMITTED_CONDITION: &str = "etcd.operator.rs/seed-admitted";
 /// Annotation on the seed Pod and PVC: the EtcdRestore that built them.
 pub const RESTORED_BY_ANNOTATION: &str = "etcd.operator.rs/restored-by";
 /// Where the operator image keeps the default `etcdutl` (the Dockerfile copies it from the etcd
@@ -95,14 +101,54 @@ pub fn seed_pod(
             version,
             initial_cluster: &initial_cluster,
             state: InitialState::New,
+            // The snapshot's size is not known here; the cluster operator's later Pods of the
+            // restored members see the seed's database.
+            largest_db_bytes: 0,
         },
     )?;
     mark(&mut pod.metadata, restore);
     let init = init_container(&names, restore, seed, snapshot, image, version);
     if let Some(spec) = pod.spec.as_mut() {
         spec.init_containers = Some(vec![init]);
+        spec.readiness_gates = Some(vec![PodReadinessGate {
+            condition_type: SEED_ADMITTED_CONDITION.to_owned(),
+        }]);
     }
     Ok(pod)
+}
+
+/// The strategic merge patch of the seed Pod's status that opens its readiness gate (Pod
+/// conditions merge by type: the kubelet's own conditions stay).
+pub fn admit_patch(now: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"status": {"conditions": [{
+        "type": SEED_ADMITTED_CONDITION,
+        "status": "True",
+        "reason": "OldMembersGone",
+        "message": "every old member Pod is gone; the restore handed the cluster over",
+        "lastTransitionTime": now,
+    }]}})
+}
+
+/// Whether the seed Pod may be Ready: it has no readiness gate of ours (the cluster operator
+/// recreated it), or the gate is open.
+pub fn is_admitted(pod: &Pod) -> bool {
+    let gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|g| {
+            g.iter()
+                .any(|g| g.condition_type == SEED_ADMITTED_CONDITION)
+        });
+    let open = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == SEED_ADMITTED_CONDITION && c.status == "True")
+        });
+    !gated || open
 }
 
 fn version_of(cluster: &EtcdCluster) -> Result<EtcdVersion, SeedBuildError> {
@@ -125,14 +171,20 @@ pub fn hold_patch(holder: Option<&str>, resource_version: Option<&str>) -> serde
     patch
 }
 
-/// Whether a Pod or PVC named like our seed is ours: not marked by another EtcdRestore. (An
-/// unmarked one is: the cluster operator recreates the seed's Pod after the hand-over without
-/// the mark.) A restore that lost the race for the hold must not delete the winner's seed.
-pub fn is_own_seed(meta: &ObjectMeta, restore: &str) -> bool {
-    meta.annotations
+/// Whether a Pod or PVC named like our seed is ours: marked by this restore. An unmarked one is
+/// ours only when `unmarked_is_ours`: after the hand-over, for the Pod (the cluster operator
+/// recreates the seed's Pod without the mark). Before it, an unmarked object is another's: a
+/// volume retained from an earlier cluster of the same name must never be taken for a prepared
+/// seed, nor deleted as one (issue 17, defects 9 and 11).
+pub fn is_own_seed(meta: &ObjectMeta, restore: &str, unmarked_is_ours: bool) -> bool {
+    match meta
+        .annotations
         .as_ref()
         .and_then(|a| a.get(RESTORED_BY_ANNOTATION))
-        .is_none_or(|by| by == restore)
+    {
+        Some(by) => by == restore,
+        None => unmarked_is_ours,
+    }
 }
 
 fn mark(meta: &mut ObjectMeta, restore: &EtcdRestore) {
@@ -412,6 +464,29 @@ mod tests {
         assert!(e.to_string().contains("spec.version"), "{e}");
     }
 
+    /// Issue 17 (defect 4): the seed carries the member labels the client Service selects, so
+    /// it is kept not Ready by a readiness gate until the restore opens it.
+    #[test]
+    fn the_seed_is_not_ready_until_admitted() {
+        let mut pod = seed_pod(&cluster(), &restore(), "main-0", &snapshot(None), "op").unwrap();
+        let gates = pod.spec.as_ref().unwrap().readiness_gates.clone().unwrap();
+        assert_eq!(gates[0].condition_type, SEED_ADMITTED_CONDITION);
+        assert!(!is_admitted(&pod));
+        // The patch the executor sends, as the API server merges it into the conditions.
+        let patch = admit_patch(&serde_json::json!("2026-11-25T20:00:00Z"));
+        let condition: k8s_openapi::api::core::v1::PodCondition =
+            serde_json::from_value(patch["status"]["conditions"][0].clone()).unwrap();
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            conditions: Some(vec![condition]),
+            ..Default::default()
+        });
+        assert!(is_admitted(&pod));
+        // A member Pod without the gate (the cluster operator's own) is never held back.
+        pod.spec.as_mut().unwrap().readiness_gates = None;
+        pod.status = None;
+        assert!(is_admitted(&pod));
+    }
+
     #[test]
     fn a_new_cluster_is_held_from_its_first_moment() {
         let mut r = restore();
@@ -465,8 +540,11 @@ mod tests {
             annotations: by.map(|by| [(RESTORED_BY_ANNOTATION.to_owned(), by.to_owned())].into()),
             ..ObjectMeta::default()
         };
-        assert!(is_own_seed(&marked(Some("r1")), "r1"));
-        assert!(is_own_seed(&marked(None), "r1"));
-        assert!(!is_own_seed(&marked(Some("r2")), "r1"));
+        assert!(is_own_seed(&marked(Some("r1")), "r1", false));
+        assert!(is_own_seed(&marked(None), "r1", true));
+        assert!(!is_own_seed(&marked(Some("r2")), "r1", true));
+        // Issue 17 (defect 9): before the hand-over an unmarked object (a retained volume of
+        // an earlier cluster of the same name) is not ours.
+        assert!(!is_own_seed(&marked(None), "r1", false));
     }
 }

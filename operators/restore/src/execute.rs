@@ -125,6 +125,28 @@ impl Executor<'_> {
                     })
             }
             Step::DeleteOldPod { name } => delete(&self.api::<Pod>(), "Pod", name).await,
+            Step::AdmitSeed => {
+                let seed = self.seed()?;
+                // Serialized as Kubernetes writes times (RFC 3339, whole seconds).
+                let now = serde_json::to_value(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+                )
+                .unwrap_or_default();
+                self.api::<Pod>()
+                    .patch_status(
+                        &seed,
+                        &PatchParams::default(),
+                        &Patch::Strategic(build::admit_patch(&now)),
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|source| ExecError::Kube {
+                        verb: "patch status of",
+                        kind: "Pod",
+                        name: seed,
+                        source,
+                    })
+            }
             Step::CreateSeedPvc => {
                 let pvc = build::seed_pvc(self.cluster()?, self.restore, &self.seed()?)?;
                 create(

@@ -42,6 +42,7 @@ pub fn step_kind(step: &Step) -> Option<&'static str> {
         Step::CreateSeedPod => "SeedPodCreated",
         Step::RecordSeed { .. } => "SeedRecorded",
         Step::HandOver => "HandedOver",
+        Step::AdmitSeed => "SeedAdmitted",
         Step::Release => "ClusterReleased",
         Step::Succeed => "RestoreSucceeded",
         Step::DeleteSeedPod => "SeedPodDeleted",

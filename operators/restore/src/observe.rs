@@ -17,7 +17,8 @@ use kube::{Resource, ResourceExt};
 
 use crate::build::INIT_CONTAINER;
 use crate::plan::{
-    ClusterState, InitFailure, Observed, Outcome, Progress, Refusal, SeedPod, SeedState, Snapshot,
+    ClusterState, InitFailure, Observed, Outcome, Progress, Quorum, Refusal, SeedPod, SeedState,
+    Snapshot,
 };
 use crate::seed::{SeedReport, is_permanent, parse_report};
 use crate::status::conditions;
@@ -75,8 +76,20 @@ pub async fn observe(
             .iter()
             .any(|f| f == crate::plan::FINALIZER),
         seed: SeedState::default(),
+        retained_volumes: Vec::new(),
     };
     let Some(found) = &cluster else {
+        // Restoring into a new cluster: volumes of an earlier cluster of that name (retained)
+        // carry its labels and would meet the new one (issue 17, defect 9).
+        if observed.progress.finished.is_none()
+            && let Some(would_be) = crate::build::new_cluster(restore, &namespace)
+        {
+            let kube = observe_kube(client, &would_be).await.map_err(|e| match e {
+                etcd_cluster_operator::observe::ObserveError::List { source, .. } => source,
+                other => kube::Error::Service(other.to_string().into()),
+            })?;
+            observed.retained_volumes = kube.pvcs.keys().cloned().collect();
+        }
         return Ok(Observation { observed, cluster });
     };
     let kube = observe_kube(client, found).await.map_err(|e| match e {
@@ -85,14 +98,20 @@ pub async fn observe(
     })?;
     let seed = observed.progress.seed_member.clone();
     let mut state = cluster_state(found, &kube, seed.as_deref());
-    let started = observed.progress.seed_member.is_some() || observed.progress.finished.is_some();
-    if !started {
-        // Quorum matters only before the start; afterwards the seed itself is a quorum.
-        let endpoints = etcd_cluster_operator::observe::endpoints_to_ask(found, &kube);
-        state.has_quorum = etcd_admin::observe(&endpoints, etcd_timeout)
-            .await
-            .membership
-            .is_some();
+    // The old members' quorum matters until the hand-over: before the start, and before each
+    // step past which two clusters could serve (the planner re-checks it). The seed is not
+    // asked: it is a one-member quorum of its own.
+    let quorum_matters =
+        observed.progress.finished.is_none() && !observed.progress.handed_over && !observed.force;
+    if quorum_matters {
+        let names = etcd_cluster_operator::observe::cluster_name(found);
+        let seed_url = seed.as_deref().map(|s| names.client_url(s));
+        let endpoints: Vec<String> = etcd_cluster_operator::observe::endpoints_to_ask(found, &kube)
+            .into_iter()
+            .filter(|url| Some(url) != seed_url.as_ref())
+            .collect();
+        let view = etcd_admin::observe(&endpoints, etcd_timeout).await;
+        state.quorum = judge_quorum(&view, &names, &kube.pods, seed.as_deref());
     }
     if let Some(seed) = &seed {
         observed.seed = seed_state(
@@ -108,6 +127,48 @@ pub async fn observe(
     }
     observed.cluster = Some(state);
     Ok(Observation { observed, cluster })
+}
+
+/// What the old members' answers prove about their quorum (pure; see [`Quorum`]). `pods` are
+/// the cluster's member Pods (the seed's is skipped). A member is down when it answered without
+/// a leader, or did not answer and the kubelet reports its Pod not Ready (the readiness probe
+/// is etcd's `/health`, which fails without a leader): two independent observers agree. A
+/// member listed in the cluster's status without a Pod cannot serve. Anything else, an
+/// unreached Pod the kubelet reports Ready above all, leaves the quorum unknown.
+pub fn judge_quorum(
+    view: &etcd_admin::ClusterView,
+    names: &etcd_cluster_operator::naming::ClusterName,
+    pods: &std::collections::BTreeMap<String, Pod>,
+    seed: Option<&str>,
+) -> Quorum {
+    if view.membership.is_some() {
+        return Quorum::Held;
+    }
+    let mut may_serve = Vec::new();
+    for (name, pod) in pods.iter().filter(|(name, _)| Some(name.as_str()) != seed) {
+        let url = names.client_url(name);
+        let answer = view
+            .statuses
+            .values()
+            .filter_map(|s| s.as_ref().ok())
+            .find(|s| s.endpoint == url);
+        match answer {
+            Some(status) if status.leader_id == 0 => {}
+            Some(status) => may_serve.push(format!(
+                "{name}: answers with leader {:x} but confirmed no quorum",
+                status.leader_id
+            )),
+            None if etcd_cluster_operator::observe::pod_ready(pod) => may_serve.push(format!(
+                "{name}: unreachable from the operator but Ready per the kubelet"
+            )),
+            None => {}
+        }
+    }
+    if may_serve.is_empty() {
+        Quorum::Lost
+    } else {
+        Quorum::Unknown(may_serve.join("; "))
+    }
 }
 
 /// The snapshot if the etcd it came from can seed a cluster of `target` (pure). Unknown or
@@ -310,7 +371,7 @@ pub fn cluster_state(
     let size = cluster.spec.size;
     ClusterState {
         held_by: cluster.annotations().get(RESTORING_ANNOTATION).cloned(),
-        has_quorum: false,
+        quorum: Quorum::default(),
         size,
         available_at_size: available
             && status.ready_members == size
@@ -355,24 +416,32 @@ async fn seed_state(
     etcd_timeout: Duration,
 ) -> SeedState {
     // Objects another EtcdRestore created under the same name are not ours (issue 17).
+    // The seed's PVC is ours only with our mark (the cluster operator never recreates it); its
+    // Pod also without, once handed over.
+    let own = |meta, unmarked_is_ours| crate::build::is_own_seed(meta, restore, unmarked_is_ours);
     let mut state = SeedState {
         pvc: kube
             .pvcs
             .get(seed)
-            .is_some_and(|pvc| crate::build::is_own_seed(&pvc.metadata, restore)),
+            .is_some_and(|pvc| own(&pvc.metadata, false)),
+        foreign_pvc: kube
+            .pvcs
+            .get(seed)
+            .is_some_and(|pvc| !own(&pvc.metadata, false)),
         pod: None,
         serving_revision: None,
     };
     let Some(pod) = kube
         .pods
         .get(seed)
-        .filter(|pod| crate::build::is_own_seed(&pod.metadata, restore))
+        .filter(|pod| own(&pod.metadata, progress.handed_over))
     else {
         return state;
     };
     let init = init_status(pod);
     let mut seed_pod = SeedPod {
         terminating: pod.metadata.deletion_timestamp.is_some(),
+        admitted: crate::build::is_admitted(pod),
         ..SeedPod::default()
     };
     if let Some(init) = init {
@@ -784,6 +853,77 @@ mod tests {
         assert_eq!(
             state.old_pvcs,
             [("main-0".to_owned(), false), ("main-1".to_owned(), true)].into()
+        );
+    }
+    /// Issue 17, defect 4: an unreachable member is not a dead one. Quorum is lost only when
+    /// every old member answered without a leader, or is not Ready per the kubelet too, or has
+    /// no Pod.
+    #[test]
+    fn quorum_is_lost_only_when_every_old_member_is_proven_down() {
+        use etcd_admin::{ClusterView, MemberStatus};
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let names = etcd_cluster_operator::naming::ClusterName::new("db", "main");
+        let pod = |ready: bool| Pod {
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let answered = |member: &str, id: u64, leader_id: u64| {
+            (
+                id,
+                Ok(MemberStatus {
+                    endpoint: names.client_url(member),
+                    id,
+                    leader_id,
+                    ..Default::default()
+                }),
+            )
+        };
+        // main-0 answers without a leader; main-1 is unreachable and not Ready; main-2 has no
+        // Pod at all (it is only in the cluster's status); main-3 is the seed, Ready.
+        let mut view = ClusterView {
+            membership: None,
+            statuses: [answered("main-0", 1, 0)].into(),
+            unreached: [(names.client_url("main-1"), "timed out".to_owned())].into(),
+        };
+        let mut pods: std::collections::BTreeMap<String, Pod> = [
+            ("main-0".to_owned(), pod(false)),
+            ("main-1".to_owned(), pod(false)),
+            ("main-3".to_owned(), pod(true)),
+        ]
+        .into();
+        assert_eq!(
+            judge_quorum(&view, &names, &pods, Some("main-3")),
+            Quorum::Lost
+        );
+        // The same, with main-1 Ready per the kubelet: it may serve, the operator just cannot
+        // reach it (the defect read this as "no quorum").
+        pods.insert("main-1".to_owned(), pod(true));
+        let Quorum::Unknown(detail) = judge_quorum(&view, &names, &pods, Some("main-3")) else {
+            panic!()
+        };
+        assert!(
+            detail.contains("main-1") && detail.contains("Ready per the kubelet"),
+            "{detail}"
+        );
+        // A member that answers with a leader but could not confirm quorum: unknown too.
+        pods.insert("main-1".to_owned(), pod(false));
+        view.statuses.extend([answered("main-1", 2, 7)]);
+        let Quorum::Unknown(detail) = judge_quorum(&view, &names, &pods, Some("main-3")) else {
+            panic!()
+        };
+        assert!(detail.contains("main-1"), "{detail}");
+        // A confirmed member list is quorum, whatever else.
+        view.membership = Some((9, vec![]));
+        assert_eq!(
+            judge_quorum(&view, &names, &pods, Some("main-3")),
+            Quorum::Held
         );
     }
 }

@@ -20,8 +20,15 @@
 //!    missing object, rejected credentials) fails the restore, and the seed is removed again.
 //! 6. The seed answers: its revision is recorded; old PVCs are labelled retained (never deleted
 //!    by either operator); old Pods are deleted.
-//! 7. Hand-over: `HandedOver` is recorded, then the hold is released; the cluster operator
+//! 7. Hand-over: `HandedOver` is recorded, the seed is admitted (its readiness gate opened: only
+//!    now may the client Service select it), then the hold is released; the cluster operator
 //!    adopts the seed and grows it back to `spec.size`.
+//!
+//! Two clusters must never serve at once (issue 17, defect 4). Without `force`, quorum is
+//! judged fail-closed ([`Quorum`]: unreachable is not lost) before the start and again right
+//! before each point of no return (the seed Pod's creation, each old Pod's deletion); and the
+//! seed carries a readiness gate, closed until every old Pod is gone, so the client Service
+//! never selects the seed and old members together.
 //! 8. Succeeded once the cluster is Available at full size, the seed among its members, serving
 //!    at least the restored revision.
 
@@ -56,6 +63,11 @@ pub mod reasons {
     pub const RESTORE_IN_PROGRESS: &str = "RestoreInProgress";
     /// The cluster was deleted while the restore ran.
     pub const CLUSTER_DELETED: &str = "ClusterDeleted";
+    /// Volumes of an earlier cluster of the same name exist where the restore would build.
+    pub const RETAINED_VOLUMES: &str = "RetainedVolumesExist";
+    /// The old members had quorum again at a re-check before a step past which two clusters
+    /// could serve.
+    pub const QUORUM_REGAINED: &str = "QuorumRegained";
 }
 
 /// The snapshot the restore reads, resolved from `spec.source`.
@@ -111,8 +123,9 @@ pub enum Outcome {
 pub struct ClusterState {
     /// The EtcdRestore holding it (its `etcd.operator.rs/restoring` annotation).
     pub held_by: Option<String>,
-    /// A member answered with a member list as part of a quorum. Only asked before the start.
-    pub has_quorum: bool,
+    /// Whether the old members (every member but the seed) still have quorum. Asked before the
+    /// start and again before each step past which two clusters could serve (see [`Quorum`]).
+    pub quorum: Quorum,
     /// `spec.size`.
     pub size: i32,
     /// Available, every member ready, status up to date with the spec.
@@ -127,11 +140,37 @@ pub struct ClusterState {
     pub old_pvcs: BTreeMap<String, bool>,
 }
 
+/// What the old members' answers prove about their quorum. Fails closed (issue 17, defect 4):
+/// an operator that cannot reach a member knows nothing about it, so "unreachable" is never
+/// read as "no quorum"; only a member that answered without a leader, or one the kubelet also
+/// reports not Ready (its `/health` probe fails: no leader), or one whose Pod is gone, counts as
+/// down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Quorum {
+    /// A member confirmed quorum (a linearizable read succeeded on it).
+    Held,
+    /// Proven lost: every old member is down by the rule above.
+    Lost,
+    /// Neither: names the members that could still serve (unreached but Ready, or answering
+    /// with a leader without confirming quorum).
+    Unknown(String),
+}
+
+impl Default for Quorum {
+    /// Not observed is not known: fail closed.
+    fn default() -> Self {
+        Quorum::Unknown("not observed".to_owned())
+    }
+}
+
 /// The seed member's objects and answers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SeedState {
-    /// Its PVC exists.
+    /// Its PVC exists (marked as built by this restore).
     pub pvc: bool,
+    /// A PVC with the seed's name exists that this restore did not build (a volume retained
+    /// from an earlier cluster of the same name): never used, never deleted.
+    pub foreign_pvc: bool,
     /// Its Pod, if it exists.
     pub pod: Option<SeedPod>,
     /// etcd's answer on the seed's client URL: its revision, when it is healthy.
@@ -149,6 +188,9 @@ pub struct SeedPod {
     pub prepared_revision: Option<i64>,
     /// Why it is not running yet, e.g. `ImagePullBackOff` (for the status message).
     pub waiting: Option<String>,
+    /// Its readiness gate [`crate::build::SEED_ADMITTED_CONDITION`] is open (or it has none):
+    /// it can be Ready, so the client Service may select it.
+    pub admitted: bool,
 }
 
 /// A failed attempt of the preparing init container.
@@ -187,6 +229,9 @@ pub struct Observed {
     pub deleting: bool,
     /// It carries [`FINALIZER`].
     pub finalizer: bool,
+    /// When the cluster does not exist: PVCs that carry its labels (retained from an earlier
+    /// cluster of the same name).
+    pub retained_volumes: Vec<String>,
 }
 
 /// The finalizer that keeps a deleted EtcdRestore until it released its hold on the cluster:
@@ -234,8 +279,11 @@ pub enum Step {
         /// The revision.
         revision: i64,
     },
-    /// Record `HandedOver` in status (then the hold is released).
+    /// Record `HandedOver` in status (then the seed is admitted and the hold released).
     HandOver,
+    /// Open the seed Pod's readiness gate: from now on the client Service may select it. Only
+    /// after the hand-over, so only once every old member Pod is gone.
+    AdmitSeed,
     /// Remove the hold.
     Release,
     /// Record Succeeded.
@@ -263,6 +311,8 @@ pub enum Waiting {
     },
     /// The cluster operator is growing the cluster back to its size.
     GrowingBack,
+    /// The old members' quorum is neither confirmed nor proven lost ([`Quorum::Unknown`]).
+    QuorumUnknown(String),
 }
 
 /// The next step for `observed`.
@@ -313,6 +363,9 @@ pub fn next_step(observed: &Observed) -> Step {
     }
 
     let seed = &observed.seed;
+    if seed.foreign_pvc {
+        return Step::Fail(retained_volumes(std::slice::from_ref(seed_member)));
+    }
     if !seed.pvc {
         return Step::CreateSeedPvc;
     }
@@ -321,6 +374,11 @@ pub fn next_step(observed: &Observed) -> Step {
             // The source vanished between the start and the seed (a backup deleted): the Pod
             // cannot be built. Fail; the cluster is released untouched (the seed never ran).
             return Step::Fail(first_error(observed));
+        }
+        // Point of no return: a second cluster is about to start. The old members may have
+        // come back since the start: check again.
+        if let Some(step) = recheck_quorum(observed, cluster) {
+            return step;
         }
         return Step::CreateSeedPod;
     };
@@ -348,10 +406,37 @@ pub fn next_step(observed: &Observed) -> Step {
         let revision = pod.prepared_revision.unwrap_or(serving);
         return Step::RecordSeed { revision };
     }
+    // Point of no return: old member Pods are deleted. Each deletion is preceded by a fresh
+    // check (a cluster of five that lost two members has quorum again when one comes back).
+    if cluster.old_pods.values().any(|terminating| !terminating)
+        && let Some(step) = recheck_quorum(observed, cluster)
+    {
+        return step;
+    }
     if let Some(step) = retire_old_members(cluster) {
         return step;
     }
     Step::HandOver
+}
+
+/// Without `force`, a step that lets the seed run next to the old members (or takes the old
+/// members down) needs their quorum proven lost now, not only at the start: `None` when it is,
+/// else the failure (quorum is back: the restore stops, the seed that never served goes) or the
+/// wait (not known: fail closed and report).
+fn recheck_quorum(observed: &Observed, cluster: &ClusterState) -> Option<Step> {
+    if observed.force {
+        return None;
+    }
+    match &cluster.quorum {
+        Quorum::Lost => None,
+        Quorum::Held => Some(Step::Fail(Refusal::new(
+            reasons::QUORUM_REGAINED,
+            "the old members have quorum again: restoring now would run two clusters and \
+             discard what they acknowledged since; the seed is removed and the cluster left \
+             to the cluster operator (set spec.force to replace its data anyway)",
+        ))),
+        Quorum::Unknown(detail) => Some(Step::Wait(Waiting::QuorumUnknown(detail.clone()))),
+    }
 }
 
 fn before_start(observed: &Observed) -> Step {
@@ -369,6 +454,9 @@ fn before_start(observed: &Observed) -> Step {
                  is not set",
             ));
         }
+        None if !observed.retained_volumes.is_empty() => {
+            return Step::Fail(retained_volumes(&observed.retained_volumes));
+        }
         None => 0,
         Some(cluster) => {
             if let Some(holder) = &cluster.held_by
@@ -376,12 +464,21 @@ fn before_start(observed: &Observed) -> Step {
             {
                 return Step::Fail(held_by_other(holder));
             }
-            if cluster.has_quorum && !observed.force {
-                return Step::Fail(Refusal::new(
-                    reasons::QUORUM_HELD,
-                    "the cluster still has quorum: restoring would replace its data with the \
-                     snapshot's; set spec.force to do that anyway",
-                ));
+            if !observed.force {
+                match &cluster.quorum {
+                    Quorum::Held => {
+                        return Step::Fail(Refusal::new(
+                            reasons::QUORUM_HELD,
+                            "the cluster still has quorum: restoring would replace its data \
+                             with the snapshot's; set spec.force to do that anyway",
+                        ));
+                    }
+                    // Unreachable is not lost: wait (and say so) until it is one or the other.
+                    Quorum::Unknown(detail) => {
+                        return Step::Wait(Waiting::QuorumUnknown(detail.clone()));
+                    }
+                    Quorum::Lost => {}
+                }
             }
             cluster.next_ordinal
         }
@@ -417,6 +514,11 @@ fn after_hand_over(observed: &Observed) -> Step {
             "the EtcdCluster was deleted while it grew back",
         ));
     };
+    // The seed becomes selectable by the client Service only now: every old member Pod is gone
+    // (the hand-over follows their deletion), so clients never reach two clusters at once.
+    if observed.seed.pod.as_ref().is_some_and(|pod| !pod.admitted) {
+        return Step::AdmitSeed;
+    }
     if cluster.held_by.as_deref() == Some(observed.name.as_str()) {
         return Step::Release;
     }
@@ -443,12 +545,15 @@ fn on_deletion(observed: &Observed) -> Step {
     }
 }
 
-/// After a failure: a seed that never ran is removed, then the hold is released, leaving the
-/// cluster as the cluster operator had it (old Pods kept unless `force` took them down).
+/// After a failure: a seed that never served clients is removed, then the hold is released,
+/// leaving the cluster as the cluster operator had it (old Pods kept unless `force` took them
+/// down). Before the hand-over the seed's readiness gate is closed, so the client Service never
+/// selected it: it holds nothing but a copy of the snapshot, and it must not keep running next
+/// to old members that came back (issue 17, defect 4).
 fn clean_up(observed: &Observed) -> Step {
     let progress = &observed.progress;
-    let seed_never_ran = progress.restored_revision.is_none() && !progress.handed_over;
-    if seed_never_ran && progress.seed_member.is_some() {
+    let seed_never_served = !progress.handed_over;
+    if seed_never_served && progress.seed_member.is_some() {
         if let Some(pod) = &observed.seed.pod {
             return if pod.terminating {
                 Step::Wait(Waiting::SeedTerminating)
@@ -467,6 +572,19 @@ fn clean_up(observed: &Observed) -> Step {
         _ if progress.finished == Some(Outcome::Failing) => Step::MarkFailed,
         _ => Step::Done,
     }
+}
+
+/// Issue 17 (defect 9): never build on, adopt or delete a volume this restore did not create.
+fn retained_volumes(names: &[String]) -> Refusal {
+    Refusal::new(
+        reasons::RETAINED_VOLUMES,
+        format!(
+            "PersistentVolumeClaims {} of an earlier cluster named like spec.clusterName exist \
+             (retained): a seed would meet their old data. They are left untouched; delete them, \
+             or restore into another name",
+            names.join(", ")
+        ),
+    )
 }
 
 fn held_by_other(holder: &str) -> Refusal {

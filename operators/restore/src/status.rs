@@ -114,7 +114,15 @@ pub fn next_status(
             );
             status.message = Some(message);
         }
+        // Before the start too: a restore that waits on an unknown quorum says so.
+        Step::Wait(waiting @ Waiting::QuorumUnknown(_)) => {
+            status.reason = Some("QuorumUnknown".to_owned());
+            status.message = Some(waiting_message(waiting, observed));
+        }
         Step::Wait(waiting) if status.phase == Some(RestorePhase::Running) => {
+            if status.reason.as_deref() == Some("QuorumUnknown") {
+                status.reason = None;
+            }
             status.message = Some(waiting_message(waiting, observed));
         }
         _ => {}
@@ -133,6 +141,12 @@ fn waiting_message(waiting: &Waiting, observed: &Observed) -> String {
         Waiting::SeedStarting {
             detail: Some(detail),
         } => format!("seed member {seed}: {detail}"),
+        Waiting::QuorumUnknown(detail) => format!(
+            "waiting: the old members' quorum is neither confirmed nor proven lost, and an \
+             unreachable member may still serve ({detail}); the restore goes on once every old \
+             member is down (no leader, or its Pod not Ready or gone), and stops if they have \
+             quorum (spec.force overrides)"
+        ),
         Waiting::GrowingBack => {
             let size = observed.cluster.as_ref().map_or(0, |c| c.size);
             format!("the cluster operator grows the cluster back to {size} members")
@@ -199,6 +213,19 @@ pub fn event_for(step: &Step, observed: &Observed) -> Option<(bool, &'static str
             "HandedOver",
             format!("handed {cluster} back to the cluster operator with seed member {seed}"),
         ),
+        Step::AdmitSeed => (
+            false,
+            "SeedAdmitted",
+            format!(
+                "every old member Pod is gone: seed member {seed} may now be selected by the \
+                 client Service"
+            ),
+        ),
+        Step::Wait(Waiting::QuorumUnknown(detail)) => (
+            true,
+            "QuorumUnknown",
+            format!("not restoring while an old member may still serve: {detail}"),
+        ),
         Step::Succeed => (
             false,
             "RestoreSucceeded",
@@ -250,6 +277,7 @@ mod tests {
             name: "r1".into(),
             deleting: false,
             finalizer: true,
+            retained_volumes: Vec::new(),
             cluster_name: "main".into(),
             source: Ok(Snapshot {
                 connection: etcd_api::S3Connection {

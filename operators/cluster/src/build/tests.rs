@@ -56,6 +56,7 @@ fn pod_of(cluster: &EtcdCluster, member: &str, state: InitialState) -> Pod {
             version: v35(),
             initial_cluster,
             state,
+            largest_db_bytes: 0,
         },
     )
     .unwrap()
@@ -246,6 +247,7 @@ fn member_missing_from_its_initial_cluster_is_refused() {
                 version: v35(),
                 initial_cluster: &list,
                 state: InitialState::Existing,
+                largest_db_bytes: 0,
             },
         )
         .unwrap_err();
@@ -599,4 +601,33 @@ fn the_backend_quota_defaults_from_the_volume_size_with_headroom() {
         quota_of(explicit),
         [format!("--quota-backend-bytes={}", 100 * mib)]
     );
+}
+
+/// Issue 17 (risk of the derived quota): a Pod re-created for a cluster whose database is
+/// already larger than the quota derived from its volume (a cluster that ran under etcd's own
+/// 2 GiB default) must not get that smaller quota: NOSPACE would stop every write at once. The
+/// quota is never below the largest database a member reports, plus a quarter.
+#[test]
+fn the_derived_quota_is_never_below_the_current_database() {
+    let cluster = etcd(spec());
+    let initial = initial(&["main-0", "main-1"]);
+    let db = 400 * 1024 * 1024_u64; // larger than the 320 MiB derived from 1Gi
+    let pod = member_pod(
+        &cluster,
+        &MemberPod {
+            member: "main-1",
+            version: v35(),
+            initial_cluster: &initial,
+            state: InitialState::Existing,
+            largest_db_bytes: db,
+        },
+    )
+    .unwrap();
+    let quota: Vec<String> = args(&pod)
+        .into_iter()
+        .filter(|a| a.starts_with("--quota-backend-bytes="))
+        .collect();
+    assert_eq!(quota, [format!("--quota-backend-bytes={}", db + db / 4)]);
+    // A small database leaves the volume's quota as it is.
+    assert_eq!(default_quota_for("1Gi", 1024 * 1024), Some(335_544_320));
 }

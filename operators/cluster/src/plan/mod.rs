@@ -283,6 +283,28 @@ fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
     let never_existed =
         observed.recorded_cluster_id.is_none() && observed.last_known_members.is_empty();
     if never_existed {
+        // Volumes older than this EtcdCluster object hold an earlier cluster's data (same name,
+        // `reclaimPolicy: Retain`). A seed started on one would run that old data as a "new"
+        // cluster and never become healthy (issue 17, defect 9). Refuse, touch nothing, name
+        // them: the user deletes them or restores from a backup.
+        let retained: Vec<&str> = observed
+            .pvcs
+            .iter()
+            .filter(|(_, pvc)| pvc.predates_cluster)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if !retained.is_empty() {
+            return Action::Refuse(vec![FieldError {
+                field: "metadata.name".into(),
+                message: format!(
+                    "PersistentVolumeClaims {} predate this EtcdCluster: they hold the data of an \
+                     earlier cluster of the same name (kept by reclaimPolicy Retain). The \
+                     operator does not start a new cluster on old data and never deletes them: \
+                     delete them to start empty, or create the cluster under another name",
+                    retained.join(", ")
+                ),
+            }]);
+        }
         let seed = cluster.member_name(0);
         return match observed.pods.get(&seed) {
             None => Action::BootstrapSeed {

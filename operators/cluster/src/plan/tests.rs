@@ -107,6 +107,28 @@ fn crash_after_seed_pvc_before_pod_bootstraps_again() {
     );
 }
 
+/// Issue 17 (defect 9): an EtcdCluster recreated under the name of one whose volumes were
+/// retained finds them (same labels). A seed started on `main-0`'s old data ran it as a "new"
+/// cluster and sat at SeedStarting forever. Refused, naming the volumes; nothing is touched.
+#[test]
+fn volumes_older_than_the_cluster_are_refused_not_bootstrapped_on() {
+    let mut observed = cluster(3, V35).pvcs(&[0, 1, 2]);
+    for pvc in observed.pvcs.values_mut() {
+        pvc.predates_cluster = true;
+    }
+    let refused = refused_fields(plan(&observed));
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0].starts_with(
+            "metadata.name: PersistentVolumeClaims main-0, main-1, main-2 predate this EtcdCluster"
+        ),
+        "{refused:?}"
+    );
+    // Even with the seed's Pod already running on one (an operator before this fix started it).
+    let observed = observed.pods(&[0]);
+    assert!(matches!(plan(&observed), Action::Refuse(_)));
+}
+
 #[test]
 fn seed_pod_not_answering_yet_waits() {
     assert_eq!(

@@ -19,7 +19,7 @@ fn snapshot() -> Snapshot {
 fn lost_cluster() -> ClusterState {
     ClusterState {
         held_by: None,
-        has_quorum: false,
+        quorum: Quorum::Lost,
         size: 3,
         available_at_size: false,
         seed_is_member: false,
@@ -42,6 +42,7 @@ fn fresh() -> Observed {
         seed: SeedState::default(),
         deleting: false,
         finalizer: true,
+        retained_volumes: Vec::new(),
     }
 }
 
@@ -55,6 +56,15 @@ fn started() -> Observed {
 
 fn seed_pod() -> SeedPod {
     SeedPod::default()
+}
+
+/// A seed Pod whose readiness gate is open (as after [`Step::AdmitSeed`], or one the cluster
+/// operator recreated without the gate).
+fn admitted_seed_pod() -> SeedPod {
+    SeedPod {
+        admitted: true,
+        ..SeedPod::default()
+    }
 }
 
 fn reason(step: Step) -> &'static str {
@@ -79,7 +89,7 @@ fn refusals_before_anything_is_touched() {
     assert_eq!(reason(next_step(&o)), reasons::CLUSTER_NOT_FOUND);
 
     let mut o = fresh();
-    o.cluster.as_mut().unwrap().has_quorum = true;
+    o.cluster.as_mut().unwrap().quorum = Quorum::Held;
     let Step::Fail(refusal) = next_step(&o) else {
         panic!()
     };
@@ -106,7 +116,10 @@ fn start_names_the_seed_above_every_ordinal_in_use() {
     // force overrides a held quorum.
     let mut o = fresh();
     o.force = true;
-    o.cluster.as_mut().unwrap().has_quorum = true;
+    o.cluster.as_mut().unwrap().quorum = Quorum::Held;
+    assert!(matches!(next_step(&o), Step::Start { .. }));
+    // force also overrides a quorum that is not known.
+    o.cluster.as_mut().unwrap().quorum = Quorum::default();
     assert!(matches!(next_step(&o), Step::Start { .. }));
     // A new cluster starts at ordinal 0, and is created (held) right after the start.
     let mut o = fresh();
@@ -123,10 +136,10 @@ fn start_names_the_seed_above_every_ordinal_in_use() {
 }
 
 #[test]
-fn quorum_is_judged_only_before_the_start() {
-    // Once started, the seed itself may answer as a one-member quorum: not a reason to stop.
+fn the_seed_pvc_needs_no_quorum_check() {
+    // Creating the seed's PVC starts nothing: it is not a point of no return.
     let mut o = started();
-    o.cluster.as_mut().unwrap().has_quorum = true;
+    o.cluster.as_mut().unwrap().quorum = Quorum::Held;
     assert_eq!(next_step(&o), Step::CreateSeedPvc);
 }
 
@@ -274,11 +287,13 @@ fn after_a_failure_the_seed_that_never_ran_is_removed_then_the_hold_released() {
 
 #[test]
 fn a_seed_that_served_is_never_removed_after_a_failure() {
+    // Handed over (and so admitted to the client Service): it may hold acknowledged writes.
     let mut o = started();
     o.progress.finished = Some(Outcome::Failing);
     o.progress.restored_revision = Some(40);
+    o.progress.handed_over = true;
     o.seed.pvc = true;
-    o.seed.pod = Some(seed_pod());
+    o.seed.pod = Some(admitted_seed_pod());
     assert_eq!(next_step(&o), Step::Release);
     // Refused before the start: nothing was ever created; the phase follows at once.
     let mut o = fresh();
@@ -298,7 +313,9 @@ fn hand_over_is_recorded_then_released_then_success_waits_for_full_size() {
     o.progress.handed_over = true;
     let cluster = o.cluster.as_mut().unwrap();
     cluster.old_pods.clear();
-    // Crash after recording HandedOver, before releasing: release.
+    // After recording HandedOver the seed is admitted to the client Service, then released.
+    assert_eq!(next_step(&o), Step::AdmitSeed);
+    o.seed.pod.as_mut().unwrap().admitted = true;
     assert_eq!(next_step(&o), Step::Release);
     o.cluster.as_mut().unwrap().held_by = None;
     assert_eq!(next_step(&o), Step::Wait(Waiting::GrowingBack));
@@ -398,4 +415,159 @@ fn a_restore_deleted_mid_flight_releases_the_hold_then_its_finalizer() {
     o.deleting = true;
     o.seed.pvc = true;
     assert_eq!(next_step(&o), Step::DeleteSeedPvc);
+}
+
+// === issue 17, defect 4: a restore must never serve two clusters at once ===
+
+/// An old member the operator cannot reach, but that the kubelet reports Ready, may be serving:
+/// "unreachable" is not "no quorum". The restore waits and says why; it neither starts nor
+/// fails.
+#[test]
+fn an_unknown_quorum_is_not_a_lost_one() {
+    let mut o = fresh();
+    let detail = "main-1: unreachable from the operator but Ready per the kubelet";
+    o.cluster.as_mut().unwrap().quorum = Quorum::Unknown(detail.into());
+    assert_eq!(
+        next_step(&o),
+        Step::Wait(Waiting::QuorumUnknown(detail.into()))
+    );
+}
+
+/// Quorum is checked again right before the seed Pod starts: old members that came back since
+/// the start stop the restore (the seed's PVC, a copy of the snapshot, is removed and the
+/// cluster released); an unknown quorum waits.
+#[test]
+fn quorum_is_checked_again_before_the_seed_starts() {
+    let mut o = started();
+    o.seed.pvc = true;
+    o.cluster.as_mut().unwrap().quorum = Quorum::Unknown("main-0: unreachable".into());
+    assert!(
+        matches!(next_step(&o), Step::Wait(Waiting::QuorumUnknown(_))),
+        "{:?}",
+        next_step(&o)
+    );
+    o.cluster.as_mut().unwrap().quorum = Quorum::Held;
+    assert_eq!(reason(next_step(&o)), reasons::QUORUM_REGAINED);
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::DeleteSeedPvc);
+}
+
+/// Quorum is checked again before every old Pod's deletion: a seed that served only the
+/// restore (never admitted to clients) is removed when the old members are back.
+#[test]
+fn quorum_is_checked_again_before_each_old_pod_is_deleted() {
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    o.seed.serving_revision = Some(40);
+    o.progress.restored_revision = Some(40);
+    let cluster = o.cluster.as_mut().unwrap();
+    cluster.old_pvcs.values_mut().for_each(|r| *r = true);
+    // One old Pod is already going; two more would follow.
+    cluster.old_pods.insert("main-0".into(), true);
+    cluster.quorum = Quorum::Held;
+    assert_eq!(reason(next_step(&o)), reasons::QUORUM_REGAINED);
+    o.cluster.as_mut().unwrap().quorum = Quorum::Unknown("main-1: unreachable".into());
+    assert!(matches!(
+        next_step(&o),
+        Step::Wait(Waiting::QuorumUnknown(_))
+    ));
+    // Failed: the seed (never admitted) goes, then its PVC, then the hold.
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::DeleteSeedPod);
+    o.seed.pod = None;
+    assert_eq!(next_step(&o), Step::DeleteSeedPvc);
+    o.seed.pvc = false;
+    assert_eq!(next_step(&o), Step::Release);
+    // Only terminating old Pods left: nothing more is deleted, no new check is needed.
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    o.seed.serving_revision = Some(40);
+    o.progress.restored_revision = Some(40);
+    let cluster = o.cluster.as_mut().unwrap();
+    cluster.old_pvcs.values_mut().for_each(|r| *r = true);
+    cluster.old_pods.values_mut().for_each(|t| *t = true);
+    cluster.quorum = Quorum::default();
+    assert_eq!(
+        next_step(&o),
+        Step::Wait(Waiting::OldPodTerminating("main-0".into()))
+    );
+}
+
+/// Every path of a restore without force: the seed is admitted to the client Service only
+/// after every old Pod is gone and the hand-over recorded, and no old Pod is deleted or seed
+/// started unless quorum was proven lost at that very step.
+#[test]
+fn the_client_service_never_selects_the_seed_and_old_members_together() {
+    for force in [false, true] {
+        let mut o = started();
+        o.force = force;
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            assert!(steps < 60, "no progress");
+            let step = next_step(&o);
+            if matches!(step, Step::CreateSeedPod | Step::DeleteOldPod { .. }) {
+                assert!(
+                    force || o.cluster.as_ref().unwrap().quorum == Quorum::Lost,
+                    "{step:?}"
+                );
+            }
+            match step {
+                Step::RetainPvc { name } => {
+                    o.cluster.as_mut().unwrap().old_pvcs.insert(name, true);
+                }
+                Step::DeleteOldPod { name } => {
+                    o.cluster.as_mut().unwrap().old_pods.remove(&name);
+                }
+                Step::CreateSeedPvc => o.seed.pvc = true,
+                Step::CreateSeedPod => o.seed.pod = Some(seed_pod()),
+                Step::Wait(Waiting::SeedStarting { .. }) => o.seed.serving_revision = Some(40),
+                Step::RecordSeed { revision } => o.progress.restored_revision = Some(revision),
+                Step::HandOver => o.progress.handed_over = true,
+                Step::AdmitSeed => {
+                    assert!(o.cluster.as_ref().unwrap().old_pods.is_empty());
+                    assert!(o.progress.handed_over);
+                    o.seed.pod.as_mut().unwrap().admitted = true;
+                }
+                Step::Release => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(o.seed.pod.unwrap().admitted);
+    }
+}
+
+// === issue 17, defect 9: volumes retained from an earlier cluster of the same name ===
+
+/// A restore with `clusterSpec` into a name whose volumes were retained refuses before
+/// anything is created, naming them.
+#[test]
+fn a_new_cluster_over_retained_volumes_is_refused() {
+    let mut o = fresh();
+    o.cluster = None;
+    o.can_create_cluster = true;
+    o.retained_volumes = vec!["main-0".into(), "main-1".into()];
+    let Step::Fail(refusal) = next_step(&o) else {
+        panic!("{:?}", next_step(&o))
+    };
+    assert_eq!(refusal.reason, reasons::RETAINED_VOLUMES);
+    assert!(
+        refusal.message.contains("main-0, main-1"),
+        "{}",
+        refusal.message
+    );
+}
+
+/// A volume with the seed's name that this restore did not build (it appeared after the start,
+/// or an operator before this fix chose the name) is never taken for a prepared seed ("already
+/// prepared" served the old data), and the clean-up never deletes it.
+#[test]
+fn a_seed_volume_this_restore_did_not_build_is_refused_and_kept() {
+    let mut o = started();
+    o.seed.foreign_pvc = true;
+    assert_eq!(reason(next_step(&o)), reasons::RETAINED_VOLUMES);
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::Release);
 }
