@@ -279,13 +279,44 @@ async fn grow_with_learner(cluster: &EtcdCluster, admin: &mut EtcdAdmin) -> (u64
     (added.id, member)
 }
 
+// Every minor the operator supports: membership, data and removal behave the same.
 #[tokio::test(flavor = "multi_thread")]
-async fn grows_with_a_learner_then_removes() {
-    let cluster = EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap();
+async fn grows_with_a_learner_then_removes_on_3_5() {
+    grows_with_a_learner_then_removes(EtcdVersion::V3_5).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn grows_with_a_learner_then_removes_on_3_6() {
+    grows_with_a_learner_then_removes(EtcdVersion::V3_6).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn grows_with_a_learner_then_removes_on_3_7() {
+    grows_with_a_learner_then_removes(EtcdVersion::V3_7).await;
+}
+
+async fn grows_with_a_learner_then_removes(version: EtcdVersion) {
+    let cluster = EtcdCluster::start(version, 1).await.unwrap();
     let mut admin = EtcdAdmin::connect(&cluster.endpoints(), TIMEOUT)
         .await
         .unwrap();
+    let mut client = cluster.member_client(1).await.unwrap();
+    client.put("before-growth", "1", None).await.unwrap();
     let (id, mut m2) = grow_with_learner(&cluster, &mut admin).await;
+
+    // The promoted member serves what was written before it joined, and what is written now.
+    let mut c2 = etcd_client::Client::connect([m2.client_url()], None)
+        .await
+        .unwrap();
+    client.put("after-growth", "2", None).await.unwrap();
+    for (key, value) in [("before-growth", "1"), ("after-growth", "2")] {
+        let got = c2.get(key, None).await.unwrap();
+        assert_eq!(
+            got.kvs()[0].value_str().unwrap(),
+            value,
+            "{version:?} {key}"
+        );
+    }
 
     // Removing an unknown member: NotFound (what a retried remove sees).
     let (_, list) = admin.member_list().await.unwrap();
@@ -308,7 +339,7 @@ async fn grows_with_a_learner_then_removes() {
     let err = admin.remove(id).await.unwrap_err();
     assert!(matches!(err, AdminError::NotFound { .. }), "{err:?}");
 
-    // A removed 3.5 member stops by itself.
+    // A removed member stops by itself.
     let start = Instant::now();
     while m2.is_running() {
         assert!(
