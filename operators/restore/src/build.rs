@@ -280,6 +280,7 @@ mod tests {
                 storage: StorageSpec::default(),
                 pod: None,
                 etcd_options: None,
+                tls: None,
             },
         );
         c.metadata.namespace = Some("db".into());
