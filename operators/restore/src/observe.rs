@@ -85,11 +85,16 @@ pub async fn observe(
     })?;
     let seed = observed.progress.seed_member.clone();
     let mut state = cluster_state(found, &kube, seed.as_deref());
+    // A TLS cluster is asked over TLS: asked in plain HTTP its members would not answer and
+    // look like a cluster without quorum. Without its TLS Secret the observation fails instead.
+    let tls = etcd_cluster_operator::tls::operator_client_tls(client, found)
+        .await
+        .map_err(|e| kube::Error::Service(e.to_string().into()))?;
     let started = observed.progress.seed_member.is_some() || observed.progress.finished.is_some();
     if !started {
         // Quorum matters only before the start; afterwards the seed itself is a quorum.
         let endpoints = etcd_cluster_operator::observe::endpoints_to_ask(found, &kube);
-        state.has_quorum = etcd_admin::observe(&endpoints, etcd_timeout)
+        state.has_quorum = etcd_admin::observe_tls(&endpoints, etcd_timeout, tls.as_ref())
             .await
             .membership
             .is_some();
@@ -102,7 +107,7 @@ pub async fn observe(
             seed,
             &observed.name,
             &observed.progress,
-            etcd_timeout,
+            (etcd_timeout, tls.as_ref()),
         )
         .await;
     }
@@ -352,7 +357,7 @@ async fn seed_state(
     seed: &str,
     restore: &str,
     progress: &Progress,
-    etcd_timeout: Duration,
+    (etcd_timeout, tls): (Duration, Option<&etcd_admin::ClientTls>),
 ) -> SeedState {
     // Objects another EtcdRestore created under the same name are not ours (issue 17).
     let mut state = SeedState {
@@ -402,7 +407,8 @@ async fn seed_state(
     state.pod = Some(seed_pod);
     if pod.metadata.deletion_timestamp.is_none() {
         let names = etcd_cluster_operator::observe::cluster_name(cluster);
-        if let Ok(status) = etcd_admin::member_status(&names.client_url(seed), etcd_timeout).await
+        if let Ok(status) =
+            etcd_admin::member_status_tls(&names.client_url(seed), etcd_timeout, tls).await
             && status.healthy()
         {
             state.serving_revision = Some(status.revision);
@@ -544,6 +550,7 @@ mod tests {
             EtcdBackupSpec {
                 cluster_name: Some("main".into()),
                 endpoints: None,
+                tls_secret_ref: None,
                 s3: S3Destination {
                     connection: etcd_api::S3Connection {
                         bucket: "spec-bucket".into(),
@@ -757,6 +764,7 @@ mod tests {
                 storage: etcd_api::StorageSpec::default(),
                 pod: None,
                 etcd_options: None,
+                tls: None,
             },
         );
         let pvc = |owned: bool| {
