@@ -19,6 +19,7 @@ use crate::error::{AdminError, Subject};
 use crate::observe::{
     bounded, connect, no_quorum_detail, observe_detailed, quorum_candidates, statuses,
 };
+use crate::tls::ClientTls;
 use crate::types::MemberInfo;
 
 /// A client for membership changes, talking to one member chosen at connect time (see
@@ -30,6 +31,8 @@ pub struct EtcdAdmin {
     member: String,
     timeout: Duration,
     client: Client,
+    /// TLS of `https://` endpoints (the confirmed member list connects again).
+    tls: Option<ClientTls>,
 }
 
 impl std::fmt::Debug for EtcdAdmin {
@@ -53,13 +56,22 @@ impl EtcdAdmin {
     /// Fails with [`AdminError::InvalidEndpoint`] for no endpoint, [`AdminError::NoQuorum`] when
     /// no voter that knows a leader answered (with each endpoint's answer).
     pub async fn connect(endpoints: &[String], timeout: Duration) -> Result<Self, AdminError> {
+        Self::connect_tls(endpoints, timeout, None).await
+    }
+
+    /// [`EtcdAdmin::connect`] to `https://` endpoints with `tls`.
+    pub async fn connect_tls(
+        endpoints: &[String],
+        timeout: Duration,
+        tls: Option<&ClientTls>,
+    ) -> Result<Self, AdminError> {
         if endpoints.is_empty() {
             return Err(AdminError::InvalidEndpoint {
                 endpoints: String::new(),
                 message: "no endpoint given".into(),
             });
         }
-        let (answers, _) = statuses(endpoints, timeout).await;
+        let (answers, _) = statuses(endpoints, timeout, tls).await;
         let candidates = quorum_candidates(&answers);
         let Some((endpoint, _)) = candidates.first().and_then(|i| answers.get(*i)) else {
             return Err(AdminError::NoQuorum {
@@ -67,8 +79,9 @@ impl EtcdAdmin {
                 detail: no_quorum_detail(&answers, &candidates, &[]),
             });
         };
-        let client = connect(endpoint, timeout, true).await?;
+        let client = connect(endpoint, timeout, true, tls).await?;
         Ok(EtcdAdmin {
+            tls: tls.cloned(),
             endpoints: endpoints.to_vec(),
             member: endpoint.clone(),
             timeout,
@@ -162,7 +175,7 @@ impl EtcdAdmin {
     /// [`crate::observe`]); [`AdminError::NoQuorum`] if none could. Takes up to about twice the
     /// timeout.
     pub async fn member_list(&mut self) -> Result<(u64, Vec<MemberInfo>), AdminError> {
-        let (view, why) = observe_detailed(&self.endpoints, self.timeout).await;
+        let (view, why) = observe_detailed(&self.endpoints, self.timeout, self.tls.as_ref()).await;
         view.membership.ok_or_else(|| AdminError::NoQuorum {
             op: format!("member list via {}", self.endpoints.join(",")),
             detail: why.unwrap_or_default(),

@@ -15,11 +15,13 @@
 mod admin;
 mod error;
 mod observe;
+mod tls;
 mod types;
 mod version;
 
 pub use admin::EtcdAdmin;
 pub use error::{AdminError, ErrorClass, classify, classify_error};
-pub use observe::{member_status, observe};
+pub use observe::{member_status, member_status_tls, observe, observe_tls};
+pub use tls::{ClientIdentity, ClientTls, MissingKey};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};
-pub use version::cluster_version;
+pub use version::{cluster_version, cluster_version_tls};

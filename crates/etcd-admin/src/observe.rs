@@ -23,6 +23,7 @@ use etcd_client::{Client, ConnectOptions};
 use tokio::task::JoinSet;
 
 use crate::error::{AdminError, Subject};
+use crate::tls::ClientTls;
 use crate::types::{ClusterView, MemberInfo, MemberStatus};
 
 /// The key read to confirm quorum. It does not need to exist: the read's linearizability is the
@@ -38,13 +39,31 @@ const QUORUM_CHECK_KEY: &str = "etcd-admin/quorum-check";
 /// its `errors` once its election timeout (1 s by default) passed, so it is not healthy; the
 /// dead members are `Err`.
 pub async fn observe(endpoints: &[String], timeout: Duration) -> ClusterView {
-    observe_detailed(endpoints, timeout).await.0
+    observe_tls(endpoints, timeout, None).await
+}
+
+/// [`observe`] of `https://` endpoints with `tls`.
+pub async fn observe_tls(
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> ClusterView {
+    observe_detailed(endpoints, timeout, tls).await.0
 }
 
 /// One member's Status, through `endpoint` only, bounded by `timeout`.
 pub async fn member_status(endpoint: &str, timeout: Duration) -> Result<MemberStatus, AdminError> {
+    member_status_tls(endpoint, timeout, None).await
+}
+
+/// [`member_status`] of an `https://` endpoint with `tls`.
+pub async fn member_status_tls(
+    endpoint: &str,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<MemberStatus, AdminError> {
     let op = format!("status of {endpoint}");
-    let mut client = connect(endpoint, timeout, false).await?;
+    let mut client = connect(endpoint, timeout, false, tls).await?;
     bounded(&op, timeout, status(&mut client, endpoint, timeout)).await
 }
 
@@ -59,8 +78,9 @@ pub(crate) type Answers = (Vec<(String, Answer)>, BTreeMap<usize, Client>);
 pub(crate) async fn observe_detailed(
     endpoints: &[String],
     timeout: Duration,
+    tls: Option<&ClientTls>,
 ) -> (ClusterView, Option<String>) {
-    let (answers, clients) = statuses(endpoints, timeout).await;
+    let (answers, clients) = statuses(endpoints, timeout, tls).await;
     // The member list from the first candidate that confirms quorum.
     let candidates = quorum_candidates(&answers);
     let mut checks = JoinSet::new();
@@ -112,14 +132,19 @@ pub(crate) async fn observe_detailed(
 }
 
 /// Every endpoint's Status, asked concurrently, keeping each connection that answered.
-pub(crate) async fn statuses(endpoints: &[String], timeout: Duration) -> Answers {
+pub(crate) async fn statuses(
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Answers {
     let mut asked = JoinSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
         let endpoint = endpoint.clone();
+        let tls = tls.cloned();
         asked.spawn(async move {
             let op = format!("status of {endpoint}");
             let answer = bounded(&op, timeout, async {
-                let mut client = connect(&endpoint, timeout, false).await?;
+                let mut client = connect(&endpoint, timeout, false, tls.as_ref()).await?;
                 let s = status(&mut client, &endpoint, timeout).await?;
                 Ok((client, s))
             })
@@ -240,11 +265,15 @@ pub(crate) async fn connect(
     endpoint: &str,
     timeout: Duration,
     require_leader: bool,
+    tls: Option<&ClientTls>,
 ) -> Result<Client, AdminError> {
-    let options = ConnectOptions::new()
+    let mut options = ConnectOptions::new()
         .with_connect_timeout(timeout)
         .with_timeout(timeout)
         .with_require_leader(require_leader);
+    if let Some(tls) = tls {
+        options = options.with_tls(tls.options());
+    }
     let op = format!("connect to {endpoint}");
     bounded(&op, timeout, async {
         Client::connect([endpoint], Some(options))

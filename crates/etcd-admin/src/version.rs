@@ -3,9 +3,9 @@
 //!
 //! The gRPC Status answer carries only the member's own server version. The cluster version is
 //! the minor every member agreed to run, decided by the leader some seconds after the last
-//! member moved; it gates the next minor upgrade. etcd serves it over plain HTTP on the client
-//! port (the operator's members listen on `http://`), so one small request is enough: no HTTP
-//! client dependency.
+//! member moved; it gates the next minor upgrade. etcd serves it on the client port, over plain
+//! HTTP or over TLS (`https://` client URLs), so one small request is enough: no HTTP client
+//! dependency.
 
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::AdminError;
+use crate::tls::ClientTls;
 
 /// Answers larger than this are not etcd's `/version`.
 const MAX_ANSWER: u64 = 64 * 1024;
@@ -20,26 +21,55 @@ const MAX_ANSWER: u64 = 64 * 1024;
 /// The cluster version `endpoint` reports (`"3.5.0"`, or `"not_decided"` right after a start),
 /// bounded by `timeout`.
 pub async fn cluster_version(endpoint: &str, timeout: Duration) -> Result<String, AdminError> {
+    cluster_version_tls(endpoint, timeout, None).await
+}
+
+/// [`cluster_version`] of an `https://` endpoint with `tls`.
+pub async fn cluster_version_tls(
+    endpoint: &str,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<String, AdminError> {
     let op = format!("GET {endpoint}/version");
     let invalid = |message: &str| AdminError::InvalidEndpoint {
         endpoints: endpoint.to_owned(),
         message: message.to_owned(),
     };
-    let rest = endpoint
-        .strip_prefix("http://")
-        .ok_or_else(|| invalid("the cluster version is read over http:// only"))?;
+    let (rest, tls) = match (
+        endpoint.strip_prefix("http://"),
+        endpoint.strip_prefix("https://"),
+    ) {
+        (Some(rest), _) => (rest, None),
+        (None, Some(rest)) => {
+            let tls = tls.ok_or_else(|| invalid("an https:// endpoint needs TLS settings"))?;
+            (rest, Some(tls.rustls_config().map_err(|e| invalid(&e))?))
+        }
+        (None, None) => return Err(invalid("not an http:// or https:// URL")),
+    };
     let host_port = rest.split('/').next().unwrap_or_default();
     if host_port.is_empty() {
         return Err(invalid("no host"));
     }
+    let host = host_port
+        .rsplit_once(':')
+        .map_or(host_port, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let server_name = rustls_pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| invalid(&format!("server name {host}: {e}")))?;
+    let get =
+        format!("GET /version HTTP/1.0\r\nHost: {host_port}\r\nAccept: application/json\r\n\r\n");
     let request = async {
-        let mut stream = TcpStream::connect(host_port).await?;
-        let get = format!(
-            "GET /version HTTP/1.0\r\nHost: {host_port}\r\nAccept: application/json\r\n\r\n"
-        );
-        stream.write_all(get.as_bytes()).await?;
+        let stream = TcpStream::connect(host_port).await?;
         let mut answer = Vec::new();
-        stream.take(MAX_ANSWER).read_to_end(&mut answer).await?;
+        match tls {
+            None => exchange(stream, &get, &mut answer).await?,
+            Some(config) => {
+                let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+                let stream = connector.connect(server_name, stream).await?;
+                exchange(stream, &get, &mut answer).await?;
+            }
+        }
         Ok::<_, std::io::Error>(answer)
     };
     let answer = match tokio::time::timeout(timeout, request).await {
@@ -65,6 +95,20 @@ pub async fn cluster_version(endpoint: &str, timeout: Duration) -> Result<String
             answer.chars().take(300).collect::<String>()
         ),
     })
+}
+
+/// Sends `request` and reads the answer (HTTP/1.0: the server closes after it).
+async fn exchange<S>(mut stream: S, request: &str, answer: &mut Vec<u8>) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    stream.write_all(request.as_bytes()).await?;
+    match stream.take(MAX_ANSWER).read_to_end(answer).await {
+        Ok(_) => Ok(()),
+        // etcd closes TLS connections without close_notify; the answer is complete by then.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !answer.is_empty() => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The `etcdcluster` value of an HTTP 200 answer.

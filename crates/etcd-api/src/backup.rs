@@ -62,6 +62,8 @@ pub const DEFAULT_BACKUP_TIMEOUT_SECONDS: i64 = 1800;
         .message("exactly one of spec.clusterName and spec.endpoints must be set"),
     validation = kube::core::Rule::new("self == oldSelf")
         .message("spec is immutable: an EtcdBackup runs once; create a new one instead"),
+    validation = kube::core::Rule::new("!has(self.tlsSecretRef) || has(self.endpoints)")
+        .message("tlsSecretRef is for spec.endpoints: with clusterName the cluster's own TLS settings are used"),
 )]
 pub struct EtcdBackupSpec {
     /// Name of the EtcdCluster to back up, in this namespace. Exactly one of `clusterName` and
@@ -78,6 +80,13 @@ pub struct EtcdBackupSpec {
         inner(length(max = 512), regex(pattern = r"^https?://[^\s/]+/?$"))
     )]
     pub endpoints: Option<Vec<String>>,
+
+    /// For `https://` `endpoints`: a Secret with `ca.crt` (the CA that signed the members'
+    /// certificates) and, when the members require client certificates, `tls.crt` and
+    /// `tls.key` (a `kubernetes.io/tls` Secret with `ca.crt` added). With `clusterName` the
+    /// cluster's own settings are used (its `spec.tls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret_ref: Option<crate::LocalObjectReference>,
 
     /// Where to store the snapshot.
     pub s3: S3Destination,

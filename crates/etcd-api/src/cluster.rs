@@ -54,6 +54,9 @@ pub const ETCD_DEFAULT_ELECTION_TIMEOUT_MS: i32 = 1000;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(
+    "has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || self.tls == oldSelf.tls)"
+).message("spec.tls cannot change once set: rotating certificates and switching a running cluster between plain HTTP and TLS are not supported yet"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 7. Odd sizes tolerate the most failures for their cost:
     /// a cluster of N keeps quorum while more than N/2 members are healthy.
@@ -90,6 +93,13 @@ pub struct EtcdClusterSpec {
     /// etcd server flags the operator passes to every member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_options: Option<EtcdOptions>,
+
+    /// TLS of peer and client traffic, each side configured separately (unset: plain HTTP).
+    /// Certificates come from Secrets you provide or, by default, from a CA the operator keeps
+    /// per cluster. Set it when creating the cluster: changing it later is refused (rotation and
+    /// switching a running cluster to TLS are not supported yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsSpec>,
 }
 
 fn default_version() -> String {

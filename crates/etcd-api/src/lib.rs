@@ -26,6 +26,7 @@ pub mod condition;
 pub mod crd;
 pub mod reference;
 pub mod restore;
+pub mod tls;
 pub mod validation;
 
 pub use backup::{
@@ -39,6 +40,7 @@ pub use common::{LocalObjectReference, S3Connection};
 pub use restore::{
     EtcdRestore, EtcdRestoreSpec, EtcdRestoreStatus, RestorePhase, RestoreSource, S3ObjectSource,
 };
+pub use tls::{ClientTls, PeerTls, TlsSpec};
 
 /// API group of the three resources.
 pub const GROUP: &str = "etcd.operator.rs";

@@ -700,6 +700,7 @@ mod tests {
             storage: storage("0", None),
             pod: None,
             etcd_options: None,
+            tls: None,
         };
         let errors: Vec<String> = validate_cluster_spec(&spec)
             .unwrap_err()

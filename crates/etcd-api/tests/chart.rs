@@ -356,6 +356,18 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
             "ensure_cluster_objects (an apply that creates)",
         ),
         ("events.k8s.io", "events", "create", "the event recorder"),
+        (
+            "",
+            "secrets",
+            "get",
+            "tls::prepare (TLS Secrets read and checked)",
+        ),
+        (
+            "",
+            "secrets",
+            "create",
+            "tls::prepare, ensure_member_secret (operator-managed certificates)",
+        ),
     ];
     let missing: Vec<String> = needed
         .iter()

@@ -574,3 +574,78 @@ fn restore_source_is_one_thing_and_fixed_once_set() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn tls_sources_are_consistent_and_tls_never_changes() {
+    let schema = schema_of(&EtcdCluster::crd());
+    let with = |tls: Value| cluster("main", json!({"size": 3, "version": "3.6.16", "tls": tls}));
+    let ok = Vec::<String>::new();
+    // Operator-managed on both sides, and Secrets you provide with an operator certificate.
+    let managed = with(json!({"peer": {}, "client": {"clientCertAuth": true}}));
+    assert_eq!(cel_errors(&schema, managed.clone(), None), ok);
+    let provided = with(json!({"client": {"secretRef": {"name": "serving"},
+        "operatorSecretRef": {"name": "ops"}, "clientCertAuth": true}}));
+    assert_eq!(cel_errors(&schema, provided.clone(), None), ok);
+    // An operator certificate without a serving Secret: the operator issues its own.
+    assert_eq!(
+        cel_errors(
+            &schema,
+            with(json!({"client": {"operatorSecretRef": {"name": "ops"}}})),
+            None
+        ),
+        [
+            "operatorSecretRef needs secretRef: with operator-managed certificates the operator issues its own client certificate"
+        ]
+    );
+    // Client certificates required, but none for the operators to present.
+    assert_eq!(
+        cel_errors(
+            &schema,
+            with(json!({"client": {"secretRef": {"name": "serving"}, "clientCertAuth": true}})),
+            None
+        ),
+        [
+            "clientCertAuth with secretRef needs operatorSecretRef: the client certificate the operators present to the members"
+        ]
+    );
+    // spec.tls is fixed once the cluster exists: no turning it on, off or changing it.
+    let changed = vec!["spec.tls cannot change once set: rotating certificates and switching a running cluster between plain HTTP and TLS are not supported yet".to_owned()];
+    let plain = cluster("main", json!({"size": 3, "version": "3.6.16"}));
+    assert_eq!(
+        cel_errors(&schema, managed.clone(), Some(managed.clone())),
+        ok
+    );
+    assert_eq!(
+        cel_errors(&schema, managed.clone(), Some(plain.clone())),
+        changed
+    );
+    assert_eq!(cel_errors(&schema, plain, Some(managed.clone())), changed);
+    assert_eq!(cel_errors(&schema, provided, Some(managed)), changed);
+}
+
+#[test]
+fn backup_tls_secret_goes_with_endpoints_only() {
+    let schema = schema_of(&EtcdBackup::crd());
+    let s3 = json!({"bucket": "etcd-backups"});
+    let secret = json!({"name": "etcd-client"});
+    assert_eq!(
+        cel_errors(
+            &schema,
+            backup(
+                json!({"endpoints": ["https://10.0.0.1:2379"], "tlsSecretRef": secret, "s3": s3})
+            ),
+            None
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        cel_errors(
+            &schema,
+            backup(json!({"clusterName": "main", "tlsSecretRef": secret, "s3": s3})),
+            None
+        ),
+        [
+            "tlsSecretRef is for spec.endpoints: with clusterName the cluster's own TLS settings are used"
+        ]
+    );
+}

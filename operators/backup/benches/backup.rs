@@ -87,6 +87,7 @@ async fn child() {
         uid: env("BENCH_UID"),
         backup: "bench/backup".into(),
         endpoints: vec![env("BENCH_ETCD")],
+        tls: None,
         s3: S3Target {
             bucket: BUCKET.into(),
             prefix: "operator/".into(),

@@ -132,6 +132,7 @@ pub fn scheduled_backup(request: &CreateBackup) -> EtcdBackup {
         spec: EtcdBackupSpec {
             cluster_name: Some(request.cluster.clone()),
             endpoints: None,
+            tls_secret_ref: None,
             s3: request.s3.clone(),
             timeout_seconds: request.timeout_seconds,
         },

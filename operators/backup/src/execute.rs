@@ -46,6 +46,8 @@ pub struct BackupJob {
     pub backup: String,
     /// Client URLs to choose the member from.
     pub endpoints: Vec<String>,
+    /// TLS to `https://` client URLs (a TLS EtcdCluster's operator client Secret).
+    pub tls: Option<etcd_admin::ClientTls>,
     /// The destination.
     pub s3: S3Target,
     /// Deadline for the whole backup.
@@ -182,7 +184,7 @@ pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<Backu
     let namespace = backup.metadata.namespace.clone().unwrap_or_default();
     let name = backup.metadata.name.clone().unwrap_or_default();
     let spec = &backup.spec;
-    let (cluster, endpoints) = match (&spec.cluster_name, &spec.endpoints) {
+    let (cluster, endpoints, tls) = match (&spec.cluster_name, &spec.endpoints) {
         (Some(cluster_name), _) => {
             let api: Api<EtcdCluster> = Api::namespaced(client.clone(), &namespace);
             let cluster = api
@@ -211,10 +213,15 @@ pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<Backu
                 }
                 .into());
             }
-            (cluster_name.clone(), endpoints)
+            let tls = cluster_tls(client, &namespace, &cluster).await?;
+            (cluster_name.clone(), endpoints, tls)
         }
         (None, Some(endpoints)) if !endpoints.is_empty() => {
-            (key_cluster(backup), endpoints.clone())
+            let tls = match &spec.tls_secret_ref {
+                Some(secret) => Some(endpoints_tls(client, &namespace, &secret.name).await?),
+                None => None,
+            };
+            (key_cluster(backup), endpoints.clone(), tls)
         }
         _ => {
             return Err(BackupError::InvalidSpec(
@@ -231,9 +238,64 @@ pub async fn resolve(client: &kube::Client, backup: &EtcdBackup) -> Result<Backu
         uid: backup.metadata.uid.clone().unwrap_or_default(),
         backup: format!("{namespace}/{name}"),
         endpoints,
+        tls,
         s3,
         timeout: Duration::from_secs(u64::try_from(seconds).unwrap_or(1)),
     })
+}
+
+/// `spec.tlsSecretRef` of an `endpoints` backup: `ca.crt`, and `tls.crt`/`tls.key` if present.
+async fn endpoints_tls(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<etcd_admin::ClientTls, BackupError> {
+    let data = secret_data(client, namespace, name).await?;
+    let present = data.contains_key("tls.crt") || data.contains_key("tls.key");
+    etcd_admin::ClientTls::from_secret_data(&data, present).map_err(|e| {
+        BackupError::InvalidSpec(format!("spec.tlsSecretRef: Secret {namespace}/{name} {e}"))
+    })
+}
+
+async fn secret_data(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, BackupError> {
+    let what = format!("TLS Secret {namespace}/{name}");
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let found = api
+        .get_opt(name)
+        .await
+        .map_err(|e| BackupError::Kubernetes {
+            what: what.clone(),
+            source: Box::new(e),
+        })?
+        .ok_or_else(|| BackupError::InvalidSpec(format!("{what} does not exist")))?;
+    Ok(found
+        .data
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, v.0))
+        .collect())
+}
+
+/// How to reach a TLS cluster's client port: the Secret the cluster names for the operators
+/// (see [`EtcdCluster::operator_client_secret`]); `None` for plain HTTP.
+async fn cluster_tls(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &EtcdCluster,
+) -> Result<Option<etcd_admin::ClientTls>, BackupError> {
+    let Some(secret) = cluster.operator_client_secret() else {
+        return Ok(None);
+    };
+    let data = secret_data(client, namespace, &secret.name).await?;
+    etcd_admin::ClientTls::from_secret_data(&data, secret.present_certificate)
+        .map(Some)
+        .map_err(|e| {
+            BackupError::InvalidSpec(format!("TLS Secret {namespace}/{} {e}", secret.name))
+        })
 }
 
 /// The S3 destination of an EtcdBackup in `namespace`, with the credentials from its Secret.
@@ -305,8 +367,11 @@ pub async fn s3_client(target: &S3Target) -> aws_sdk_s3::Client {
 }
 
 /// Asks one member for its status (through `etcd_admin`, bounded by [`PROBE_TIMEOUT`]).
-pub async fn probe_member(endpoint: &str) -> Result<MemberProbe, String> {
-    let status = etcd_admin::member_status(endpoint, PROBE_TIMEOUT)
+pub async fn probe_member(
+    endpoint: &str,
+    tls: Option<&etcd_admin::ClientTls>,
+) -> Result<MemberProbe, String> {
+    let status = etcd_admin::member_status_tls(endpoint, PROBE_TIMEOUT, tls)
         .await
         .map_err(|e| e.to_string())?;
     Ok(MemberProbe {
@@ -321,11 +386,14 @@ pub async fn probe_member(endpoint: &str) -> Result<MemberProbe, String> {
 }
 
 /// Probes every endpoint concurrently.
-pub async fn probe_members(endpoints: &[String]) -> Vec<MemberAnswer> {
+pub async fn probe_members(
+    endpoints: &[String],
+    tls: Option<&etcd_admin::ClientTls>,
+) -> Vec<MemberAnswer> {
     futures_util::future::join_all(endpoints.iter().map(|endpoint| async move {
         MemberAnswer {
             endpoint: endpoint.clone(),
-            probe: probe_member(endpoint).await,
+            probe: probe_member(endpoint, tls).await,
         }
     }))
     .await
@@ -589,10 +657,16 @@ struct Prepared {
 }
 
 async fn prepare(job: &BackupJob) -> Result<Prepared, BackupError> {
-    let (answers, s3) = tokio::join!(probe_members(&job.endpoints), s3_client(&job.s3));
+    let (answers, s3) = tokio::join!(
+        probe_members(&job.endpoints, job.tls.as_ref()),
+        s3_client(&job.s3)
+    );
     let selected = select_member(&answers)?;
     // No per-request timeout on this client: it would cut a long snapshot stream.
-    let options = etcd_client::ConnectOptions::new().with_connect_timeout(PROBE_TIMEOUT);
+    let mut options = etcd_client::ConnectOptions::new().with_connect_timeout(PROBE_TIMEOUT);
+    if let Some(tls) = &job.tls {
+        options = options.with_tls(tls.options());
+    }
     let client = etcd_client::Client::connect([selected.endpoint.as_str()], Some(options))
         .await
         .map_err(|e| BackupError::SnapshotFailed {

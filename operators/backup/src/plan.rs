@@ -78,6 +78,7 @@ mod tests {
             EtcdBackupSpec {
                 cluster_name: Some("c".into()),
                 endpoints: None,
+                tls_secret_ref: None,
                 s3: Default::default(),
                 timeout_seconds: None,
             },

@@ -76,6 +76,7 @@ fn job(endpoints: Vec<String>, s3: &S3Server, bucket: &str, secret_key: &str) ->
         uid: "0b7c6e2a-uid".into(),
         backup: "db/nightly".into(),
         endpoints,
+        tls: None,
         s3: S3Target {
             bucket: bucket.into(),
             prefix: "prod/".into(),

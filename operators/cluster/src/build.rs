@@ -18,10 +18,11 @@ use std::collections::BTreeMap;
 
 use etcd_api::validation::EtcdVersion;
 use etcd_api::{EtcdCluster, ReclaimPolicy};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, Secret, SecretVolumeSource, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -51,6 +52,15 @@ pub const DATA_VOLUME: &str = "data";
 /// quorum, but a member of a cluster without quorum takes about 10 s (etcd-facts.md); 30 s
 /// lets it close its WAL cleanly in every case.
 pub const TERMINATION_GRACE_SECONDS: i64 = 30;
+
+/// Where the peer certificate Secret is mounted (`tls.crt`, `tls.key`, `ca.crt`).
+pub const PEER_TLS_DIR: &str = "/etc/etcd/tls/peer";
+/// Where the client-port certificate Secret is mounted.
+pub const CLIENT_TLS_DIR: &str = "/etc/etcd/tls/client";
+/// Volume of [`PEER_TLS_DIR`].
+pub const PEER_TLS_VOLUME: &str = "peer-tls";
+/// Volume of [`CLIENT_TLS_DIR`].
+pub const CLIENT_TLS_VOLUME: &str = "client-tls";
 
 /// Label: the EtcdCluster an object belongs to.
 pub const LABEL_CLUSTER: &str = "etcd.operator.rs/cluster";
@@ -166,7 +176,7 @@ pub fn cluster_name(cluster: &EtcdCluster) -> Result<ClusterName, BuildError> {
             .ok_or_else(|| BuildError::MissingNamespace {
                 cluster: name.to_owned(),
             })?;
-    Ok(ClusterName::new(namespace, name))
+    Ok(ClusterName::new(namespace, name).with_tls(cluster.peer_tls(), cluster.client_tls()))
 }
 
 fn name_of(cluster: &EtcdCluster) -> &str {
@@ -277,6 +287,7 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
     let mut meta = owner.meta(pod.member.to_owned(), labels, true);
     meta.annotations = Some(annotations);
 
+    let tls_volumes = member_tls_volumes(cluster, pod.member);
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(format!("{}:v{}", spec.repository, pod.version)),
@@ -291,11 +302,7 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
             // (new members, restarts, upgrades) serve it.
             container_port("metrics", METRICS_PORT),
         ]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: DATA_VOLUME.to_owned(),
-            mount_path: DATA_MOUNT.to_owned(),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(volume_mounts(&tls_volumes)),
         // Ready = answers /health: has a leader, serves a read, no alarm but NOSPACE. Not-ready
         // members drop out of the client Service; the headless peer Service still publishes them.
         // NOSPACE is excluded because etcd lists every alarm on every member: plain /health
@@ -308,7 +315,13 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         readiness_probe: Some(Probe {
             http_get: Some(HTTPGetAction {
                 path: Some("/health?exclude=NOSPACE".to_owned()),
-                port: IntOrString::Int(i32::from(CLIENT_PORT)),
+                // With client TLS (maybe requiring client certificates, which the kubelet has
+                // none of), the metrics port serves the same /health over plain HTTP.
+                port: IntOrString::Int(i32::from(if cluster.client_tls() {
+                    METRICS_PORT
+                } else {
+                    CLIENT_PORT
+                })),
                 scheme: Some("HTTP".to_owned()),
                 ..HTTPGetAction::default()
             }),
@@ -331,14 +344,7 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         hostname: Some(pod.member.to_owned()),
         subdomain: Some(names.name.clone()),
         containers: vec![container],
-        volumes: Some(vec![Volume {
-            name: DATA_VOLUME.to_owned(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: pod.member.to_owned(),
-                read_only: None,
-            }),
-            ..Volume::default()
-        }]),
+        volumes: Some(volumes(pod.member, &tls_volumes)),
         restart_policy: Some("Always".to_owned()),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
         // etcd reads every `ETCD_*` environment variable as a flag; Service links would inject
@@ -356,6 +362,101 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         metadata: meta,
         spec: Some(pod_spec),
         status: None,
+    })
+}
+
+/// The certificate Secrets a member mounts: (volume, mount path, Secret name), peer first. A
+/// side with a Secret you provide mounts it; an operator-managed side mounts the member's own
+/// `<member>-tls`.
+pub fn member_tls_volumes(
+    cluster: &EtcdCluster,
+    member: &str,
+) -> Vec<(&'static str, &'static str, String)> {
+    let Some(tls) = &cluster.spec.tls else {
+        return vec![];
+    };
+    let own = || etcd_api::tls::member_secret_name(member);
+    let mut volumes = Vec::new();
+    if let Some(peer) = &tls.peer {
+        let secret = peer
+            .secret_ref
+            .as_ref()
+            .map_or_else(own, |r| r.name.clone());
+        volumes.push((PEER_TLS_VOLUME, PEER_TLS_DIR, secret));
+    }
+    if let Some(client) = &tls.client {
+        let secret = client
+            .secret_ref
+            .as_ref()
+            .map_or_else(own, |r| r.name.clone());
+        volumes.push((CLIENT_TLS_VOLUME, CLIENT_TLS_DIR, secret));
+    }
+    volumes
+}
+
+fn volume_mounts(tls: &[(&'static str, &'static str, String)]) -> Vec<VolumeMount> {
+    let mut mounts = vec![VolumeMount {
+        name: DATA_VOLUME.to_owned(),
+        mount_path: DATA_MOUNT.to_owned(),
+        ..VolumeMount::default()
+    }];
+    mounts.extend(tls.iter().map(|(volume, dir, _)| VolumeMount {
+        name: (*volume).to_owned(),
+        mount_path: (*dir).to_owned(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }));
+    mounts
+}
+
+fn volumes(member: &str, tls: &[(&'static str, &'static str, String)]) -> Vec<Volume> {
+    let mut volumes = vec![Volume {
+        name: DATA_VOLUME.to_owned(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: member.to_owned(),
+            read_only: None,
+        }),
+        ..Volume::default()
+    }];
+    volumes.extend(tls.iter().map(|(volume, _, secret)| Volume {
+        name: (*volume).to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.clone()),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }));
+    volumes
+}
+
+/// A `kubernetes.io/tls` Secret the operator manages for the cluster (its CA, a member's
+/// certificate, the operators' client certificate), owned by the EtcdCluster so it goes with it.
+pub fn tls_secret(
+    cluster: &EtcdCluster,
+    name: &str,
+    issued: &crate::certs::Issued,
+    ca_pem: Option<&str>,
+) -> Result<Secret, BuildError> {
+    use etcd_api::tls::secret_keys::{CA, CERT, KEY};
+    let owner = owner(cluster)?;
+    let mut data = BTreeMap::from([
+        (
+            CERT.to_owned(),
+            ByteString(issued.cert_pem.clone().into_bytes()),
+        ),
+        (
+            KEY.to_owned(),
+            ByteString(issued.key_pem.clone().into_bytes()),
+        ),
+    ]);
+    if let Some(ca) = ca_pem {
+        data.insert(CA.to_owned(), ByteString(ca.as_bytes().to_vec()));
+    }
+    Ok(Secret {
+        metadata: owner.meta(name.to_owned(), cluster_labels(cluster), true),
+        type_: Some(etcd_api::tls::SECRET_TYPE_TLS.to_owned()),
+        data: Some(data),
+        ..Secret::default()
     })
 }
 
@@ -377,11 +478,18 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         .map(|(name, url)| format!("{name}={url}"))
         .collect::<Vec<_>>()
         .join(",");
+    let scheme = |tls: bool| if tls { "https" } else { "http" };
     let mut args = vec![
         format!("--name={}", pod.member),
         format!("--data-dir={DATA_DIR}"),
-        format!("--listen-peer-urls=http://0.0.0.0:{PEER_PORT}"),
-        format!("--listen-client-urls=http://0.0.0.0:{CLIENT_PORT}"),
+        format!(
+            "--listen-peer-urls={}://0.0.0.0:{PEER_PORT}",
+            scheme(names.peer_tls)
+        ),
+        format!(
+            "--listen-client-urls={}://0.0.0.0:{CLIENT_PORT}",
+            scheme(names.client_tls)
+        ),
         format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
         format!(
             "--initial-advertise-peer-urls={}",
@@ -392,6 +500,28 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         format!("--initial-cluster-state={}", pod.state.as_flag()),
         format!("--initial-cluster-token={}", owner.token()),
     ];
+    if let Some(tls) = &cluster.spec.tls {
+        if let Some(peer) = &tls.peer {
+            args.extend([
+                format!("--peer-cert-file={PEER_TLS_DIR}/tls.crt"),
+                format!("--peer-key-file={PEER_TLS_DIR}/tls.key"),
+                format!("--peer-trusted-ca-file={PEER_TLS_DIR}/ca.crt"),
+            ]);
+            if peer.client_cert_auth {
+                args.push("--peer-client-cert-auth".to_owned());
+            }
+        }
+        if let Some(client) = &tls.client {
+            args.extend([
+                format!("--cert-file={CLIENT_TLS_DIR}/tls.crt"),
+                format!("--key-file={CLIENT_TLS_DIR}/tls.key"),
+                format!("--trusted-ca-file={CLIENT_TLS_DIR}/ca.crt"),
+            ]);
+            if client.client_cert_auth {
+                args.push("--client-cert-auth".to_owned());
+            }
+        }
+    }
     let explicit_quota = cluster
         .spec
         .etcd_options

@@ -61,6 +61,9 @@ pub enum ReconcileError {
     /// Executing the action failed.
     #[error(transparent)]
     Execute(#[from] ExecError),
+    /// Reading or creating the TLS Secrets failed.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// Writing the status failed.
     #[error("writing the status of {cluster}: {source}")]
     Status {
@@ -91,6 +94,7 @@ impl ReconcileError {
         match self {
             ReconcileError::Observe(e) => e.reason(),
             ReconcileError::Execute(e) => e.reason(),
+            ReconcileError::Tls(e) => e.reason(),
             ReconcileError::Status { .. } => "StatusWriteFailed",
         }
     }
@@ -187,23 +191,46 @@ async fn reconcile(
 async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
     // Observe.
     let kube = observe::observe_kube(&ctx.client, cluster).await?;
+    // TLS first: the Secrets a member needs exist and are sound before anything acts, and the
+    // operator's own client certificate is needed to observe a TLS cluster at all.
+    let known_members = observe::known_members(cluster, &kube);
+    let mut with_volume: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
+    with_volume.sort();
+    with_volume.dedup();
+    let (tls, tls_refusal) = match crate::tls::prepare(
+        &ctx.client,
+        cluster,
+        &known_members,
+        &with_volume,
+        time::OffsetDateTime::now_utc(),
+    )
+    .await?
+    {
+        crate::tls::Prepared::Ready(tls) => (tls, None),
+        crate::tls::Prepared::Invalid(errors) => (crate::tls::ClusterTls::default(), Some(errors)),
+    };
+    let etcd_tls = tls.etcd.as_ref();
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
-    let mut view = observe::observe_etcd(&endpoints, ctx.etcd_timeout).await;
+    let mut view = observe::observe_etcd(&endpoints, ctx.etcd_timeout, etcd_tls).await;
     let unasked = observe::unasked_client_urls(&endpoints, &view);
     if !unasked.is_empty() {
         // Members added by hand: ask them too, so they are judged by their own answer.
         let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
-        view = observe::observe_etcd(&all, ctx.etcd_timeout).await;
+        view = observe::observe_etcd(&all, ctx.etcd_timeout, etcd_tls).await;
     }
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
-    observed.cluster_version = observe::observe_cluster_version(&view, ctx.etcd_timeout).await;
+    observed.cluster_version =
+        observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
 
     ctx.metrics
         .clusters
         .record(&observed.cluster, &crate::metrics::sample(&observed, &view));
 
-    // Plan.
-    let action = plan::next_action(&observed, &ctx.policy);
+    // Plan. Unusable TLS Secrets are refused like a bad spec: nothing acts until they are fixed.
+    let action = match tls_refusal {
+        Some(errors) => Action::Refuse(errors),
+        None => plan::next_action(&observed, &ctx.policy),
+    };
 
     // Execute (nothing is touched for a refusal or while paused).
     let acts = !matches!(
@@ -232,6 +259,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             .map(|s| u64::try_from(s.db_size).unwrap_or(0))
             .max()
             .unwrap_or(0),
+        tls: &tls,
     };
     let mut executed = Ok(());
     // A failed write of the cluster's own objects (Services, budget, PVC owner references) is

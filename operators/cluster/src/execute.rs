@@ -53,6 +53,9 @@ pub enum ExecError {
         /// PVC name.
         pvc: String,
     },
+    /// A member's certificate Secret could not be made ready.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// An etcd membership call failed.
     #[error("{step} {member}: {source}")]
     Etcd {
@@ -83,6 +86,7 @@ impl ExecError {
             ExecError::Build { .. } => "BuildFailed",
             ExecError::Kube { .. } => "KubeApiFailed",
             ExecError::VolumeMissing { .. } => "VolumeMissing",
+            ExecError::Tls(e) => e.reason(),
             ExecError::Etcd { source, .. } if source.is_retry_later() => "EtcdRetryLater",
             ExecError::Etcd { .. } => "EtcdMembershipFailed",
         }
@@ -131,6 +135,8 @@ pub struct Executor<'a> {
     /// The largest backend database a member reported (0 when none answered): the derived
     /// quota of a Pod it creates is never below it.
     pub largest_db_bytes: u64,
+    /// TLS to the members and the CA issuing their certificates.
+    pub tls: &'a crate::tls::ClusterTls,
 }
 
 impl Executor<'_> {
@@ -322,14 +328,30 @@ impl Executor<'_> {
                 }
             }
         }
+        // The member's certificate before its Pod, which mounts it (a Pod whose Secret is
+        // missing waits in ContainerCreating).
+        if let Some(ca) = &self.tls.ca {
+            crate::tls::ensure_member_secret(
+                self.client,
+                self.cluster,
+                ca,
+                member,
+                time::OffsetDateTime::now_utc(),
+            )
+            .await?;
+        }
         let pod = self.built(build::member_pod(self.cluster, pod))?;
         create(&self.api::<Pod>(), "Pod", &pod).await
     }
 
     async fn admin(&self, member: &str, step: &'static str) -> Result<EtcdAdmin, ExecError> {
-        EtcdAdmin::connect(self.etcd_endpoints, self.etcd_timeout)
-            .await
-            .map_err(|source| self.etcd_error(step, member, source))
+        EtcdAdmin::connect_tls(
+            self.etcd_endpoints,
+            self.etcd_timeout,
+            self.tls.etcd.as_ref(),
+        )
+        .await
+        .map_err(|source| self.etcd_error(step, member, source))
     }
 
     fn etcd_error(&self, step: &'static str, member: &str, source: AdminError) -> ExecError {

@@ -37,6 +37,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
             storage: StorageSpec::default(),
             pod: None,
             etcd_options: None,
+            tls: None,
         },
         restoring: None,
         recorded_cluster_id: None,

@@ -17,6 +17,7 @@
 //! - [`metrics`]: the Prometheus series of each cluster and of the reconciles (pure).
 
 pub mod build;
+pub mod certs;
 pub mod controller;
 pub mod execute;
 #[cfg(test)]
@@ -27,3 +28,4 @@ pub mod observe;
 pub mod plan;
 pub mod state;
 pub mod status;
+pub mod tls;

@@ -2,7 +2,7 @@
 //!
 //! A member's name is `<cluster>-<ordinal>`; its Pod and PVC carry that name, and its peer URL
 //! embeds it (`http://<member>.<cluster>.<namespace>.svc:2380`, a record of the headless peer
-//! Service). Because the peer URL names the member, a member that etcd knows but that never
+//! Service; `https://` with peer TLS, and likewise client URLs with client TLS). Because the peer URL names the member, a member that etcd knows but that never
 //! started (a crash between `MemberAdd` and creating its Pod) can be matched to its Pod name
 //! from etcd's member list alone.
 //!
@@ -26,6 +26,14 @@ pub struct ClusterName {
     pub namespace: String,
     /// Name of the EtcdCluster (also the name of its headless peer Service).
     pub name: String,
+    /// Peer URLs are `https://` (`spec.tls.peer`).
+    pub peer_tls: bool,
+    /// Client URLs are `https://` (`spec.tls.client`).
+    pub client_tls: bool,
+}
+
+fn scheme(tls: bool) -> &'static str {
+    if tls { "https" } else { "http" }
 }
 
 impl ClusterName {
@@ -34,6 +42,17 @@ impl ClusterName {
         Self {
             namespace: namespace.into(),
             name: name.into(),
+            peer_tls: false,
+            client_tls: false,
+        }
+    }
+
+    /// The same cluster with `https://` peer and/or client URLs.
+    pub fn with_tls(self, peer_tls: bool, client_tls: bool) -> Self {
+        Self {
+            peer_tls,
+            client_tls,
+            ..self
         }
     }
 
@@ -60,26 +79,40 @@ impl ClusterName {
 
     /// Peer URL of a member.
     pub fn peer_url(&self, member: &str) -> String {
-        format!("http://{}:{PEER_PORT}", self.member_host(member))
+        format!(
+            "{}://{}:{PEER_PORT}",
+            scheme(self.peer_tls),
+            self.member_host(member)
+        )
     }
 
     /// Client URL of a member.
     pub fn client_url(&self, member: &str) -> String {
-        format!("http://{}:{CLIENT_PORT}", self.member_host(member))
+        format!(
+            "{}://{}:{CLIENT_PORT}",
+            scheme(self.client_tls),
+            self.member_host(member)
+        )
     }
 
-    /// The member name a peer URL of this cluster designates, if it is one of ours.
+    /// The member name a peer URL of this cluster designates, if it is one of ours (in the
+    /// cluster's scheme).
     pub fn member_of_peer_url(&self, peer_url: &str) -> Option<String> {
         let suffix = format!(".{}.{}.svc:{PEER_PORT}", self.name, self.namespace);
-        let member = peer_url.strip_prefix("http://")?.strip_suffix(&suffix)?;
+        let member = peer_url
+            .strip_prefix(scheme(self.peer_tls))?
+            .strip_prefix("://")?
+            .strip_suffix(&suffix)?;
         self.ordinal_of(member).map(|_| member.to_owned())
     }
 
     /// Client URL of the cluster's client Service.
     pub fn client_service_url(&self) -> String {
         format!(
-            "http://{}-client.{}.svc:{CLIENT_PORT}",
-            self.name, self.namespace
+            "{}://{}-client.{}.svc:{CLIENT_PORT}",
+            scheme(self.client_tls),
+            self.name,
+            self.namespace
         )
     }
 }
@@ -106,6 +139,40 @@ mod tests {
                 .member_of_peer_url("http://main-3.main.db.svc:2380")
                 .as_deref(),
             Some("main-3")
+        );
+    }
+
+    #[test]
+    fn tls_urls_are_https() {
+        let cluster = ClusterName::new("db", "main").with_tls(true, false);
+        assert_eq!(
+            cluster.peer_url("main-3"),
+            "https://main-3.main.db.svc:2380"
+        );
+        assert_eq!(
+            cluster.client_url("main-3"),
+            "http://main-3.main.db.svc:2379"
+        );
+        let cluster = ClusterName::new("db", "main").with_tls(false, true);
+        assert_eq!(cluster.peer_url("main-3"), "http://main-3.main.db.svc:2380");
+        assert_eq!(
+            cluster.client_url("main-3"),
+            "https://main-3.main.db.svc:2379"
+        );
+        assert_eq!(
+            cluster.client_service_url(),
+            "https://main-client.db.svc:2379"
+        );
+        let peer_tls = ClusterName::new("db", "main").with_tls(true, false);
+        assert_eq!(
+            peer_tls
+                .member_of_peer_url("https://main-3.main.db.svc:2380")
+                .as_deref(),
+            Some("main-3")
+        );
+        assert_eq!(
+            peer_tls.member_of_peer_url("http://main-3.main.db.svc:2380"),
+            None
         );
     }
 

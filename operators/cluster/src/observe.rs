@@ -172,6 +172,7 @@ pub fn unasked_client_urls(asked: &[String], view: &ClusterView) -> Vec<String> 
 /// The cluster's namespace and name.
 pub fn cluster_name(cluster: &EtcdCluster) -> ClusterName {
     ClusterName::new(cluster.namespace().unwrap_or_default(), cluster.name_any())
+        .with_tls(cluster.peer_tls(), cluster.client_tls())
 }
 
 /// Builds the planner's input from the API objects and etcd's answers. Pure but for the clock
@@ -360,15 +361,34 @@ fn member_storage<'a>(
 }
 
 /// Asks etcd: the member list from a member in quorum and every member's status.
-pub async fn observe_etcd(endpoints: &[String], timeout: Duration) -> ClusterView {
-    etcd_admin::observe(endpoints, timeout).await
+pub async fn observe_etcd(
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<&etcd_admin::ClientTls>,
+) -> ClusterView {
+    etcd_admin::observe_tls(endpoints, timeout, tls).await
+}
+
+/// Every member name of the cluster that has a Pod, a PVC or a place in the last status.
+pub fn known_members(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
+    let mut members: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
+    if let Some(previous) = &cluster.status {
+        members.extend(status::last_known_members(previous));
+    }
+    members.sort();
+    members.dedup();
+    members
 }
 
 /// etcd's cluster version (`MAJOR.MINOR`), asked of every member that answered Status: the
 /// lowest they report. Each member learns it from the leader, so right after a change they may
 /// disagree for a moment; the lowest is the safe reading for gating the next minor. `None`
 /// when no member reports one (none answers, or `not_decided` right after a start).
-pub async fn observe_cluster_version(view: &ClusterView, timeout: Duration) -> Option<(u64, u64)> {
+pub async fn observe_cluster_version(
+    view: &ClusterView,
+    timeout: Duration,
+    tls: Option<&etcd_admin::ClientTls>,
+) -> Option<(u64, u64)> {
     let Some((_, members)) = &view.membership else {
         return None;
     };
@@ -378,7 +398,7 @@ pub async fn observe_cluster_version(view: &ClusterView, timeout: Duration) -> O
         let Some(url) = member.client_urls.first().filter(|_| answered) else {
             continue;
         };
-        match etcd_admin::cluster_version(url, timeout).await {
+        match etcd_admin::cluster_version_tls(url, timeout, tls).await {
             Ok(text) => {
                 if let Some(cv) = etcd_api::validation::parse_cluster_version(&text) {
                     lowest = Some(lowest.map_or(cv, |l| l.min(cv)));
@@ -448,6 +468,7 @@ mod tests {
                 storage: StorageSpec::default(),
                 pod: None,
                 etcd_options: None,
+                tls: None,
             },
         );
         cluster.metadata.namespace = Some("db".into());

@@ -332,6 +332,7 @@ mod tests {
                 storage: StorageSpec::default(),
                 pod: None,
                 etcd_options: None,
+                tls: None,
             },
         );
         c.metadata.namespace = Some("db".into());

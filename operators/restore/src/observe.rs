@@ -98,6 +98,11 @@ pub async fn observe(
     })?;
     let seed = observed.progress.seed_member.clone();
     let mut state = cluster_state(found, &kube, seed.as_deref());
+    // A TLS cluster is asked over TLS: asked in plain HTTP its members would not answer and
+    // look like a cluster without quorum. Without its TLS Secret the observation fails instead.
+    let tls = etcd_cluster_operator::tls::operator_client_tls(client, found)
+        .await
+        .map_err(|e| kube::Error::Service(e.to_string().into()))?;
     // The old members' quorum matters until the hand-over: before the start, and before each
     // step past which two clusters could serve (the planner re-checks it). The seed is not
     // asked: it is a one-member quorum of its own.
@@ -110,7 +115,7 @@ pub async fn observe(
             .into_iter()
             .filter(|url| Some(url) != seed_url.as_ref())
             .collect();
-        let view = etcd_admin::observe(&endpoints, etcd_timeout).await;
+        let view = etcd_admin::observe_tls(&endpoints, etcd_timeout, tls.as_ref()).await;
         state.quorum = judge_quorum(&view, &names, &kube.pods, seed.as_deref());
     }
     if let Some(seed) = &seed {
@@ -121,7 +126,7 @@ pub async fn observe(
             seed,
             &observed.name,
             &observed.progress,
-            etcd_timeout,
+            (etcd_timeout, tls.as_ref()),
         )
         .await;
     }
@@ -413,7 +418,7 @@ async fn seed_state(
     seed: &str,
     restore: &str,
     progress: &Progress,
-    etcd_timeout: Duration,
+    (etcd_timeout, tls): (Duration, Option<&etcd_admin::ClientTls>),
 ) -> SeedState {
     // Objects another EtcdRestore created under the same name are not ours (issue 17).
     // The seed's PVC is ours only with our mark (the cluster operator never recreates it); its
@@ -471,7 +476,8 @@ async fn seed_state(
     state.pod = Some(seed_pod);
     if pod.metadata.deletion_timestamp.is_none() {
         let names = etcd_cluster_operator::observe::cluster_name(cluster);
-        if let Ok(status) = etcd_admin::member_status(&names.client_url(seed), etcd_timeout).await
+        if let Ok(status) =
+            etcd_admin::member_status_tls(&names.client_url(seed), etcd_timeout, tls).await
             && status.healthy()
         {
             state.serving_revision = Some(status.revision);
@@ -613,6 +619,7 @@ mod tests {
             EtcdBackupSpec {
                 cluster_name: Some("main".into()),
                 endpoints: None,
+                tls_secret_ref: None,
                 s3: S3Destination {
                     connection: etcd_api::S3Connection {
                         bucket: "spec-bucket".into(),
@@ -826,6 +833,7 @@ mod tests {
                 storage: etcd_api::StorageSpec::default(),
                 pod: None,
                 etcd_options: None,
+                tls: None,
             },
         );
         let pvc = |owned: bool| {

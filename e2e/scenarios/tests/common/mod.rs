@@ -250,22 +250,33 @@ pub struct Writer {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     url: String,
+    /// TLS of an `https://` URL.
+    tls: Option<etcd_client::TlsOptions>,
 }
 
 impl Writer {
     pub fn start(url: String) -> Writer {
+        Writer::start_tls(url, None)
+    }
+
+    /// A writer to an `https://` client URL, with `tls`.
+    pub fn start_tls(url: String, tls: Option<etcd_client::TlsOptions>) -> Writer {
         let acknowledged = Arc::new(Mutex::new(BTreeMap::new()));
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let record = acknowledged.clone();
         let target = url.clone();
+        let writer_tls = tls.clone();
         let task = tokio::spawn(async move {
             let mut n = 0u64;
             let mut client: Option<etcd_client::Client> = None;
             while !*stopped.borrow() {
                 if client.is_none() {
-                    let options = etcd_client::ConnectOptions::new()
+                    let mut options = etcd_client::ConnectOptions::new()
                         .with_connect_timeout(Duration::from_secs(2))
                         .with_timeout(Duration::from_secs(5));
+                    if let Some(tls) = &writer_tls {
+                        options = options.with_tls(tls.clone());
+                    }
                     client = etcd_client::Client::connect([target.as_str()], Some(options))
                         .await
                         .ok();
@@ -292,6 +303,7 @@ impl Writer {
             stop,
             task,
             url,
+            tls,
         }
     }
 
@@ -309,7 +321,11 @@ impl Writer {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
         let response = loop {
             let attempt = async {
-                let mut client = etcd_client::Client::connect([self.url.as_str()], None).await?;
+                let options = self
+                    .tls
+                    .clone()
+                    .map(|tls| etcd_client::ConnectOptions::new().with_tls(tls));
+                let mut client = etcd_client::Client::connect([self.url.as_str()], options).await?;
                 client
                     .get(
                         "writer/",

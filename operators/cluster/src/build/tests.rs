@@ -24,6 +24,7 @@ fn spec() -> EtcdClusterSpec {
         storage: StorageSpec::default(),
         pod: None,
         etcd_options: None,
+        tls: None,
     }
 }
 
@@ -630,4 +631,140 @@ fn the_derived_quota_is_never_below_the_current_database() {
     assert_eq!(quota, [format!("--quota-backend-bytes={}", db + db / 4)]);
     // A small database leaves the volume's quota as it is.
     assert_eq!(default_quota_for("1Gi", 1024 * 1024), Some(335_544_320));
+}
+
+#[test]
+fn tls_members_speak_https_with_their_certificates_mounted() {
+    use etcd_api::{ClientTls, LocalObjectReference, PeerTls, TlsSpec};
+    // Peer: operator-managed; client: a Secret the user provides, client certificates required.
+    let cluster = etcd(EtcdClusterSpec {
+        tls: Some(TlsSpec {
+            peer: Some(PeerTls::default()),
+            client: Some(ClientTls {
+                secret_ref: Some(LocalObjectReference {
+                    name: "serving".into(),
+                }),
+                operator_secret_ref: Some(LocalObjectReference { name: "ops".into() }),
+                client_cert_auth: true,
+            }),
+        }),
+        ..spec()
+    });
+    let names = ClusterName::new("db", "main").with_tls(true, true);
+    let members = [("main-0".to_owned(), names.peer_url("main-0"))];
+    let pod = member_pod(
+        &cluster,
+        &MemberPod {
+            member: "main-0",
+            version: v35(),
+            initial_cluster: &members,
+            state: InitialState::New,
+            largest_db_bytes: 0,
+        },
+    )
+    .unwrap();
+    let args = args(&pod);
+    for flag in [
+        "--listen-peer-urls=https://0.0.0.0:2380",
+        "--listen-client-urls=https://0.0.0.0:2379",
+        "--listen-metrics-urls=http://0.0.0.0:2381",
+        "--initial-advertise-peer-urls=https://main-0.main.db.svc:2380",
+        "--advertise-client-urls=https://main-0.main.db.svc:2379",
+        "--initial-cluster=main-0=https://main-0.main.db.svc:2380",
+        "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+        "--peer-key-file=/etc/etcd/tls/peer/tls.key",
+        "--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+        "--peer-client-cert-auth",
+        "--cert-file=/etc/etcd/tls/client/tls.crt",
+        "--key-file=/etc/etcd/tls/client/tls.key",
+        "--trusted-ca-file=/etc/etcd/tls/client/ca.crt",
+        "--client-cert-auth",
+    ] {
+        assert!(
+            args.contains(&flag.to_owned()),
+            "{flag} missing from {args:?}"
+        );
+    }
+    let spec = pod.spec.as_ref().unwrap();
+    let secrets: Vec<(String, String)> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| Some((v.name.clone(), v.secret.as_ref()?.secret_name.clone()?)))
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            ("peer-tls".to_owned(), "main-0-tls".to_owned()),
+            ("client-tls".to_owned(), "serving".to_owned()),
+        ]
+    );
+    let mounts: Vec<(String, String, Option<bool>)> = spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.clone(), m.mount_path.clone(), m.read_only))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            ("data".to_owned(), "/var/lib/etcd".to_owned(), None),
+            (
+                "peer-tls".to_owned(),
+                "/etc/etcd/tls/peer".to_owned(),
+                Some(true)
+            ),
+            (
+                "client-tls".to_owned(),
+                "/etc/etcd/tls/client".to_owned(),
+                Some(true)
+            ),
+        ]
+    );
+    // The kubelet has no client certificate: readiness asks the plain-HTTP metrics port.
+    let probe = spec.containers[0].readiness_probe.as_ref().unwrap();
+    let get = probe.http_get.as_ref().unwrap();
+    assert_eq!(get.port, IntOrString::Int(2381));
+    assert_eq!(get.scheme.as_deref(), Some("HTTP"));
+}
+
+#[test]
+fn plain_members_keep_http_and_no_certificate_flags() {
+    let pod = pod_of(&etcd(spec()), "main-0", InitialState::New);
+    let args = args(&pod);
+    assert!(args.contains(&"--listen-client-urls=http://0.0.0.0:2379".to_owned()));
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains("cert") || a.contains("https"))
+    );
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.volumes.as_ref().unwrap().len(), 1);
+    let get = spec.containers[0]
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(get.port, IntOrString::Int(2379));
+}
+
+#[test]
+fn managed_tls_secret_is_owned_and_typed() {
+    let cluster = etcd(spec());
+    let issued = crate::certs::Issued {
+        cert_pem: "C".into(),
+        key_pem: "K".into(),
+    };
+    let secret = tls_secret(&cluster, "main-0-tls", &issued, Some("A")).unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    assert_eq!(
+        secret.metadata.owner_references.as_deref(),
+        Some(&[owner_ref()][..])
+    );
+    let data = secret.data.unwrap();
+    assert_eq!(data["tls.crt"].0, b"C");
+    assert_eq!(data["tls.key"].0, b"K");
+    assert_eq!(data["ca.crt"].0, b"A");
 }

@@ -1,0 +1,245 @@
+//! `spec.tls` of an EtcdCluster: TLS of member-to-member (peer) and client traffic, configured
+//! separately, and the names of the Secrets the operators read or write for it.
+//!
+//! Where certificates come from, per side (peer or client):
+//! - **operator-managed** (no `secretRef`, the default): the cluster operator creates a CA for
+//!   the cluster (Secret `<cluster>-ca`), a certificate per member (Secret `<member>-tls`, SANs:
+//!   the member's DNS names, the Service names, `localhost`, `127.0.0.1`; serverAuth and
+//!   clientAuth) and a client certificate for the operators (Secret
+//!   `<cluster>-operator-client-tls`, clientAuth). One CA serves both sides.
+//! - **Secrets you provide** (`secretRef`): a `kubernetes.io/tls` Secret with `tls.crt`,
+//!   `tls.key` and `ca.crt`, whose certificate every member uses.
+//! - cert-manager `Certificate`s: not yet (issue 19 plans them as a third source).
+//!
+//! The hand-over to the backup and restore operators: they reach a TLS cluster's client port
+//! with [`EtcdCluster::operator_client_secret`], which names the Secret holding the CA and
+//! (when there is one) the client certificate the operators present.
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::EtcdCluster;
+use crate::common::LocalObjectReference;
+
+/// Keys of a `kubernetes.io/tls` Secret (plus `ca.crt`).
+pub mod secret_keys {
+    /// PEM certificate (chain) presented.
+    pub const CERT: &str = "tls.crt";
+    /// PEM private key of [`CERT`].
+    pub const KEY: &str = "tls.key";
+    /// PEM CA certificate(s) the peer's certificate must chain to.
+    pub const CA: &str = "ca.crt";
+}
+
+/// Secret type of TLS Secrets.
+pub const SECRET_TYPE_TLS: &str = "kubernetes.io/tls";
+
+/// TLS of the members. Changing it on a running cluster (rotation, turning TLS on or off) is
+/// not supported yet and refused by the API server; create the cluster with it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// TLS between members (port 2380, `https://` peer URLs). Unset: peers talk plain HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerTls>,
+
+    /// TLS of the client port (2379, `https://` client URLs), which clients, the operators,
+    /// backups and restores use. Unset: clients connect over plain HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientTls>,
+}
+
+/// Peer TLS.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerTls {
+    /// A `kubernetes.io/tls` Secret you provide (`tls.crt`, `tls.key`, `ca.crt`) whose
+    /// certificate every member serves and presents to its peers. Its SANs must name every
+    /// member's `<member>.<cluster>.<namespace>.svc` (a wildcard `*.<cluster>.<namespace>.svc`
+    /// does), it must allow serverAuth and clientAuth, and `ca.crt` must sign it. Unset: the
+    /// operator issues a certificate per member from a CA of its own (Secret `<cluster>-ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+
+    /// Members accept peer connections only with a certificate signed by the CA
+    /// (`--peer-client-cert-auth`). Default true.
+    #[serde(default = "yes")]
+    pub client_cert_auth: bool,
+}
+
+impl Default for PeerTls {
+    fn default() -> Self {
+        Self {
+            secret_ref: None,
+            client_cert_auth: true,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Client TLS.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(
+    "!has(self.operatorSecretRef) || has(self.secretRef)"
+).message("operatorSecretRef needs secretRef: with operator-managed certificates the operator issues its own client certificate"))]
+#[x_kube(validation = kube::core::Rule::new(
+    "!has(self.secretRef) || !(has(self.clientCertAuth) && self.clientCertAuth) || has(self.operatorSecretRef)"
+).message("clientCertAuth with secretRef needs operatorSecretRef: the client certificate the operators present to the members"))]
+pub struct ClientTls {
+    /// A `kubernetes.io/tls` Secret you provide (`tls.crt`, `tls.key`, `ca.crt`) whose
+    /// certificate every member serves on its client port. Its SANs must name every member's
+    /// `<member>.<cluster>.<namespace>.svc` (a wildcard `*.<cluster>.<namespace>.svc` does) and
+    /// it must allow serverAuth; `ca.crt` must sign it. Unset: operator-managed, as for peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+
+    /// With `secretRef`: a `kubernetes.io/tls` Secret with the client certificate the
+    /// operators (cluster, backup, restore) present to the members, and in `ca.crt` the CA
+    /// that signed the members' certificates. Required with `clientCertAuth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_secret_ref: Option<LocalObjectReference>,
+
+    /// Members accept client connections only with a certificate signed by the CA
+    /// (`--client-cert-auth`). Default false.
+    #[serde(default)]
+    pub client_cert_auth: bool,
+}
+
+/// Name of the operator-managed CA Secret of a cluster.
+pub fn ca_secret_name(cluster: &str) -> String {
+    format!("{cluster}-ca")
+}
+
+/// Name of the operator-managed certificate Secret of a member.
+pub fn member_secret_name(member: &str) -> String {
+    format!("{member}-tls")
+}
+
+/// Name of the operator-managed Secret with the operators' client certificate for a cluster.
+pub fn operator_client_secret_name(cluster: &str) -> String {
+    format!("{cluster}-operator-client-tls")
+}
+
+/// Whether a side uses certificates the operator issues.
+pub fn operator_managed(tls: &TlsSpec) -> bool {
+    tls.peer.as_ref().is_some_and(|p| p.secret_ref.is_none())
+        || tls.client.as_ref().is_some_and(|c| c.secret_ref.is_none())
+}
+
+/// How the operators reach a TLS client port: which Secret holds the CA to trust (`ca.crt`)
+/// and whether to present its `tls.crt`/`tls.key` as a client certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorClientSecret {
+    /// Secret name, in the cluster's namespace.
+    pub name: String,
+    /// Present the Secret's certificate (it is a client certificate, not a member's).
+    pub present_certificate: bool,
+}
+
+impl EtcdCluster {
+    /// Whether peer URLs are `https://`.
+    pub fn peer_tls(&self) -> bool {
+        self.spec.tls.as_ref().is_some_and(|t| t.peer.is_some())
+    }
+
+    /// Whether client URLs are `https://`.
+    pub fn client_tls(&self) -> bool {
+        self.spec.tls.as_ref().is_some_and(|t| t.client.is_some())
+    }
+
+    /// The Secret the operators read to connect to the client port; `None` without client TLS.
+    pub fn operator_client_secret(&self) -> Option<OperatorClientSecret> {
+        let client = self.spec.tls.as_ref()?.client.as_ref()?;
+        let cluster = self.metadata.name.as_deref().unwrap_or_default();
+        Some(match (&client.secret_ref, &client.operator_secret_ref) {
+            (None, _) => OperatorClientSecret {
+                name: operator_client_secret_name(cluster),
+                present_certificate: true,
+            },
+            (Some(_), Some(operator)) => OperatorClientSecret {
+                name: operator.name.clone(),
+                present_certificate: true,
+            },
+            // The members' own Secret: its ca.crt only (its key is a server's, not ours).
+            (Some(serving), None) => OperatorClientSecret {
+                name: serving.name.clone(),
+                present_certificate: false,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EtcdClusterSpec;
+
+    fn cluster(tls: Option<TlsSpec>) -> EtcdCluster {
+        let mut spec: EtcdClusterSpec = serde_json::from_value(serde_json::json!({"size": 3}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        spec.tls = tls;
+        EtcdCluster::new("main", spec)
+    }
+
+    #[test]
+    fn operator_client_secret_per_source() {
+        assert_eq!(cluster(None).operator_client_secret(), None);
+        let peer_only = TlsSpec {
+            peer: Some(PeerTls::default()),
+            client: None,
+        };
+        assert!(cluster(Some(peer_only.clone())).peer_tls());
+        assert!(!cluster(Some(peer_only.clone())).client_tls());
+        assert_eq!(cluster(Some(peer_only)).operator_client_secret(), None);
+        let managed = TlsSpec {
+            peer: None,
+            client: Some(ClientTls::default()),
+        };
+        assert_eq!(
+            cluster(Some(managed)).operator_client_secret(),
+            Some(OperatorClientSecret {
+                name: "main-operator-client-tls".into(),
+                present_certificate: true
+            })
+        );
+        let reference = |name: &str| {
+            Some(LocalObjectReference {
+                name: name.to_owned(),
+            })
+        };
+        let provided = TlsSpec {
+            peer: None,
+            client: Some(ClientTls {
+                secret_ref: reference("serving"),
+                operator_secret_ref: reference("ops"),
+                client_cert_auth: true,
+            }),
+        };
+        assert_eq!(
+            cluster(Some(provided)).operator_client_secret(),
+            Some(OperatorClientSecret {
+                name: "ops".into(),
+                present_certificate: true
+            })
+        );
+        let ca_only = TlsSpec {
+            peer: None,
+            client: Some(ClientTls {
+                secret_ref: reference("serving"),
+                operator_secret_ref: None,
+                client_cert_auth: false,
+            }),
+        };
+        assert_eq!(
+            cluster(Some(ca_only)).operator_client_secret(),
+            Some(OperatorClientSecret {
+                name: "serving".into(),
+                present_certificate: false
+            })
+        );
+    }
+}

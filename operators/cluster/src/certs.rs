@@ -1,0 +1,468 @@
+//! Certificates of TLS clusters: issuing the operator-managed ones (a CA per cluster, a
+//! certificate per member, the operators' client certificate) and checking any certificate
+//! before members use it. Pure: no client calls; time comes in as `now`.
+//!
+//! What a member certificate must carry (etcd checks peers' certificates against their URLs,
+//! clients check the member's against the host they dialled):
+//! - DNS SANs: the member's names through the headless peer Service
+//!   (`<member>.<cluster>.<ns>.svc` and its longer and shorter forms), the peer and client
+//!   Service names, `localhost`; IP SANs `127.0.0.1` and `::1` (etcdctl inside the Pod).
+//! - extended key usages serverAuth and clientAuth: a member serves its peer port and, as a
+//!   peer, dials the others with the same certificate.
+//!
+//! The operators' client certificate carries clientAuth only.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use time::{Duration, OffsetDateTime};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::pem::Pem;
+
+use crate::naming::ClusterName;
+
+/// Lifetime of an operator-managed CA.
+pub const CA_VALIDITY: Duration = Duration::days(3650);
+/// Lifetime of operator-managed member and client certificates. Renewal before expiry comes
+/// with rotation (not built yet): until then a cluster outliving this needs new certificates
+/// by hand (delete the member Secrets, then restart the members one at a time).
+pub const LEAF_VALIDITY: Duration = Duration::days(3 * 365);
+/// Certificates start this long before they are issued, so a node whose clock runs behind
+/// the operator's does not refuse them as not yet valid.
+pub const CLOCK_SKEW: Duration = Duration::hours(1);
+/// Common name of the operators' client certificate (what etcd's auth would see as the user).
+pub const OPERATOR_CLIENT_CN: &str = "etcd-operator";
+
+/// A certificate and its private key, PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Issued {
+    /// PEM certificate.
+    pub cert_pem: String,
+    /// PEM private key (PKCS#8).
+    pub key_pem: String,
+}
+
+impl fmt::Debug for Issued {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Issued").finish_non_exhaustive()
+    }
+}
+
+/// Issuing a certificate failed.
+#[derive(Debug, thiserror::Error)]
+#[error("issuing {what}: {source}")]
+pub struct IssueError {
+    /// Which certificate.
+    pub what: String,
+    /// rcgen's error.
+    pub source: rcgen::Error,
+}
+
+fn issue_err(what: &str) -> impl FnOnce(rcgen::Error) -> IssueError + '_ {
+    move |source| IssueError {
+        what: what.to_owned(),
+        source,
+    }
+}
+
+/// DNS names a member certificate covers.
+pub fn member_dns_names(names: &ClusterName, member: &str) -> Vec<String> {
+    let (cluster, ns) = (&names.name, &names.namespace);
+    vec![
+        format!("{member}.{cluster}.{ns}.svc"),
+        format!("{member}.{cluster}.{ns}.svc.cluster.local"),
+        format!("{member}.{cluster}.{ns}"),
+        format!("{member}.{cluster}"),
+        format!("{cluster}.{ns}.svc"),
+        format!("{cluster}-client"),
+        format!("{cluster}-client.{ns}"),
+        format!("{cluster}-client.{ns}.svc"),
+        format!("{cluster}-client.{ns}.svc.cluster.local"),
+        "localhost".to_owned(),
+    ]
+}
+
+/// IP addresses a member certificate covers: loopback, for clients inside the member's Pod.
+pub fn member_ips() -> Vec<IpAddr> {
+    vec![
+        IpAddr::from([127, 0, 0, 1]),
+        IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
+    ]
+}
+
+fn params(
+    common_name: &str,
+    now: OffsetDateTime,
+    validity: Duration,
+) -> Result<CertificateParams, rcgen::Error> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    params.distinguished_name = dn;
+    params.not_before = now - CLOCK_SKEW;
+    params.not_after = now + validity;
+    Ok(params)
+}
+
+/// A new CA for the cluster.
+pub fn new_ca(names: &ClusterName, now: OffsetDateTime) -> Result<Issued, IssueError> {
+    let what = format!("the CA of {}/{}", names.namespace, names.name);
+    let key = KeyPair::generate().map_err(issue_err(&what))?;
+    let mut params = params(
+        &format!("etcd-ca {}/{}", names.namespace, names.name),
+        now,
+        CA_VALIDITY,
+    )
+    .map_err(issue_err(&what))?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params.self_signed(&key).map_err(issue_err(&what))?;
+    Ok(Issued {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+fn leaf(
+    ca: &Issued,
+    mut params: CertificateParams,
+    usages: Vec<ExtendedKeyUsagePurpose>,
+    what: &str,
+) -> Result<Issued, IssueError> {
+    let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(issue_err(what))?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(issue_err(what))?;
+    let key = KeyPair::generate().map_err(issue_err(what))?;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = usages;
+    let cert = params.signed_by(&key, &issuer).map_err(issue_err(what))?;
+    Ok(Issued {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// A member's certificate, signed by `ca`: serverAuth and clientAuth, the member's SANs.
+pub fn issue_member(
+    ca: &Issued,
+    names: &ClusterName,
+    member: &str,
+    now: OffsetDateTime,
+) -> Result<Issued, IssueError> {
+    let what = format!("the certificate of member {member}");
+    let mut params = params(member, now, LEAF_VALIDITY).map_err(issue_err(&what))?;
+    let mut sans = Vec::new();
+    for name in member_dns_names(names, member) {
+        sans.push(SanType::DnsName(name.try_into().map_err(issue_err(&what))?));
+    }
+    sans.extend(member_ips().into_iter().map(SanType::IpAddress));
+    params.subject_alt_names = sans;
+    leaf(
+        ca,
+        params,
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+        &what,
+    )
+}
+
+/// The operators' client certificate for the cluster, signed by `ca`: clientAuth only.
+pub fn issue_operator_client(
+    ca: &Issued,
+    names: &ClusterName,
+    now: OffsetDateTime,
+) -> Result<Issued, IssueError> {
+    let what = format!(
+        "the operators' client certificate of {}/{}",
+        names.namespace, names.name
+    );
+    let params = params(OPERATOR_CLIENT_CN, now, LEAF_VALIDITY).map_err(issue_err(&what))?;
+    leaf(ca, params, vec![ExtendedKeyUsagePurpose::ClientAuth], &what)
+}
+
+/// What a TLS Secret is used for, and so what its certificate must allow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// Served by members on the client port: serverAuth, and SANs for each of these names.
+    ClientServing(Vec<String>),
+    /// Served and presented by members on the peer port: serverAuth and clientAuth, and SANs
+    /// for each of these names.
+    Peer(Vec<String>),
+    /// Presented by the operators to the members: clientAuth.
+    OperatorClient,
+    /// Only `ca.crt` is read (the CA that signs the members' client certificates).
+    CaOnly,
+    /// The operator-managed CA: `tls.crt` is the CA certificate, `tls.key` its key.
+    ManagedCa,
+}
+
+/// Why a TLS Secret cannot be used. Each names the key of the Secret it is about.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CertProblem {
+    /// A key of the Secret is missing or empty.
+    #[error("has no {key}")]
+    MissingKey {
+        /// The Secret key.
+        key: &'static str,
+    },
+    /// A PEM certificate does not parse.
+    #[error("{key} is not a PEM certificate: {detail}")]
+    Unparsable {
+        /// The Secret key.
+        key: &'static str,
+        /// The parser's complaint.
+        detail: String,
+    },
+    /// The private key does not parse.
+    #[error("tls.key is not a PEM private key (PKCS#8, PKCS#1 or SEC1): {detail}")]
+    KeyUnparsable {
+        /// The parser's complaint.
+        detail: String,
+    },
+    /// The private key is not the certificate's.
+    #[error("tls.key is not the key of the certificate in tls.crt")]
+    KeyMismatch,
+    /// The certificate expired.
+    #[error("{key} expired at {not_after}")]
+    Expired {
+        /// The Secret key.
+        key: &'static str,
+        /// Its notAfter (RFC 3339).
+        not_after: String,
+    },
+    /// The certificate is not valid yet.
+    #[error("{key} is not valid before {not_before}")]
+    NotYetValid {
+        /// The Secret key.
+        key: &'static str,
+        /// Its notBefore (RFC 3339).
+        not_before: String,
+    },
+    /// A name the members need is not among the certificate's SANs.
+    #[error("the certificate in tls.crt has no SAN for {name}")]
+    MissingSan {
+        /// The name.
+        name: String,
+    },
+    /// The certificate's extended key usage does not allow what it is used for.
+    #[error("the certificate in tls.crt does not allow {usage}")]
+    MissingUsage {
+        /// `serverAuth` or `clientAuth`.
+        usage: &'static str,
+    },
+    /// No certificate of `ca.crt` signed the certificate.
+    #[error("the certificate in tls.crt is not signed by the CA in ca.crt")]
+    NotSignedByCa,
+    /// The operator-managed CA's certificate is not a CA.
+    #[error("tls.crt is not a CA certificate")]
+    NotCa,
+}
+
+fn pems(data: &[u8], key: &'static str) -> Result<Vec<Pem>, CertProblem> {
+    let unparsable = |detail: String| CertProblem::Unparsable { key, detail };
+    let pems = Pem::iter_from_buffer(data)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unparsable(e.to_string()))?;
+    let certs: Vec<Pem> = pems
+        .into_iter()
+        .filter(|p| p.label == "CERTIFICATE")
+        .collect();
+    if certs.is_empty() {
+        return Err(unparsable("no CERTIFICATE block".to_owned()));
+    }
+    Ok(certs)
+}
+
+fn parse<'a>(pem: &'a Pem, key: &'static str) -> Result<X509Certificate<'a>, CertProblem> {
+    pem.parse_x509().map_err(|e| CertProblem::Unparsable {
+        key,
+        detail: e.to_string(),
+    })
+}
+
+fn rfc3339(timestamp: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(timestamp)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| timestamp.to_string())
+}
+
+fn check_validity(
+    cert: &X509Certificate,
+    key: &'static str,
+    now: OffsetDateTime,
+    problems: &mut Vec<CertProblem>,
+) {
+    let validity = cert.validity();
+    let now = now.unix_timestamp();
+    if validity.not_after.timestamp() < now {
+        problems.push(CertProblem::Expired {
+            key,
+            not_after: rfc3339(validity.not_after.timestamp()),
+        });
+    }
+    if validity.not_before.timestamp() > now {
+        problems.push(CertProblem::NotYetValid {
+            key,
+            not_before: rfc3339(validity.not_before.timestamp()),
+        });
+    }
+}
+
+/// Whether `pattern` (a DNS SAN, maybe `*.`-wildcarded in its first label) covers `name`.
+pub fn dns_matches(pattern: &str, name: &str) -> bool {
+    let (pattern, name) = (pattern.to_ascii_lowercase(), name.to_ascii_lowercase());
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => name
+            .split_once('.')
+            .is_some_and(|(first, rest)| !first.is_empty() && rest == suffix),
+        None => pattern == name,
+    }
+}
+
+/// Checks a TLS Secret's data (`tls.crt`, `tls.key`, `ca.crt`) for `usage` at `now`. Every
+/// problem found, or none.
+pub fn check_secret(
+    data: &BTreeMap<String, Vec<u8>>,
+    usage: &Use,
+    now: OffsetDateTime,
+) -> Vec<CertProblem> {
+    use etcd_api::tls::secret_keys::{CA, CERT, KEY};
+    let mut problems = Vec::new();
+    let get = |key: &'static str, problems: &mut Vec<CertProblem>| {
+        let value = data.get(key).filter(|v| !v.is_empty());
+        if value.is_none() {
+            problems.push(CertProblem::MissingKey { key });
+        }
+        value
+    };
+    let ca_data = match usage {
+        Use::ManagedCa => None,
+        _ => get(CA, &mut problems),
+    };
+    let ca_pems = match ca_data.map(|d| pems(d, CA)).transpose() {
+        Ok(p) => p.unwrap_or_default(),
+        Err(problem) => {
+            problems.push(problem);
+            vec![]
+        }
+    };
+    let mut cas = Vec::new();
+    for pem in &ca_pems {
+        match parse(pem, CA) {
+            Ok(ca) => {
+                check_validity(&ca, CA, now, &mut problems);
+                cas.push(ca);
+            }
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if *usage == Use::CaOnly {
+        return problems;
+    }
+    let cert_data = get(CERT, &mut problems);
+    let key_data = get(KEY, &mut problems);
+    let (Some(cert_data), Some(key_data)) = (cert_data, key_data) else {
+        return problems;
+    };
+    let cert_pems = match pems(cert_data, CERT) {
+        Ok(p) => p,
+        Err(problem) => {
+            problems.push(problem);
+            return problems;
+        }
+    };
+    let Some(first) = cert_pems.first() else {
+        return problems;
+    };
+    let cert = match parse(first, CERT) {
+        Ok(cert) => cert,
+        Err(problem) => {
+            problems.push(problem);
+            return problems;
+        }
+    };
+    check_validity(&cert, CERT, now, &mut problems);
+    match std::str::from_utf8(key_data)
+        .map_err(|e| e.to_string())
+        .and_then(|pem| KeyPair::from_pem(pem).map_err(|e| e.to_string()))
+    {
+        Ok(key) => {
+            if key.public_key_raw() != cert.public_key().subject_public_key.data.as_ref() {
+                problems.push(CertProblem::KeyMismatch);
+            }
+        }
+        Err(detail) => problems.push(CertProblem::KeyUnparsable { detail }),
+    }
+    let (needs_server, needs_client, names) = match usage {
+        Use::ClientServing(names) => (true, false, names.as_slice()),
+        Use::Peer(names) => (true, true, names.as_slice()),
+        Use::OperatorClient => (false, true, &[][..]),
+        Use::ManagedCa => {
+            if !cert.is_ca() {
+                problems.push(CertProblem::NotCa);
+            }
+            return problems;
+        }
+        Use::CaOnly => return problems,
+    };
+    // No extended key usage extension allows every usage (RFC 5280 4.2.1.12).
+    if let Ok(Some(eku)) = cert.extended_key_usage() {
+        let eku = eku.value;
+        if needs_server && !(eku.any || eku.server_auth) {
+            problems.push(CertProblem::MissingUsage {
+                usage: "serverAuth",
+            });
+        }
+        if needs_client && !(eku.any || eku.client_auth) {
+            problems.push(CertProblem::MissingUsage {
+                usage: "clientAuth",
+            });
+        }
+    }
+    let sans: Vec<String> = match cert.subject_alternative_name() {
+        Ok(Some(san)) => san
+            .value
+            .general_names
+            .iter()
+            .filter_map(|n| match n {
+                GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
+    };
+    for name in names {
+        if !sans.iter().any(|pattern| dns_matches(pattern, name)) {
+            problems.push(CertProblem::MissingSan { name: name.clone() });
+        }
+    }
+    if !cas.is_empty()
+        && !cas
+            .iter()
+            .any(|ca| cert.verify_signature(Some(ca.public_key())).is_ok())
+    {
+        problems.push(CertProblem::NotSignedByCa);
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests;
