@@ -376,7 +376,8 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::PromoteLearner { member, .. }
         | Action::RemoveMember { member, .. }
         | Action::DeletePod { member }
-        | Action::UpgradeMember { member, .. } => member,
+        | Action::UpgradeMember { member, .. }
+        | Action::RollMember { member, .. } => member,
         Action::DeletePvc { .. } | Action::Wait(_) | Action::Refuse(_) | Action::Converged => {
             return None;
         }
@@ -422,6 +423,7 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::RemoveMember { .. }
         | Action::DeletePod { .. }
         | Action::UpgradeMember { .. }
+        | Action::RollMember { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
         Action::Wait(reason) => match reason {
             WaitReason::SeedStarting
