@@ -428,7 +428,8 @@ fn requeue_after(action: &Action) -> Duration {
         Action::Wait(reason) => match reason {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
-            | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
+            | WaitReason::PodTerminating { .. }
+            | WaitReason::PodNotReady { .. } => Duration::from_secs(2),
             // etcd moves the cluster version some seconds after the last member upgraded.
             WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. }

@@ -383,6 +383,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::Restoring { .. }
             | WaitReason::SeedStarting
             | WaitReason::PodTerminating { .. }
+            | WaitReason::PodNotReady { .. }
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::ClusterVersionBehind { .. },
         )
@@ -816,6 +817,13 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 cluster_version.map_or_else(|| "none yet".to_owned(), |(a, b)| format!("{a}.{b}"))
             ),
         ),
+        Action::Wait(WaitReason::PodNotReady { member }) => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!(
+                "Waiting for Pod {member} to be Ready before restarting the next member; {}",
+                facts.config_progress()
+            ),
+        ),
         Action::Wait(WaitReason::Paused) => still(
             reasons::PAUSED,
             "spec.paused is set: no member is added, removed or restarted".to_owned(),
@@ -930,7 +938,9 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         // A configuration roll restarts members one by one as an upgrade does.
         Action::UpgradeMember { .. }
         | Action::RollMember { .. }
-        | Action::Wait(WaitReason::ClusterVersionBehind { .. }) => true,
+        | Action::Wait(WaitReason::ClusterVersionBehind { .. } | WaitReason::PodNotReady { .. }) => {
+            true
+        }
         Action::CreateMemberPod {
             reason: PodReason::Restart,
             ..

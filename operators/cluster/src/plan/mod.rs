@@ -219,6 +219,13 @@ pub enum WaitReason {
         /// Voters in the member list.
         voters: usize,
     },
+    /// A member answers the operator but the kubelet does not report its Pod Ready yet (its
+    /// readiness probe lags by up to a probe period): the next member of a roll waits, so the
+    /// client Service never loses two members at once.
+    PodNotReady {
+        /// Member name.
+        member: String,
+    },
     /// A member's data is gone and the cluster cannot be repaired without it; needs a restore.
     ClusterLost,
     /// The next minor waits for etcd's cluster version to reach the minor every member runs

@@ -4,8 +4,8 @@
 //! Reached only after every earlier rule passed (plan/mod.rs): the spec is valid, the cluster
 //! is not paused or being restored, every member has its Pod, every voter answers, there is no
 //! learner and no Pod terminating, the size matches, and no member is behind on the version.
-//! So the member rolled before this one is back and healthy before the next goes: at most one
-//! member is ever down for a roll.
+//! So the member rolled before this one is back and healthy before the next goes (and here,
+//! also Ready per the kubelet): at most one member is ever down for a roll.
 //!
 //! A Pod without the hash annotation (built by an operator that did not record one) counts as
 //! drifted: it is rolled once and comes back with the annotation, so this never loops.
@@ -34,6 +34,16 @@ pub(super) fn next_roll(
         .iter()
         .filter(|m| !up_to_date(m))
         .min_by_key(|m| (m.leader(), ordinal_key(cluster, m)))?;
+    // Each member healthy before the next: etcd answers (rule 5 already waited for that) and
+    // the kubelet reports its Pod Ready, i.e. it is back in the client Service.
+    let not_ready = voters.iter().find_map(|m| {
+        let name = m.member_name(cluster)?;
+        let pod = observed.pods.get(&name)?;
+        (!pod.ready).then_some(name)
+    });
+    if let Some(member) = not_ready {
+        return Some(Action::Wait(WaitReason::PodNotReady { member }));
+    }
     let member = next.display_name(cluster);
     // The same gate as an upgrade: a one-member cluster has no redundancy to keep (a short
     // outage the user chose with size 1); otherwise the others must keep quorum without it.
@@ -98,6 +108,7 @@ mod tests {
             cluster(3, V35)
                 .members(on(V35, &[0, 1, 2], leader))
                 .pods(&[0, 1, 2])
+                .ready(&[0, 1, 2])
                 .pvcs(&[0, 1, 2]),
         )
     }
@@ -131,6 +142,7 @@ mod tests {
         let mut observed = cluster(3, V35)
             .members(on(V35, &[0, 1, 2], 2))
             .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
             .pvcs(&[0, 1, 2]);
         assert_eq!(plan(&observed), Action::Converged);
         observed.spec.etcd_options = Some(EtcdOptions {
@@ -145,6 +157,7 @@ mod tests {
         let mut observed = cluster(3, V35)
             .members(on(V35, &[0, 1, 2], 0))
             .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
             .pvcs(&[0, 1, 2]);
         observed.spec.size = 5;
         assert!(matches!(plan(&observed), Action::AddLearner { .. }));
@@ -178,6 +191,22 @@ mod tests {
     }
 
     #[test]
+    fn the_next_waits_until_the_rolled_members_pod_is_ready() {
+        // Member 1 answers etcd again, but the kubelet's probe has not passed yet.
+        let mut observed = drifted(0);
+        let hash = current_hash(&observed);
+        let pod = observed.pods.get_mut(&name(1)).unwrap();
+        pod.config_hash = hash;
+        pod.ready = false;
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::PodNotReady { member: name(1) })
+        );
+        observed.pods.get_mut(&name(1)).unwrap().ready = true;
+        assert_eq!(plan(&observed), roll(2, 1));
+    }
+
+    #[test]
     fn no_roll_while_a_pod_terminates() {
         let observed = change_resources(
             cluster(3, V35)
@@ -205,6 +234,7 @@ mod tests {
             cluster(3, V35)
                 .members(on(V34, &[0, 1, 2], 0))
                 .pods(&[0, 1, 2])
+                .ready(&[0, 1, 2])
                 .pvcs(&[0, 1, 2]),
         );
         assert!(
@@ -218,6 +248,7 @@ mod tests {
             cluster(2, V35)
                 .members(on(V35, &[0, 1], 0))
                 .pods(&[0, 1])
+                .ready(&[0, 1])
                 .pvcs(&[0, 1]),
         );
         assert_eq!(
@@ -236,6 +267,7 @@ mod tests {
             cluster(1, V35)
                 .members(on(V35, &[0], 0))
                 .pods(&[0])
+                .ready(&[0])
                 .pvcs(&[0]),
         );
         assert_eq!(
@@ -256,6 +288,7 @@ mod tests {
         let mut observed = cluster(3, V35)
             .members(on(V35, &[0, 1, 2], 2))
             .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
             .pvcs(&[0, 1, 2]);
         for pod in observed.pods.values_mut() {
             pod.config_hash = None; // built by an operator that did not record one
@@ -299,10 +332,22 @@ mod tests {
                         leader: m.id == 0xa2,
                     };
                 }
+                Action::Wait(WaitReason::PodNotReady { member }) => {
+                    observed.pods.get_mut(member).unwrap().ready = true;
+                }
                 other => panic!("unexpected step {other:?}"),
             }
-            let down = members.iter().filter(|m| !m.healthy()).count()
-                + observed.pods.values().filter(|p| p.terminating).count();
+            // Down: not answering, or out of the client Service (no Pod, stopping, not Ready).
+            let down = members
+                .iter()
+                .filter(|m| {
+                    !m.healthy()
+                        || observed
+                            .pods
+                            .get(&m.name)
+                            .is_none_or(|p| p.terminating || !p.ready)
+                })
+                .count();
             assert!(down <= 1, "two members down after {action:?}");
         }
         assert_eq!(rolled, vec![name(0), name(1), name(2)]);

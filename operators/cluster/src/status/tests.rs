@@ -538,7 +538,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "spec.pod changed: roll a follower",
-            observed: drift(full().members(three(V35))),
+            observed: drift(full().ready(&[0, 1, 2]).members(three(V35))),
             previous: previous_of(&[0, 1, 2], V35),
             action: Action::RollMember {
                 member: name(1),
@@ -590,6 +590,23 @@ fn cases() -> Vec<Case> {
             event: Some((true, "MemberUnhealthy")),
             degraded_mentions: &["main-1"],
         },
+        Case {
+            name: "rolled member answers, its Pod not Ready yet",
+            observed: {
+                let mut o = drift(full().ready(&[0, 2]).members(three(V35)));
+                let hash = Some(crate::build::config_hash(&o.spec));
+                o.pods.get_mut(&name(1)).unwrap().config_hash = hash;
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::PodNotReady { member: name(1) }),
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "RollingConfiguration"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
     ]
 }
 
@@ -607,6 +624,7 @@ fn a_roll_reports_how_many_members_run_the_current_configuration() {
     let mut observed = drift(
         cluster(3, V35)
             .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
             .pvcs(&[0, 1, 2])
             .members(three(V35)),
     );
@@ -746,6 +764,7 @@ fn the_table_covers_every_action_and_wait_reason() {
             "Wait::MemberUnhealthy",
             "Wait::MembersUnreachable",
             "Wait::Paused",
+            "Wait::PodNotReady",
             "Wait::PodTerminating",
             "Wait::QuorumLost",
             "Wait::Restoring",
