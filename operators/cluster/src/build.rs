@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use etcd_api::validation::EtcdVersion;
-use etcd_api::{EtcdCluster, ReclaimPolicy};
+use etcd_api::{EtcdCluster, EtcdClusterSpec, ReclaimPolicy};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sha2::{Digest, Sha256};
 
 use crate::naming::{CLIENT_PORT, ClusterName, METRICS_PORT, PEER_PORT};
 use crate::plan;
@@ -69,6 +70,15 @@ pub const LABEL_MEMBER: &str = "etcd.operator.rs/member";
 /// Annotation on member Pods: the etcd version the Pod was created to run (for humans; the
 /// image says the same).
 pub const ANNOTATION_VERSION: &str = "etcd.operator.rs/version";
+/// Annotation on member Pods: [`config_hash`] of the spec the Pod was built from. The planner
+/// rolls members whose Pod carries another hash (or none: built by an older operator) one at a
+/// time, so a change of `spec.pod` or `spec.etcdOptions` reaches the running members.
+pub const ANNOTATION_CONFIG_HASH: &str = "etcd.operator.rs/config-hash";
+/// Revision of what this builder makes of the spec. Bump it when [`member_pod`] changes the Pod
+/// of an unchanged spec in a way running members should get (a new flag, security settings):
+/// the hash changes and every member is rolled once, quorum-safely. Not for cosmetic changes:
+/// each bump restarts every member of every cluster.
+pub const POD_TEMPLATE_REVISION: u32 = 1;
 /// `app.kubernetes.io/managed-by` value of our objects.
 pub const MANAGED_BY: &str = "etcd-cluster-operator";
 
@@ -284,6 +294,9 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
     labels.extend(member_labels(cluster, pod.member));
     let mut annotations = policy.annotations;
     annotations.insert(ANNOTATION_VERSION.to_owned(), pod.version.to_string());
+    // Ours over a user's annotation of the same key: a user value would never match the
+    // planner's and roll the members forever.
+    annotations.insert(ANNOTATION_CONFIG_HASH.to_owned(), config_hash(spec));
     let mut meta = owner.meta(pod.member.to_owned(), labels, true);
     meta.annotations = Some(annotations);
 
@@ -458,6 +471,40 @@ pub fn tls_secret(
         data: Some(data),
         ..Secret::default()
     })
+}
+
+/// A short, stable digest of everything in `spec` that shapes a member Pod, but the version
+/// (upgrades roll it, see the planner) and `spec.size` (scaling adds and removes members): the
+/// repository, `spec.pod`, `spec.etcdOptions`, the quota derived from `spec.storage.size` when
+/// none is set, and [`POD_TEMPLATE_REVISION`]. A member Pod records it in
+/// [`ANNOTATION_CONFIG_HASH`]; a Pod with another is rolled.
+///
+/// Stable across processes and releases: SHA-256 of a JSON document whose maps are `BTreeMap`s
+/// (sorted keys), never Rust's `Hash`, whose output may change between compiler versions and
+/// would roll every member after an operator upgrade. A field read by [`member_pod`] or
+/// [`etcd_args`] from the spec must be added here, or changing it would not roll the members.
+pub fn config_hash(spec: &EtcdClusterSpec) -> String {
+    let explicit_quota = spec
+        .etcd_options
+        .as_ref()
+        .and_then(|o| o.quota_backend_bytes);
+    let derived_quota = explicit_quota
+        .is_none()
+        .then(|| default_quota_bytes(&spec.storage.size.0).map(|q| q.to_string()))
+        .flatten();
+    let shaping = serde_json::json!({
+        "templateRevision": POD_TEMPLATE_REVISION,
+        "repository": spec.repository,
+        "pod": spec.pod.clone().unwrap_or_default(),
+        "etcdOptions": spec.etcd_options.clone().unwrap_or_default(),
+        "derivedQuotaBackendBytes": derived_quota,
+    });
+    let digest = Sha256::digest(shaping.to_string().as_bytes());
+    digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 fn container_port(name: &str, port: u16) -> ContainerPort {

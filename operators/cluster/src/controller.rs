@@ -411,7 +411,8 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::PromoteLearner { member, .. }
         | Action::RemoveMember { member, .. }
         | Action::DeletePod { member }
-        | Action::UpgradeMember { member, .. } => member,
+        | Action::UpgradeMember { member, .. }
+        | Action::RollMember { member, .. } => member,
         Action::DeletePvc { .. } | Action::Wait(_) | Action::Refuse(_) | Action::Converged => {
             return None;
         }
@@ -457,11 +458,13 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::RemoveMember { .. }
         | Action::DeletePod { .. }
         | Action::UpgradeMember { .. }
+        | Action::RollMember { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
         Action::Wait(reason) => match reason {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
-            | WaitReason::PodTerminating { .. } => Duration::from_secs(2),
+            | WaitReason::PodTerminating { .. }
+            | WaitReason::PodNotReady { .. } => Duration::from_secs(2),
             // etcd moves the cluster version some seconds after the last member upgraded.
             WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. }

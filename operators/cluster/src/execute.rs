@@ -283,9 +283,9 @@ impl Executor<'_> {
                     Err(source) => Err(self.etcd_error("remove", member, source)),
                 }
             }
-            Action::DeletePod { member } | Action::UpgradeMember { member, .. } => {
-                delete(&self.api::<Pod>(), "Pod", member).await
-            }
+            Action::DeletePod { member }
+            | Action::UpgradeMember { member, .. }
+            | Action::RollMember { member, .. } => delete(&self.api::<Pod>(), "Pod", member).await,
             Action::DeletePvc { name } => {
                 delete(
                     &self.api::<PersistentVolumeClaim>(),

@@ -120,13 +120,16 @@ impl Build for Observed {
         self.cluster_version = version;
         self
     }
+    /// Pods built from the spec as it is now: a later change of the spec makes them drift.
     fn pods(mut self, ordinals: &[u32]) -> Self {
+        let config_hash = Some(crate::build::config_hash(&self.spec));
         for &o in ordinals {
             self.pods.insert(
                 name(o),
                 PodState {
                     terminating: false,
                     ready: false,
+                    config_hash: config_hash.clone(),
                 },
             );
         }
@@ -138,6 +141,7 @@ impl Build for Observed {
             PodState {
                 terminating: true,
                 ready: false,
+                config_hash: Some(crate::build::config_hash(&self.spec)),
             },
         );
         self

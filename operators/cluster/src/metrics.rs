@@ -162,6 +162,7 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
         } => "StuckLearnerRemoved",
         Action::DeletePod { .. } => "PodDeleted",
         Action::UpgradeMember { .. } => "MemberUpgraded",
+        Action::RollMember { .. } => "MemberRolled",
         Action::DeletePvc { .. } => "PvcDeleted",
         Action::Wait(_) | Action::Refuse(_) | Action::Converged => return None,
     })

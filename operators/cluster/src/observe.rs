@@ -221,6 +221,10 @@ pub fn to_observed(
                 let state = PodState {
                     terminating: pod.metadata.deletion_timestamp.is_some(),
                     ready: pod_ready(pod),
+                    config_hash: pod
+                        .annotations()
+                        .get(build::ANNOTATION_CONFIG_HASH)
+                        .cloned(),
                 };
                 (member.clone(), state)
             })

@@ -111,6 +111,9 @@ pub struct PodState {
     /// leader, a read served) passes. A second observer, independent of the operator's network
     /// path to the member.
     pub ready: bool,
+    /// The [`crate::build::config_hash`] it was built from (its `etcd.operator.rs/config-hash`
+    /// annotation); `None` for a Pod built by an operator that did not record one.
+    pub config_hash: Option<String>,
 }
 
 /// A member PVC.

@@ -54,6 +54,9 @@ pub mod reasons {
     pub const REPLACING_MEMBER: &str = "ReplacingMember";
     /// Progressing: members move to a new version.
     pub const UPGRADING: &str = "Upgrading";
+    /// Progressing: members are rolled, one at a time, onto the current `spec.pod` /
+    /// `spec.etcdOptions`.
+    pub const ROLLING_CONFIGURATION: &str = "RollingConfiguration";
     /// Progressing: a member's missing Pod is recreated on its data.
     pub const RESTARTING_MEMBER: &str = "RestartingMember";
     /// Progressing: the Pod of something that is not a member is deleted.
@@ -95,6 +98,8 @@ pub mod reasons {
     pub const MEMBER_POD_DELETED: &str = "MemberPodDeleted";
     /// Event: a member was taken down to come back on a new version.
     pub const MEMBER_UPGRADING: &str = "MemberUpgrading";
+    /// Event: a member was taken down to come back with the current configuration.
+    pub const MEMBER_ROLLED: &str = "MemberRolled";
     /// Event: a released PVC was deleted.
     pub const PVC_DELETED: &str = "PvcDeleted";
 }
@@ -330,6 +335,18 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                  new version, its data is kept"
             ),
         ),
+        Action::RollMember {
+            member,
+            up_to_date,
+            voters,
+        } => normal(
+            reasons::MEMBER_ROLLED,
+            format!(
+                "Took member {member} down to apply the current configuration (spec.pod, \
+                 spec.etcdOptions): its Pod is recreated, its data is kept; {} before it",
+                config_progress(*up_to_date, *voters)
+            ),
+        ),
         Action::DeletePvc { name } => normal(
             reasons::PVC_DELETED,
             format!("Deleted PVC {name} of a removed member (reclaimPolicy: Delete)"),
@@ -366,11 +383,16 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::Restoring { .. }
             | WaitReason::SeedStarting
             | WaitReason::PodTerminating { .. }
+            | WaitReason::PodNotReady { .. }
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::ClusterVersionBehind { .. },
         )
         | Action::Converged => None,
     }
+}
+
+fn config_progress(up_to_date: usize, voters: usize) -> String {
+    format!("{up_to_date}/{voters} members run the current configuration")
 }
 
 const DEAD_WHY: &str = "it did not answer past the grace period, or its data is gone";
@@ -390,6 +412,10 @@ struct Facts<'a> {
     upgrading: bool,
     /// Healthy members that report `target`.
     on_target: usize,
+    /// Voters whose Pod was built from the current spec ([`crate::build::config_hash`]).
+    config_current: usize,
+    /// Some voter's existing Pod was built from another spec: a configuration roll is under way.
+    config_drift: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -418,9 +444,23 @@ impl<'a> Facts<'a> {
             .iter()
             .filter(|m| m.version().is_some() && m.version() == target)
             .count();
+        let desired = crate::build::config_hash(&observed.spec);
+        let pod_hashes: Vec<Option<&str>> = voters
+            .iter()
+            .filter_map(|m| m.member_name(&observed.cluster))
+            .filter_map(|name| observed.pods.get(&name))
+            .map(|pod| pod.config_hash.as_deref())
+            .collect();
+        let config_current = pod_hashes
+            .iter()
+            .filter(|h| **h == Some(desired.as_str()))
+            .count();
+        let config_drift = config_current < pod_hashes.len();
         Facts {
             observed,
             known,
+            config_current,
+            config_drift,
             voters: voters.len(),
             healthy_voters,
             unhealthy_voters,
@@ -466,6 +506,11 @@ impl<'a> Facts<'a> {
             self.on_target,
             self.target_text()
         )
+    }
+
+    /// "2/3 members run the current configuration", for roll messages.
+    fn config_progress(&self) -> String {
+        config_progress(self.config_current, self.voters)
     }
 
     fn quorum_lost_message(&self) -> String {
@@ -638,6 +683,15 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
         ),
         Action::CreateMemberPod {
             member, version, ..
+        } if facts.config_drift => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!(
+                "Starting member {member} (etcd {version}) with the current configuration; {}",
+                facts.config_progress()
+            ),
+        ),
+        Action::CreateMemberPod {
+            member, version, ..
         } => active(
             reasons::RESTARTING_MEMBER,
             format!("Recreating the Pod of member {member} (etcd {version}) on its data"),
@@ -700,6 +754,14 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 facts.upgrade_progress()
             ),
         ),
+        Action::Wait(WaitReason::PodTerminating { member }) if facts.config_drift => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!(
+                "Waiting for Pod {member} to stop before starting it with the current \
+                 configuration; {}",
+                facts.config_progress()
+            ),
+        ),
         Action::Wait(WaitReason::PodTerminating { member }) => active(
             reasons::DELETING_POD,
             format!("Waiting for Pod {member} to terminate"),
@@ -709,6 +771,14 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             format!(
                 "Upgrading member {member} from etcd {from} to {to}; {}",
                 facts.upgrade_progress()
+            ),
+        ),
+        Action::RollMember { member, .. } => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!(
+                "Restarting member {member} with the current configuration (spec.pod, \
+                 spec.etcdOptions), one member at a time; {}",
+                facts.config_progress()
             ),
         ),
         Action::DeletePvc { name } => active(
@@ -724,6 +794,14 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 facts.upgrade_progress()
             ),
         ),
+        // Likewise for a member just restarted with the current configuration.
+        Action::Wait(WaitReason::MemberUnhealthy { member }) if facts.config_drift => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!(
+                "Waiting for member {member} to answer before restarting the next; {}",
+                facts.config_progress()
+            ),
+        ),
         Action::Wait(WaitReason::MemberUnhealthy { member }) => still(
             reasons::MEMBER_UNHEALTHY,
             format!("Waiting for member {member} to answer before changing anything"),
@@ -737,6 +815,13 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 "Waiting for etcd's cluster version to reach {major}.{minor} (it reports {}) before \
                  upgrading to {target}: etcd moves one minor at a time",
                 cluster_version.map_or_else(|| "none yet".to_owned(), |(a, b)| format!("{a}.{b}"))
+            ),
+        ),
+        Action::Wait(WaitReason::PodNotReady { member }) => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!(
+                "Waiting for Pod {member} to be Ready before restarting the next member; {}",
+                facts.config_progress()
             ),
         ),
         Action::Wait(WaitReason::Paused) => still(
@@ -850,7 +935,10 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
 
 fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
     let upgrade_step = match action {
-        Action::UpgradeMember { .. } | Action::Wait(WaitReason::ClusterVersionBehind { .. }) => {
+        // A configuration roll restarts members one by one as an upgrade does.
+        Action::UpgradeMember { .. }
+        | Action::RollMember { .. }
+        | Action::Wait(WaitReason::ClusterVersionBehind { .. } | WaitReason::PodNotReady { .. }) => {
             true
         }
         Action::CreateMemberPod {
@@ -858,7 +946,7 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
             ..
         }
         | Action::Wait(WaitReason::PodTerminating { .. } | WaitReason::MemberUnhealthy { .. }) => {
-            facts.upgrading
+            facts.upgrading || facts.config_drift
         }
         _ => false,
     };

@@ -329,6 +329,7 @@ fn pod_policy_is_applied_and_our_labels_win() {
         }],
         priority_class_name: Some("system-cluster-critical".into()),
     });
+    let hash = config_hash(&with_policy);
     let pod = pod_of(&etcd(with_policy), "main-1", InitialState::Existing);
     let meta = &pod.metadata;
     let mut expected = member_labels(&etcd(spec()), "main-1");
@@ -337,6 +338,7 @@ fn pod_policy_is_applied_and_our_labels_win() {
     assert_eq!(
         meta.annotations.as_ref(),
         Some(&labels(&[
+            ("etcd.operator.rs/config-hash", &hash),
             ("etcd.operator.rs/version", "3.5.35"),
             ("note", "x")
         ]))
@@ -368,7 +370,13 @@ fn without_pod_policy_nothing_optional_is_set() {
     assert_eq!(spec.containers[0].resources, None);
     assert_eq!(
         pod.metadata.annotations,
-        Some(labels(&[("etcd.operator.rs/version", "3.5.35")]))
+        Some(labels(&[
+            (
+                "etcd.operator.rs/config-hash",
+                &config_hash(&super::tests::spec())
+            ),
+            ("etcd.operator.rs/version", "3.5.35")
+        ]))
     );
 }
 
@@ -767,4 +775,204 @@ fn managed_tls_secret_is_owned_and_typed() {
     assert_eq!(data["tls.crt"].0, b"C");
     assert_eq!(data["tls.key"].0, b"K");
     assert_eq!(data["ca.crt"].0, b"A");
+}
+
+// === configuration hash ===
+
+#[test]
+fn the_config_hash_is_stable_across_runs() {
+    // A literal: a change here rolls every member of every cluster when the operator is
+    // upgraded. Change it only on purpose (POD_TEMPLATE_REVISION), never by accident.
+    assert_eq!(config_hash(&spec()), "3cd5bab834c2c3b7");
+    assert_eq!(config_hash(&spec()), config_hash(&spec().clone()));
+}
+
+#[test]
+fn the_config_hash_changes_with_every_field_that_shapes_a_member_pod() {
+    let base = config_hash(&spec());
+    let with_pod = |policy: PodPolicy| EtcdClusterSpec {
+        pod: Some(policy),
+        ..spec()
+    };
+    let with_options = |options: EtcdOptions| EtcdClusterSpec {
+        etcd_options: Some(options),
+        ..spec()
+    };
+    let changed = [
+        (
+            "pod.labels",
+            with_pod(PodPolicy {
+                labels: [("team".to_owned(), "a".to_owned())].into(),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.annotations",
+            with_pod(PodPolicy {
+                annotations: [("team".to_owned(), "a".to_owned())].into(),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.resources",
+            with_pod(PodPolicy {
+                resources: Some(ResourceRequirements {
+                    requests: Some([("cpu".to_owned(), Quantity("250m".into()))].into()),
+                    ..ResourceRequirements::default()
+                }),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.nodeSelector",
+            with_pod(PodPolicy {
+                node_selector: [("disk".to_owned(), "ssd".to_owned())].into(),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.affinity",
+            with_pod(PodPolicy {
+                affinity: Some(k8s_openapi::api::core::v1::Affinity::default()),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.tolerations",
+            with_pod(PodPolicy {
+                tolerations: vec![Toleration {
+                    key: Some("dedicated".into()),
+                    operator: Some("Exists".into()),
+                    ..Toleration::default()
+                }],
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.priorityClassName",
+            with_pod(PodPolicy {
+                priority_class_name: Some("high".into()),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "etcdOptions.snapshotCount",
+            with_options(EtcdOptions {
+                snapshot_count: Some(5000),
+                ..EtcdOptions::default()
+            }),
+        ),
+        (
+            "etcdOptions.quotaBackendBytes",
+            with_options(EtcdOptions {
+                quota_backend_bytes: Some(1 << 30),
+                ..EtcdOptions::default()
+            }),
+        ),
+        (
+            "etcdOptions.autoCompactionMode",
+            with_options(EtcdOptions {
+                auto_compaction_mode: Some(AutoCompactionMode::Revision),
+                ..EtcdOptions::default()
+            }),
+        ),
+        (
+            "etcdOptions.heartbeatIntervalMs",
+            with_options(EtcdOptions {
+                heartbeat_interval_ms: Some(200),
+                election_timeout_ms: Some(2000),
+                ..EtcdOptions::default()
+            }),
+        ),
+        (
+            "repository",
+            EtcdClusterSpec {
+                repository: "quay.io/coreos/etcd".into(),
+                ..spec()
+            },
+        ),
+        (
+            // The default quota follows the volume, and is a flag of the member.
+            "storage.size",
+            EtcdClusterSpec {
+                storage: StorageSpec {
+                    size: Quantity("8Gi".into()),
+                    ..StorageSpec::default()
+                },
+                ..spec()
+            },
+        ),
+    ];
+    for (field, spec) in changed {
+        assert_ne!(config_hash(&spec), base, "{field} does not change the hash");
+    }
+}
+
+#[test]
+fn the_config_hash_ignores_what_does_not_shape_a_member_pod() {
+    let base = config_hash(&spec());
+    let unchanged = [
+        ("size", EtcdClusterSpec { size: 5, ..spec() }),
+        (
+            "version (upgrades roll it)",
+            EtcdClusterSpec {
+                version: "3.6.16".into(),
+                ..spec()
+            },
+        ),
+        (
+            "paused",
+            EtcdClusterSpec {
+                paused: true,
+                ..spec()
+            },
+        ),
+        (
+            "storage.reclaimPolicy",
+            EtcdClusterSpec {
+                storage: StorageSpec {
+                    reclaim_policy: ReclaimPolicy::Delete,
+                    ..StorageSpec::default()
+                },
+                ..spec()
+            },
+        ),
+        (
+            "an empty spec.pod",
+            EtcdClusterSpec {
+                pod: Some(PodPolicy::default()),
+                ..spec()
+            },
+        ),
+    ];
+    for (field, spec) in unchanged {
+        assert_eq!(config_hash(&spec), base, "{field} changes the hash");
+    }
+}
+
+#[test]
+fn member_pods_record_the_config_hash_over_a_users_annotation() {
+    let mut with_annotation = spec();
+    with_annotation.pod = Some(PodPolicy {
+        annotations: [(ANNOTATION_CONFIG_HASH.to_owned(), "mine".to_owned())].into(),
+        ..PodPolicy::default()
+    });
+    for spec in [spec(), with_annotation] {
+        let expected = config_hash(&spec);
+        let cluster = etcd(spec);
+        let members = initial(&["main-0"]);
+        let pod = member_pod(
+            &cluster,
+            &MemberPod {
+                member: "main-0",
+                version: v35(),
+                initial_cluster: &members,
+                state: InitialState::Existing,
+                largest_db_bytes: 0,
+            },
+        )
+        .unwrap();
+        let annotations = pod.metadata.annotations.unwrap();
+        assert_eq!(annotations.get(ANNOTATION_CONFIG_HASH), Some(&expected));
+    }
 }

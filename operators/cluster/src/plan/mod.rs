@@ -20,7 +20,9 @@
 //!    that missed its deadline; remove a dead member if quorum survives it; wait on quorum loss
 //!    or an unhealthy member; promote a learner (only while every voter answers); add one
 //!    learner (scale up / replacement); remove one member (scale down, never the leader when a
-//!    follower can go); upgrade one member (followers first); delete PVCs the policy releases.
+//!    follower can go); upgrade one member (followers first); roll one member whose Pod was
+//!    built from another configuration (followers first, see `rollout.rs`); delete PVCs the
+//!    policy releases.
 //!
 //! Destructive actions (remove a member, take a member down to upgrade it) are only built after
 //! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
@@ -33,6 +35,7 @@ use etcd_api::validation::{self, EtcdVersion, FieldError};
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
+mod rollout;
 #[cfg(test)]
 mod tests;
 
@@ -117,6 +120,17 @@ pub enum Action {
         from: EtcdVersion,
         /// Version it will run.
         to: EtcdVersion,
+    },
+    /// Delete a member's Pod so that it comes back built from the current spec (`spec.pod`,
+    /// `spec.etcdOptions`); its data stays on the PVC and it rejoins as the same member.
+    /// Checked to keep quorum while the member is down, as [`Action::UpgradeMember`].
+    RollMember {
+        /// Member name.
+        member: String,
+        /// Voters whose Pod runs the current configuration, before this one.
+        up_to_date: usize,
+        /// Voters.
+        voters: usize,
     },
     /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
     DeletePvc {
@@ -204,6 +218,13 @@ pub enum WaitReason {
         healthy: usize,
         /// Voters in the member list.
         voters: usize,
+    },
+    /// A member answers the operator but the kubelet does not report its Pod Ready yet (its
+    /// readiness probe lags by up to a probe period): the next member of a roll waits, so the
+    /// client Service never loses two members at once.
+    PodNotReady {
+        /// Member name.
+        member: String,
     },
     /// A member's data is gone and the cluster cannot be repaired without it; needs a restore.
     ClusterLost,
@@ -585,6 +606,11 @@ fn plan_with_members(
                 voters: voters.len(),
             })
         };
+    }
+
+    // 9b. Configuration drift: roll members whose Pod was built from another spec (rollout.rs).
+    if let Some(roll) = rollout::next_roll(observed, &voters, healthy_voters) {
+        return roll;
     }
 
     // 10. PVCs released by the reclaim policy: no member, no Pod, not kept by a restore.

@@ -536,7 +536,127 @@ fn cases() -> Vec<Case> {
             event: None,
             degraded_mentions: &[],
         },
+        Case {
+            name: "spec.pod changed: roll a follower",
+            observed: drift(full().ready(&[0, 1, 2]).members(three(V35))),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::RollMember {
+                member: name(1),
+                up_to_date: 0,
+                voters: 3,
+            },
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "RollingConfiguration"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "MemberRolled")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "rolled member's Pod terminating",
+            observed: drift(
+                cluster(3, V35)
+                    .pods(&[0, 1, 2])
+                    .terminating(1)
+                    .pvcs(&[0, 1, 2])
+                    .members(three(V35)),
+            ),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::PodTerminating { member: name(1) }),
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "RollingConfiguration"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "rolled member back with the current configuration, not answering yet",
+            observed: {
+                let mut o = drift(full().members(three(V35)));
+                let hash = Some(crate::build::config_hash(&o.spec));
+                o.pods.get_mut(&name(1)).unwrap().config_hash = hash;
+                if let Membership::Known(members) = &mut o.membership {
+                    members[1] = unhealthy(1, 2);
+                }
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::MemberUnhealthy { member: name(1) }),
+            phase: ClusterPhase::Upgrading,
+            available: (false, "MembersUnhealthy"),
+            progressing: (true, "RollingConfiguration"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((true, "MemberUnhealthy")),
+            degraded_mentions: &["main-1"],
+        },
+        Case {
+            name: "rolled member answers, its Pod not Ready yet",
+            observed: {
+                let mut o = drift(full().ready(&[0, 2]).members(three(V35)));
+                let hash = Some(crate::build::config_hash(&o.spec));
+                o.pods.get_mut(&name(1)).unwrap().config_hash = hash;
+                o
+            },
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::PodNotReady { member: name(1) }),
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "RollingConfiguration"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
     ]
+}
+
+/// The user changed spec.pod after the Pods were built: they drift.
+fn drift(mut observed: Observed) -> Observed {
+    observed.spec.pod = Some(etcd_api::PodPolicy {
+        labels: [("team".to_owned(), "storage".to_owned())].into(),
+        ..etcd_api::PodPolicy::default()
+    });
+    observed
+}
+
+#[test]
+fn a_roll_reports_how_many_members_run_the_current_configuration() {
+    let mut observed = drift(
+        cluster(3, V35)
+            .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
+            .pvcs(&[0, 1, 2])
+            .members(three(V35)),
+    );
+    let hash = Some(crate::build::config_hash(&observed.spec));
+    observed.pods.get_mut(&name(1)).unwrap().config_hash = hash;
+    let action = next_action(&observed, &Policy::default());
+    assert_eq!(
+        action,
+        Action::RollMember {
+            member: name(2),
+            up_to_date: 1,
+            voters: 3
+        }
+    );
+    let status = status_from(
+        &observed,
+        &action,
+        None,
+        &previous_of(&[0, 1, 2], V35),
+        at(1),
+    );
+    let progressing = condition(&status, "Progressing");
+    assert_eq!(progressing.reason, "RollingConfiguration");
+    assert!(
+        progressing
+            .message
+            .contains("1/3 members run the current configuration"),
+        "{}",
+        progressing.message
+    );
+    let event = event_for(&action).unwrap();
+    assert!(event.note.contains("main-2"), "{}", event.note);
 }
 
 fn validation_error(version: &str) -> etcd_api::validation::FieldError {
@@ -637,12 +757,14 @@ fn the_table_covers_every_action_and_wait_reason() {
             "RemoveMember::Dead",
             "RemoveMember::LearnerStuck",
             "RemoveMember::ScaleDown",
+            "RollMember",
             "UpgradeMember",
             "Wait::ClusterLost",
             "Wait::LearnerCatchingUp",
             "Wait::MemberUnhealthy",
             "Wait::MembersUnreachable",
             "Wait::Paused",
+            "Wait::PodNotReady",
             "Wait::PodTerminating",
             "Wait::QuorumLost",
             "Wait::Restoring",
