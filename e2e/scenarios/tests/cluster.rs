@@ -323,13 +323,6 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
     writer.stop().await;
 }
 
-fn pod_is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 #[tokio::test]
 async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     let env = Env::start().await;

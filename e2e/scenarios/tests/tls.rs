@@ -111,27 +111,7 @@ async fn tls_cluster_with_operator_managed_certificates_refuses_plaintext() {
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
     let old_uid = pods.get("main-tls-1").await.unwrap().metadata.uid;
     env.kubectl(&["delete", "pod", "main-tls-1", "-n", NS, "--wait=false"]);
-    // The status may still read Available from before the deletion: wait for the new Pod,
-    // Ready, first.
-    let deadline = tokio::time::Instant::now() + STEP;
-    loop {
-        let pod = pods.get_opt("main-tls-1").await.unwrap();
-        let replaced_and_ready = pod.as_ref().is_some_and(|p| {
-            p.metadata.uid != old_uid
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        });
-        if replaced_and_ready {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "main-tls-1 not replaced and Ready within {STEP:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_pod_replaced(&env, "main-tls-1", old_uid, STEP).await;
     env.wait_available("main-tls", 3, V36, STEP).await;
     let checked = writer.check().await;
     assert!(checked >= 20, "{checked}");

@@ -816,6 +816,37 @@ pub async fn s3_endpoint(env: &Env) -> String {
     format!("http://{ip}:8333")
 }
 
+/// The kubelet reports the Pod Ready.
+pub fn pod_is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Waits until Pod `name` was re-created (a UID other than `old_uid`) and is Ready. After a
+/// deletion the cluster's status can still read Available from before it, so this comes first.
+pub async fn wait_pod_replaced(env: &Env, name: &str, old_uid: Option<String>, timeout: Duration) {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let pod = pods.get_opt(name).await.unwrap();
+        if pod
+            .as_ref()
+            .is_some_and(|p| p.metadata.uid != old_uid && pod_is_ready(p))
+        {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(
+                env,
+                &format!("Pod {name} not replaced and Ready within {timeout:?}"),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Waits until each PVC of `names` is gone (deleted and released by its Pod).
 pub async fn wait_pvcs_gone(env: &Env, names: &[&str]) {
     const PVC_GONE: Duration = Duration::from_secs(240);
