@@ -348,6 +348,7 @@ mod tests {
                 source: RestoreSource::default(),
                 cluster_spec: None,
                 force: false,
+                timeout_seconds: None,
             },
         );
         r.metadata.uid = Some("r-uid".into());

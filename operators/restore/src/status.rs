@@ -278,6 +278,7 @@ mod tests {
             deleting: false,
             finalizer: true,
             retained_volumes: Vec::new(),
+            deadline: Default::default(),
             cluster_name: "main".into(),
             source: Ok(Snapshot {
                 connection: etcd_api::S3Connection {
