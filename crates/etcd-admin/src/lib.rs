@@ -24,4 +24,4 @@ pub use error::{AdminError, ErrorClass, classify, classify_error};
 pub use observe::{member_status, member_status_tls, observe, observe_tls};
 pub use tls::{ClientIdentity, ClientTls, MissingKey};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};
-pub use version::{cluster_version, cluster_version_tls};
+pub use version::{cluster_version, cluster_version_tls, v2_snapshots_saved_tls};

@@ -154,6 +154,11 @@ impl EtcdMember {
         &self.config
     }
 
+    /// The configuration the next (re)start uses, e.g. to add a flag.
+    pub fn config_mut(&mut self) -> &mut EtcdMemberConfig {
+        &mut self.config
+    }
+
     /// `--name`, e.g. `m1`.
     pub fn name(&self) -> &str {
         &self.config.name

@@ -74,6 +74,13 @@ pub const ANNOTATION_VERSION: &str = "etcd.operator.rs/version";
 /// rolls members whose Pod carries another hash (or none: built by an older operator) one at a
 /// time, so a change of `spec.pod` or `spec.etcdOptions` reaches the running members.
 pub const ANNOTATION_CONFIG_HASH: &str = "etcd.operator.rs/config-hash";
+/// On a member PVC: the etcd version its Pod runs, with `--snapshot-count=1`, to take a v2
+/// snapshot before the member moves to etcd 3.6 (see [`crate::state::PvcState`]). Also on that
+/// Pod (value `"true"`).
+pub const ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: &str = "etcd.operator.rs/snapshot-before-upgrade";
+/// On a member PVC: a v2 snapshot was taken after the last v2 request etcd 3.4 left in the WAL;
+/// the member may run etcd 3.6.
+pub const ANNOTATION_V2_WAL_CLEAN: &str = "etcd.operator.rs/v2-wal-clean";
 /// Revision of what this builder makes of the spec. Bump it when [`member_pod`] changes the Pod
 /// of an unchanged spec in a way running members should get (a new flag, security settings):
 /// the hash changes and every member is rolled once, quorum-safely. Not for cosmetic changes:
@@ -266,6 +273,10 @@ pub struct MemberPod<'a> {
     /// answered). The quota derived from the volume size is never set below it, with headroom:
     /// see [`default_quota_for`].
     pub largest_db_bytes: u64,
+    /// Start with `--snapshot-count=1` to take a v2 snapshot before an upgrade to etcd 3.6
+    /// ([`crate::plan::Action::SnapshotBeforeUpgrade`]); marked with
+    /// [`ANNOTATION_SNAPSHOT_BEFORE_UPGRADE`].
+    pub snapshot_before_upgrade: bool,
 }
 
 /// The Pod of one member.
@@ -297,6 +308,12 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
     // Ours over a user's annotation of the same key: a user value would never match the
     // planner's and roll the members forever.
     annotations.insert(ANNOTATION_CONFIG_HASH.to_owned(), config_hash(spec));
+    if pod.snapshot_before_upgrade {
+        annotations.insert(
+            ANNOTATION_SNAPSHOT_BEFORE_UPGRADE.to_owned(),
+            "true".to_owned(),
+        );
+    }
     let mut meta = owner.meta(pod.member.to_owned(), labels, true);
     meta.annotations = Some(annotations);
 
@@ -579,7 +596,15 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
     {
         args.push(format!("--quota-backend-bytes={quota}"));
     }
+    if pod.snapshot_before_upgrade {
+        // One v2 snapshot as soon as it applies an entry (the next Pod, on the next minor, is
+        // built without it). Replaces spec.etcdOptions.snapshotCount, skipped below.
+        args.push("--snapshot-count=1".to_owned());
+    }
     if let Some(options) = &cluster.spec.etcd_options {
+        let snapshot_count = options
+            .snapshot_count
+            .filter(|_| !pod.snapshot_before_upgrade);
         let optional = [
             (
                 "quota-backend-bytes",
@@ -593,10 +618,7 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
                 "auto-compaction-retention",
                 options.auto_compaction_retention.clone(),
             ),
-            (
-                "snapshot-count",
-                options.snapshot_count.map(|v| v.to_string()),
-            ),
+            ("snapshot-count", snapshot_count.map(|v| v.to_string())),
             (
                 "heartbeat-interval",
                 options.heartbeat_interval_ms.map(|v| v.to_string()),

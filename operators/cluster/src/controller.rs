@@ -221,6 +221,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
     observed.cluster_version =
         observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
+    observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;
 
     ctx.metrics
         .clusters
@@ -412,7 +413,9 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::RemoveMember { member, .. }
         | Action::DeletePod { member }
         | Action::UpgradeMember { member, .. }
-        | Action::RollMember { member, .. } => member,
+        | Action::RollMember { member, .. }
+        | Action::SnapshotBeforeUpgrade { member, .. }
+        | Action::MarkV2WalClean { member } => member,
         Action::DeletePvc { .. } | Action::Wait(_) | Action::Refuse(_) | Action::Converged => {
             return None;
         }
@@ -459,12 +462,15 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::DeletePod { .. }
         | Action::UpgradeMember { .. }
         | Action::RollMember { .. }
+        | Action::SnapshotBeforeUpgrade { .. }
+        | Action::MarkV2WalClean { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
         Action::Wait(reason) => match reason {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::PodTerminating { .. }
-            | WaitReason::PodNotReady { .. } => Duration::from_secs(2),
+            | WaitReason::PodNotReady { .. }
+            | WaitReason::V2SnapshotPending { .. } => Duration::from_secs(2),
             // etcd moves the cluster version some seconds after the last member upgraded.
             WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. }

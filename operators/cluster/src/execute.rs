@@ -115,7 +115,7 @@ pub enum VolumeStep {
 pub fn volume_step(action: &Action) -> VolumeStep {
     match action {
         Action::CreateMemberPod {
-            reason: PodReason::Restart,
+            reason: PodReason::Restart | PodReason::SnapshotBeforeUpgrade,
             ..
         } => VolumeStep::MustExist,
         _ => VolumeStep::Create,
@@ -236,6 +236,7 @@ impl Executor<'_> {
                         initial_cluster: &initial,
                         state: InitialState::New,
                         largest_db_bytes: self.largest_db_bytes,
+                        snapshot_before_upgrade: false,
                     },
                     volume_step(action),
                 )
@@ -257,6 +258,13 @@ impl Executor<'_> {
                         initial_cluster,
                         state: InitialState::Existing,
                         largest_db_bytes: self.largest_db_bytes,
+                        snapshot_before_upgrade: matches!(
+                            action,
+                            Action::CreateMemberPod {
+                                reason: PodReason::SnapshotBeforeUpgrade,
+                                ..
+                            }
+                        ),
                     },
                     volume_step(action),
                 )
@@ -286,6 +294,29 @@ impl Executor<'_> {
             Action::DeletePod { member }
             | Action::UpgradeMember { member, .. }
             | Action::RollMember { member, .. } => delete(&self.api::<Pod>(), "Pod", member).await,
+            Action::SnapshotBeforeUpgrade { member, version } => {
+                // The PVC first: it tells the next Pod how to start even if this process stops
+                // between the two writes.
+                self.annotate_pvc(
+                    member,
+                    serde_json::json!({
+                        build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: version.to_string(),
+                        build::ANNOTATION_V2_WAL_CLEAN: null,
+                    }),
+                )
+                .await?;
+                delete(&self.api::<Pod>(), "Pod", member).await
+            }
+            Action::MarkV2WalClean { member } => {
+                self.annotate_pvc(
+                    member,
+                    serde_json::json!({
+                        build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: null,
+                        build::ANNOTATION_V2_WAL_CLEAN: "true",
+                    }),
+                )
+                .await
+            }
             Action::DeletePvc { name } => {
                 delete(
                     &self.api::<PersistentVolumeClaim>(),
@@ -296,6 +327,25 @@ impl Executor<'_> {
             }
             Action::Wait(_) | Action::Refuse(_) | Action::Converged => Ok(()),
         }
+    }
+
+    /// Merge-patches the annotations of `member`'s PVC (`null` removes one).
+    async fn annotate_pvc(
+        &self,
+        member: &str,
+        annotations: serde_json::Value,
+    ) -> Result<(), ExecError> {
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+        self.api::<PersistentVolumeClaim>()
+            .patch(member, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|source| ExecError::Kube {
+                verb: "patch",
+                kind: "PersistentVolumeClaim",
+                name: member.to_owned(),
+                source,
+            })
     }
 
     /// Creates the member's PVC (if missing and `volume` allows it) before its Pod, so the Pod

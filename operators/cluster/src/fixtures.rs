@@ -101,6 +101,8 @@ pub(crate) trait Build {
     fn ready(self, ordinals: &[u32]) -> Self;
     fn existed(self, ordinals: &[u32], version: &str) -> Self;
     fn cluster_version(self, version: Option<(u64, u64)>) -> Self;
+    /// These members' PVCs record a v2 snapshot taken before an upgrade to 3.6.
+    fn v2_wal_clean(self, ordinals: &[u32]) -> Self;
 }
 
 impl Build for Observed {
@@ -120,6 +122,14 @@ impl Build for Observed {
         self.cluster_version = version;
         self
     }
+    fn v2_wal_clean(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            if let Some(pvc) = self.pvcs.get_mut(&name(o)) {
+                pvc.v2_wal_clean = true;
+            }
+        }
+        self
+    }
     /// Pods built from the spec as it is now: a later change of the spec makes them drift.
     fn pods(mut self, ordinals: &[u32]) -> Self {
         let config_hash = Some(crate::build::config_hash(&self.spec));
@@ -130,6 +140,8 @@ impl Build for Observed {
                     terminating: false,
                     ready: false,
                     config_hash: config_hash.clone(),
+                    snapshot_before_upgrade: false,
+                    v2_snapshot_saved: false,
                 },
             );
         }
@@ -142,6 +154,8 @@ impl Build for Observed {
                 terminating: true,
                 ready: false,
                 config_hash: Some(crate::build::config_hash(&self.spec)),
+                snapshot_before_upgrade: false,
+                v2_snapshot_saved: false,
             },
         );
         self
@@ -160,6 +174,8 @@ impl Build for Observed {
                 retained_by_restore: false,
                 terminating: false,
                 predates_cluster: false,
+                snapshot_before_upgrade: None,
+                v2_wal_clean: false,
             };
             self.pvcs.insert(name(o), pvc);
         }

@@ -225,6 +225,11 @@ pub fn to_observed(
                         .annotations()
                         .get(build::ANNOTATION_CONFIG_HASH)
                         .cloned(),
+                    snapshot_before_upgrade: pod
+                        .annotations()
+                        .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
+                    // Read from the member by the controller (observe_v2_snapshots).
+                    v2_snapshot_saved: false,
                 };
                 (member.clone(), state)
             })
@@ -237,6 +242,14 @@ pub fn to_observed(
                     retained_by_restore: pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
                     terminating: pvc.metadata.deletion_timestamp.is_some(),
                     predates_cluster: predates(pvc, cluster),
+                    snapshot_before_upgrade: pvc
+                        .annotations()
+                        .get(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE)
+                        .and_then(|v| EtcdVersion::parse(v)),
+                    v2_wal_clean: pvc
+                        .annotations()
+                        .get(build::ANNOTATION_V2_WAL_CLEAN)
+                        .is_some_and(|v| v == "true"),
                 };
                 (member.clone(), state)
             })
@@ -382,6 +395,39 @@ pub fn known_members(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<Strin
     members.sort();
     members.dedup();
     members
+}
+
+/// For each Pod built to take a v2 snapshot before an upgrade (see
+/// [`crate::state::PvcState::snapshot_before_upgrade`]): whether its etcd saved one since it
+/// started, from the member's metrics. Only those Pods are asked; an unanswered question leaves
+/// `false` (the planner waits).
+pub async fn observe_v2_snapshots(
+    observed: &mut crate::state::Observed,
+    timeout: Duration,
+    tls: Option<&etcd_admin::ClientTls>,
+) {
+    let crate::state::Membership::Known(members) = &observed.membership else {
+        return;
+    };
+    let urls: Vec<(String, String)> = observed
+        .pods
+        .iter()
+        .filter(|(_, pod)| pod.snapshot_before_upgrade && !pod.terminating)
+        .filter_map(|(name, _)| {
+            let member = members.iter().find(|m| m.name == *name)?;
+            Some((name.clone(), member.client_url.clone()?))
+        })
+        .collect();
+    for (name, url) in urls {
+        match etcd_admin::v2_snapshots_saved_tls(&url, timeout, tls).await {
+            Ok(saved) => {
+                if let Some(pod) = observed.pods.get_mut(&name) {
+                    pod.v2_snapshot_saved = saved > 0;
+                }
+            }
+            Err(error) => tracing::debug!(%error, member = %name, "v2 snapshots not read"),
+        }
+    }
 }
 
 /// etcd's cluster version (`MAJOR.MINOR`), asked of every member that answered Status: the

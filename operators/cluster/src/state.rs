@@ -114,6 +114,12 @@ pub struct PodState {
     /// The [`crate::build::config_hash`] it was built from (its `etcd.operator.rs/config-hash`
     /// annotation); `None` for a Pod built by an operator that did not record one.
     pub config_hash: Option<String>,
+    /// Built to take a v2 snapshot before an upgrade to etcd 3.6 (`--snapshot-count=1`, see
+    /// [`PvcState::snapshot_before_upgrade`]).
+    pub snapshot_before_upgrade: bool,
+    /// For such a Pod: its etcd saved a v2 snapshot since it started (read from the member's
+    /// metrics; `false` when unknown).
+    pub v2_snapshot_saved: bool,
 }
 
 /// A member PVC.
@@ -126,6 +132,15 @@ pub struct PvcState {
     /// It was created before this EtcdCluster object (API server timestamps): it holds the data
     /// of an earlier cluster of the same name, kept by `reclaimPolicy: Retain` or a restore.
     pub predates_cluster: bool,
+    /// etcd 3.6 refuses to replay v2 requests that etcd 3.4 left in the WAL (its `/health` is a
+    /// v2 read through raft): before a member moves from 3.5 to 3.6 it runs once on 3.5 with
+    /// `--snapshot-count=1` until it saved a v2 snapshot (etcd's 3.5 → 3.6 upgrade guide).
+    /// Recorded on the PVC, which outlives the Pod: the version to run for that (annotation
+    /// [`crate::build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE`]).
+    pub snapshot_before_upgrade: Option<EtcdVersion>,
+    /// The snapshot was taken ([`crate::build::ANNOTATION_V2_WAL_CLEAN`]): the member may
+    /// run etcd 3.6.
+    pub v2_wal_clean: bool,
 }
 
 impl Observed {

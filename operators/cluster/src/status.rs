@@ -100,6 +100,10 @@ pub mod reasons {
     pub const MEMBER_UPGRADING: &str = "MemberUpgrading";
     /// Event: a member was taken down to come back with the current configuration.
     pub const MEMBER_ROLLED: &str = "MemberRolled";
+    /// Event: a member was restarted on etcd 3.5 to take a v2 snapshot before moving to 3.6.
+    pub const SNAPSHOT_BEFORE_UPGRADE: &str = "SnapshotBeforeUpgrade";
+    /// Event: that snapshot was taken; the member may move to etcd 3.6.
+    pub const V2_WAL_CLEAN: &str = "V2WalClean";
     /// Event: a released PVC was deleted.
     pub const PVC_DELETED: &str = "PvcDeleted";
 }
@@ -286,6 +290,18 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::MEMBER_POD_CREATED,
             format!("Recreated the Pod of member {member} (etcd {version}) on its data"),
         ),
+        Action::CreateMemberPod {
+            member,
+            version,
+            reason: PodReason::SnapshotBeforeUpgrade,
+            ..
+        } => normal(
+            reasons::MEMBER_POD_CREATED,
+            format!(
+                "Recreated the Pod of member {member} on etcd {version} with --snapshot-count=1, \
+                 on its data, to take a v2 snapshot before its upgrade"
+            ),
+        ),
         Action::AddLearner { member, peer_url } => normal(
             reasons::MEMBER_ADDED,
             format!("Added member {member} as a learner (peer URL {peer_url}); its Pod follows"),
@@ -347,6 +363,19 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 config_progress(*up_to_date, *voters)
             ),
         ),
+        Action::SnapshotBeforeUpgrade { member, version } => normal(
+            reasons::SNAPSHOT_BEFORE_UPGRADE,
+            format!(
+                "Took member {member} down to restart it on etcd {version} with \
+                 --snapshot-count=1: etcd 3.6 refuses to replay the v2 requests etcd 3.4 left in \
+                 the WAL, and a v2 snapshot taken after them removes them (etcd's 3.5 to 3.6 \
+                 upgrade guide); its upgrade follows"
+            ),
+        ),
+        Action::MarkV2WalClean { member } => normal(
+            reasons::V2_WAL_CLEAN,
+            format!("Member {member} saved a v2 snapshot: it can move to etcd 3.6"),
+        ),
         Action::DeletePvc { name } => normal(
             reasons::PVC_DELETED,
             format!("Deleted PVC {name} of a removed member (reclaimPolicy: Delete)"),
@@ -385,7 +414,8 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::PodTerminating { .. }
             | WaitReason::PodNotReady { .. }
             | WaitReason::LearnerCatchingUp { .. }
-            | WaitReason::ClusterVersionBehind { .. },
+            | WaitReason::ClusterVersionBehind { .. }
+            | WaitReason::V2SnapshotPending { .. },
         )
         | Action::Converged => None,
     }
@@ -773,6 +803,29 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 facts.upgrade_progress()
             ),
         ),
+        Action::SnapshotBeforeUpgrade { member, version } => active(
+            reasons::UPGRADING,
+            format!(
+                "Restarting member {member} on etcd {version} with --snapshot-count=1 to take a \
+                 v2 snapshot before its upgrade to {target}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::Wait(WaitReason::V2SnapshotPending { member }) => active(
+            reasons::UPGRADING,
+            format!(
+                "Waiting for member {member} to save a v2 snapshot before its upgrade to \
+                 {target}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::MarkV2WalClean { member } => active(
+            reasons::UPGRADING,
+            format!(
+                "Member {member} saved a v2 snapshot; upgrading it to {target} next; {}",
+                facts.upgrade_progress()
+            ),
+        ),
         Action::RollMember { member, .. } => active(
             reasons::ROLLING_CONFIGURATION,
             format!(
@@ -938,9 +991,17 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         // A configuration roll restarts members one by one as an upgrade does.
         Action::UpgradeMember { .. }
         | Action::RollMember { .. }
-        | Action::Wait(WaitReason::ClusterVersionBehind { .. } | WaitReason::PodNotReady { .. }) => {
-            true
+        | Action::SnapshotBeforeUpgrade { .. }
+        | Action::MarkV2WalClean { .. }
+        | Action::CreateMemberPod {
+            reason: PodReason::SnapshotBeforeUpgrade,
+            ..
         }
+        | Action::Wait(
+            WaitReason::ClusterVersionBehind { .. }
+            | WaitReason::PodNotReady { .. }
+            | WaitReason::V2SnapshotPending { .. },
+        ) => true,
         Action::CreateMemberPod {
             reason: PodReason::Restart,
             ..

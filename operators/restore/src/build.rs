@@ -104,6 +104,7 @@ pub fn seed_pod(
             // The snapshot's size is not known here; the cluster operator's later Pods of the
             // restored members see the seed's database.
             largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
         },
     )?;
     mark(&mut pod.metadata, restore);

@@ -58,6 +58,7 @@ fn pod_of(cluster: &EtcdCluster, member: &str, state: InitialState) -> Pod {
             initial_cluster,
             state,
             largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
         },
     )
     .unwrap()
@@ -249,6 +250,7 @@ fn member_missing_from_its_initial_cluster_is_refused() {
                 initial_cluster: &list,
                 state: InitialState::Existing,
                 largest_db_bytes: 0,
+                snapshot_before_upgrade: false,
             },
         )
         .unwrap_err();
@@ -629,6 +631,7 @@ fn the_derived_quota_is_never_below_the_current_database() {
             initial_cluster: &initial,
             state: InitialState::Existing,
             largest_db_bytes: db,
+            snapshot_before_upgrade: false,
         },
     )
     .unwrap();
@@ -668,6 +671,7 @@ fn tls_members_speak_https_with_their_certificates_mounted() {
             initial_cluster: &members,
             state: InitialState::New,
             largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
         },
     )
     .unwrap();
@@ -969,10 +973,61 @@ fn member_pods_record_the_config_hash_over_a_users_annotation() {
                 initial_cluster: &members,
                 state: InitialState::Existing,
                 largest_db_bytes: 0,
+                snapshot_before_upgrade: false,
             },
         )
         .unwrap();
         let annotations = pod.metadata.annotations.unwrap();
         assert_eq!(annotations.get(ANNOTATION_CONFIG_HASH), Some(&expected));
     }
+}
+
+/// The Pod that takes a v2 snapshot before an upgrade to 3.6 runs `--snapshot-count=1` (and not
+/// the spec's count), is marked for the observer, and keeps the spec's configuration hash: the
+/// upgrade that follows replaces it, no configuration roll does.
+#[test]
+fn the_snapshot_before_upgrade_pod_runs_snapshot_count_one() {
+    let mut with_count = spec();
+    with_count.etcd_options = Some(EtcdOptions {
+        snapshot_count: Some(10_000),
+        ..EtcdOptions::default()
+    });
+    let cluster = etcd(with_count);
+    let initial = initial(&["main-0", "main-1"]);
+    let build = |snapshot_before_upgrade| {
+        member_pod(
+            &cluster,
+            &MemberPod {
+                member: "main-1",
+                version: v35(),
+                initial_cluster: &initial,
+                state: InitialState::Existing,
+                largest_db_bytes: 0,
+                snapshot_before_upgrade,
+            },
+        )
+        .unwrap()
+    };
+    let normal = build(false);
+    let snapshotting = build(true);
+    let counts = |pod: &Pod| {
+        args(pod)
+            .into_iter()
+            .filter(|a| a.starts_with("--snapshot-count="))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&normal), ["--snapshot-count=10000"]);
+    assert_eq!(counts(&snapshotting), ["--snapshot-count=1"]);
+    let annotations = |pod: &Pod| pod.metadata.annotations.clone().unwrap();
+    assert_eq!(
+        annotations(&snapshotting)
+            .get(ANNOTATION_SNAPSHOT_BEFORE_UPGRADE)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(!annotations(&normal).contains_key(ANNOTATION_SNAPSHOT_BEFORE_UPGRADE));
+    assert_eq!(
+        annotations(&snapshotting).get(ANNOTATION_CONFIG_HASH),
+        annotations(&normal).get(ANNOTATION_CONFIG_HASH)
+    );
 }

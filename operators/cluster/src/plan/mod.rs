@@ -132,6 +132,23 @@ pub enum Action {
         /// Voters.
         voters: usize,
     },
+    /// Before a member moves from etcd 3.5 to 3.6: record on its PVC that its Pod runs `version`
+    /// (3.5) with `--snapshot-count=1`, then delete the Pod, which comes back that way. etcd 3.6
+    /// panics replaying v2 requests etcd 3.4 left in the WAL (`detected disallowed v2 WAL`); a
+    /// v2 snapshot taken on 3.5 after them is the remedy etcd's upgrade guide gives. Checked to
+    /// keep quorum while the member is down, as [`Action::UpgradeMember`].
+    SnapshotBeforeUpgrade {
+        /// Member name.
+        member: String,
+        /// The version it runs (and runs again, to take the snapshot).
+        version: EtcdVersion,
+    },
+    /// The member's Pod built by [`Action::SnapshotBeforeUpgrade`] saved a v2 snapshot: record
+    /// on its PVC that it may run etcd 3.6 (the upgrade follows).
+    MarkV2WalClean {
+        /// Member name.
+        member: String,
+    },
     /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
     DeletePvc {
         /// PVC name.
@@ -152,6 +169,9 @@ pub enum PodReason {
     NewMember,
     /// The member's Pod is gone; its data survived on the PVC.
     Restart,
+    /// As [`PodReason::Restart`], on the version its PVC names, with `--snapshot-count=1`:
+    /// [`Action::SnapshotBeforeUpgrade`].
+    SnapshotBeforeUpgrade,
 }
 
 /// Why a member is removed.
@@ -235,6 +255,12 @@ pub enum WaitReason {
         cluster_version: Option<(u64, u64)>,
         /// The cluster version the next minor needs.
         needed: (u64, u64),
+    },
+    /// The member runs etcd 3.5 with `--snapshot-count=1` and has not saved a v2 snapshot yet
+    /// ([`Action::SnapshotBeforeUpgrade`]).
+    V2SnapshotPending {
+        /// Member name.
+        member: String,
     },
 }
 
@@ -350,11 +376,12 @@ fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
     let has_data = |member: &String| observed.pvcs.get(member).is_some_and(|p| !p.terminating);
     for member in &observed.last_known_members {
         if !observed.pods.contains_key(member) && has_data(member) {
+            let (version, reason) = restart_version(observed, member, version);
             return Action::CreateMemberPod {
                 member: member.clone(),
                 initial_cluster: initial_cluster.clone(),
                 version,
-                reason: PodReason::Restart,
+                reason,
             };
         }
     }
@@ -416,15 +443,16 @@ fn plan_with_members(
         // Pods are created at the target version: for a member taken down by `UpgradeMember`
         // this is the upgrade itself; etcd runs adjacent minor versions side by side.
         if !member.started() || pvc.is_some() {
+            let (version, reason) = if member.started() {
+                restart_version(observed, &name, target)
+            } else {
+                (target, PodReason::NewMember)
+            };
             return Action::CreateMemberPod {
                 initial_cluster: initial_cluster(&name),
                 member: name,
-                version: target,
-                reason: if member.started() {
-                    PodReason::Restart
-                } else {
-                    PodReason::NewMember
-                },
+                version,
+                reason,
             };
         }
         // Started before, data gone: it must be removed and replaced (rule 4).
@@ -586,6 +614,19 @@ fn plan_with_members(
             needed: behind.needed,
         });
     }
+    // A member whose v2 snapshot was taken is marked so on its PVC, upgrade or not.
+    if let Some((name, _)) = observed.pods.iter().find(|(name, pod)| {
+        pod.snapshot_before_upgrade
+            && pod.v2_snapshot_saved
+            && observed
+                .pvcs
+                .get(*name)
+                .is_some_and(|pvc| pvc.snapshot_before_upgrade.is_some())
+    }) {
+        return Action::MarkV2WalClean {
+            member: name.clone(),
+        };
+    }
     let behind = |m: &&&Member| m.version().is_some_and(|v| v < target);
     let next = voters
         .iter()
@@ -593,11 +634,35 @@ fn plan_with_members(
         .min_by_key(|m| (m.leader(), ordinal_key(cluster, m)));
     if let Some(member) = next {
         let from = member.version().unwrap_or(target);
+        let name = name_of(member);
+        let pvc = observed.pvcs.get(&name);
+        let needs_v2_snapshot = from.major == 3
+            && from.minor == 5
+            && (target.major, target.minor) >= (3, 6)
+            && pvc.is_some_and(|pvc| !pvc.v2_wal_clean);
+        let pod_snapshotting = observed
+            .pods
+            .get(&name)
+            .is_some_and(|pod| pod.snapshot_before_upgrade && !pod.terminating);
+        if needs_v2_snapshot
+            && pod_snapshotting
+            && pvc.is_some_and(|p| p.snapshot_before_upgrade.is_some())
+        {
+            // Up on 3.5 with --snapshot-count=1; marked clean (above) once it saved one.
+            return Action::Wait(WaitReason::V2SnapshotPending { member: name });
+        }
         return if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
-            Action::UpgradeMember {
-                member: name_of(member),
-                from,
-                to: target,
+            if needs_v2_snapshot {
+                Action::SnapshotBeforeUpgrade {
+                    member: name,
+                    version: from,
+                }
+            } else {
+                Action::UpgradeMember {
+                    member: name,
+                    from,
+                    to: target,
+                }
             }
         } else {
             Action::Wait(WaitReason::WouldLoseQuorum {
@@ -649,6 +714,23 @@ fn next_ordinal(observed: &Observed, members: &[Member]) -> u32 {
 }
 
 /// Sort key for choosing among members: by ordinal, members that are not ours last.
+/// The version and reason of a restarting member's Pod: the version its PVC names for a v2
+/// snapshot before an upgrade ([`Action::SnapshotBeforeUpgrade`]), else `version`.
+fn restart_version(
+    observed: &Observed,
+    member: &str,
+    version: EtcdVersion,
+) -> (EtcdVersion, PodReason) {
+    match observed
+        .pvcs
+        .get(member)
+        .and_then(|pvc| pvc.snapshot_before_upgrade)
+    {
+        Some(snapshot_on) => (snapshot_on, PodReason::SnapshotBeforeUpgrade),
+        None => (version, PodReason::Restart),
+    }
+}
+
 fn ordinal_key(cluster: &ClusterName, member: &Member) -> u32 {
     member
         .member_name(cluster)

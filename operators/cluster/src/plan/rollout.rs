@@ -345,6 +345,8 @@ mod tests {
                             terminating: false,
                             ready: false,
                             config_hash: hash.clone(),
+                            snapshot_before_upgrade: false,
+                            v2_snapshot_saved: false,
                         },
                     );
                 }
