@@ -148,6 +148,8 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     env.wait_available("up", 3, V35, STEP).await;
     let writer = Writer::start(env.client_url("up").await);
     writer.check().await;
+    // Meanwhile a cluster is created on the newest minor (3.7), alongside.
+    env.apply(&cluster_yaml("seven", 1, V37)).unwrap();
     env.apply(&cluster_yaml("up", 3, V36)).unwrap();
     env.wait_available("up", 3, V36, STEP).await;
     let checked = writer.check().await;
@@ -155,6 +157,10 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     let events = env.events_for("up").await.join("\n");
     let upgrades = events.matches("from etcd 3.5.35 to 3.6.16").count();
     assert_eq!(upgrades, 3, "each member upgraded once:\n{events}");
+    // Each member took a v2 snapshot on 3.5 before it moved (etcd's 3.5 -> 3.6 guide).
+    let snapshots = events.matches("saved a v2 snapshot").count();
+    assert_eq!(snapshots, 3, "each member snapshotted once:\n{events}");
+    env.wait_available("seven", 1, V37, STEP).await;
 
     // reclaimPolicy Retain → Delete with 3 → 2: the members' PVCs get the cluster as their owner
     // (so they go with it), and the removed member's PVC is deleted once it left cleanly.
@@ -179,7 +185,8 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
     let deadline = tokio::time::Instant::now() + STEP;
     loop {
-        let list = pvcs.list(&Default::default()).await.unwrap().items;
+        let mut list = pvcs.list(&Default::default()).await.unwrap().items;
+        list.retain(|p| p.name_any().starts_with("up-")); // not the 3.7 cluster's
         let names: Vec<String> = list.iter().map(|p| p.name_any()).collect();
         let owned = list.iter().all(|p| {
             p.owner_references()
