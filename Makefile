@@ -20,7 +20,7 @@ endef
 
 .PHONY: help
 help: ## List the verbs
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
 
 .PHONY: deps
 deps: ## Install etcd 3.4 (Debian) and 3.5/3.6/3.7 (built from the Go module proxy), SeaweedFS, aws CLI, kubectl+helm pairs, protoc into .tools/
@@ -68,8 +68,38 @@ chart-lint: ## helm lint and helm template the chart with both helm majors
 # `cargo run -p <package>` alone would build that package's own feature set again.
 BUILD_TESTS := cargo build --workspace --bins --tests
 
+# The tiers, as nextest filtersets. Every test is in exactly one: unit tests are the crates'
+# own (src/) tests, no process started; e2e are the scenarios (operators in Pods on localkube)
+# and localkube's own tests (the whole local control plane); integration is everything else
+# (tests/ of each crate against real etcd, SeaweedFS, kube-apiserver, Prometheus).
+UNIT_TESTS := kind(lib) | kind(bin) | kind(proc-macro)
+E2E_TESTS := kind(test) and (package(e2e-scenarios) | package(localkube))
+INTEGRATION_TESTS := not ($(UNIT_TESTS)) and not ($(E2E_TESTS))
+
+.PHONY: test-build
+test-build: ## Build every binary and test binary (one cargo invocation: one feature set)
+	$(call timed,test-build,$(BUILD_TESTS))
+
+.PHONY: unit
+unit: test-build ## Unit tests (no process started) and doc tests
+	$(call timed,unit,cargo nextest run --workspace --no-fail-fast -E '$(UNIT_TESTS)')
+	$(call timed,doctests,cargo test --workspace --doc)
+
+.PHONY: integration
+integration: deps test-build ## Integration tests: each crate against real etcd, S3, kube-apiserver
+	$(call timed,integration,cargo nextest run --workspace --no-fail-fast -E '$(INTEGRATION_TESTS)')
+
+.PHONY: e2e
+e2e: deps test-build ## End-to-end: the chart and operators on localkube, then rbac-usage on their audit log
+	rm -rf target/audit   # the e2e runs' audit events, read by rbac-usage below
+	$(call timed,e2e,cargo nextest run --workspace --no-fail-fast -E '$(E2E_TESTS)')
+	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
+
+# `make test` runs the three tiers as ONE nextest run (no filter: the union of the tiers), so
+# the short tests fill the cores while the long scenarios wait; run one after another, the
+# e2e tier alone would leave a core idle in its tail.
 .PHONY: test
-test: deps ## Install what tests need, lint, build once, and run every test
+test: deps ## Install what tests need, lint, build once, and run every test (all three tiers)
 	$(call timed,fmt,$(FMT_CHECK))
 	$(call timed,clippy,$(CLIPPY))
 	$(call timed,test-build,$(BUILD_TESTS))
