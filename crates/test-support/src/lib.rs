@@ -53,6 +53,7 @@ pub mod error;
 pub mod etcd;
 pub mod history;
 pub mod kube_tools;
+pub mod kv_workload;
 pub mod linearizability;
 pub mod localkube;
 pub mod monitoring;
