@@ -3,7 +3,7 @@
 //!
 //! [`KvWorkload::start`] runs a few clients, each its own task and connection, doing puts, gets
 //! and compare-and-swap transactions on a handful of keys so that they conflict. Each client
-//! paces itself (about 25 operations a second) to keep the load light next to a control plane.
+//! pauses between operations (at most 25 a second; fewer with the requests' latency) to keep the load light next to a control plane.
 //! [`KvWorkload::finish`] stops them, reads every key (recorded too), checks the history for
 //! linearizability and every acknowledged write against the final values, and returns a
 //! [`WorkloadReport`].
