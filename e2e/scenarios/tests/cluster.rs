@@ -1,6 +1,6 @@
 //! The EtcdCluster lifecycle end to end: the chart installed with helm on the local control
-//! plane, the cluster operator running in its Pod, real etcd members in Pods, and a background
-//! writer whose every acknowledged write must survive each step.
+//! plane, the cluster operator running in its Pod, real etcd members in Pods, and concurrent
+//! clients whose history must stay linearizable, every acknowledged write surviving each step.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -42,15 +42,15 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
         .unwrap();
     env.apply(&cluster_yaml("main", 3, V34)).unwrap();
     env.wait_available("main", 3, V34, STEP).await;
-    let writer = Writer::start(env.client_url("main").await);
+    let clients = Workload::start(env.client_url("main").await);
 
     // 3 → 5 → 3, each member added as a learner and promoted, then removed one at a time.
     env.apply(&cluster_yaml("main", 5, V34)).unwrap();
     env.wait_available("main", 5, V34, STEP).await;
-    writer.check().await;
+    clients.check().await;
     env.apply(&cluster_yaml("main", 3, V34)).unwrap();
     env.wait_available("main", 3, V34, STEP).await;
-    writer.check().await;
+    clients.check().await;
     // Scale-down keeps the removed members' PVCs (reclaimPolicy Retain, the default).
     let pvcs = env.kubectl(&["get", "pvc", "-n", NS, "-o", "name"]);
     assert_eq!(pvcs.lines().count(), 5, "{pvcs}");
@@ -58,12 +58,15 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     // 3.4 → 3.5 → 3.6, one minor at a time, one member at a time, the way etcd documents it.
     env.apply(&cluster_yaml("main", 3, V35)).unwrap();
     env.wait_available("main", 3, V35, STEP).await;
-    writer.check().await;
+    clients.check().await;
     env.apply(&cluster_yaml("main", 3, V36)).unwrap();
     env.wait_available("main", 3, V36, STEP).await;
-    let checked = writer.check().await;
-    assert!(checked > 0, "the writer acknowledged writes during the run");
-    writer.stop().await;
+    let checked = clients.check().await;
+    assert!(
+        checked > 0,
+        "the clients got writes acknowledged during the run"
+    );
+    clients.stop().await;
 
     let events = env.events_for("main").await.join("\n");
     for reason in [
@@ -140,20 +143,23 @@ fn pinned_kubernetes_version() -> String {
 }
 
 /// 3.5 (latest) → 3.6 (latest), the upgrade users make today: one member at a time, followers
-/// first, under the background writer, every acknowledged write kept.
+/// first, under concurrent clients, their history linearizable and every acknowledged write kept.
 #[tokio::test]
 async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     let env = Env::start().await;
     env.apply(&cluster_yaml("up", 3, V35)).unwrap();
     env.wait_available("up", 3, V35, STEP).await;
-    let writer = Writer::start(env.client_url("up").await);
-    writer.check().await;
+    let clients = Workload::start(env.client_url("up").await);
+    clients.check().await;
     // Meanwhile a cluster is created on the newest minor (3.7), alongside.
     env.apply(&cluster_yaml("seven", 1, V37)).unwrap();
     env.apply(&cluster_yaml("up", 3, V36)).unwrap();
     env.wait_available("up", 3, V36, STEP).await;
-    let checked = writer.check().await;
-    assert!(checked > 0, "the writer acknowledged writes during the run");
+    let checked = clients.check().await;
+    assert!(
+        checked > 0,
+        "the clients got writes acknowledged during the run"
+    );
     let events = env.events_for("up").await.join("\n");
     let upgrades = events.matches("from etcd 3.5.35 to 3.6.16").count();
     assert_eq!(upgrades, 3, "each member upgraded once:\n{events}");
@@ -170,7 +176,7 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     );
     env.apply(&delete_policy).unwrap();
     env.wait_available("up", 2, V36, STEP).await;
-    writer.check().await;
+    clients.check().await;
     let members: Vec<String> = env
         .clusters()
         .get("up")
@@ -210,7 +216,7 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    writer.stop().await;
+    clients.stop().await;
 }
 
 /// Issue 21: a change of `spec.etcdOptions` and `spec.pod` reaches the running members. Each
@@ -223,8 +229,8 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
     let env = Env::start().await;
     env.apply(&cluster_yaml("cfg", 3, V35)).unwrap();
     env.wait_available("cfg", 3, V35, STEP).await;
-    let writer = Writer::start(env.client_url("cfg").await);
-    writer.check().await;
+    let clients = Workload::start(env.client_url("cfg").await);
+    clients.check().await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
     let member_pods = || async {
         let params = ListParams::default().labels("etcd.operator.rs/cluster=cfg");
@@ -302,10 +308,10 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         saw_progress,
         "status never reported RollingConfiguration with a count"
     );
-    let checked = writer.check().await;
+    let checked = clients.check().await;
     assert!(
         checked > 0,
-        "the writer acknowledged writes during the roll"
+        "the clients got writes acknowledged during the roll"
     );
     let events = env.events_for("cfg").await;
     let rolled = events
@@ -328,7 +334,7 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         hashes.iter().all(|h| *h == hashes[0] && *h != before[0]),
         "{hashes:?}"
     );
-    writer.stop().await;
+    clients.stop().await;
 }
 
 #[tokio::test]
@@ -336,7 +342,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     let env = Env::start().await;
     env.apply(&cluster_yaml("repair", 3, V36)).unwrap();
     env.wait_available("repair", 3, V36, STEP).await;
-    let writer = Writer::start(env.client_url("repair").await);
+    let clients = Workload::start(env.client_url("repair").await);
     let uid = env
         .clusters()
         .get("repair")
@@ -383,7 +389,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     env.wait_available("repair", 3, V36, STEP).await;
     let after = member_id(&env.clusters().get("repair").await.unwrap().status.unwrap());
     assert_eq!(after, before, "repair-1 rejoined as the same etcd member");
-    writer.check().await;
+    clients.check().await;
 
     // A member whose Pod and data are gone is removed and replaced by a new member (a new etcd
     // member ID; the name is reused only once nothing of the old member is left).
@@ -405,7 +411,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     })
     .await;
     env.wait_available("repair", 3, V36, STEP).await;
-    writer.check().await;
+    clients.check().await;
     let events = env.events_for("repair").await.join("\n");
     assert!(events.contains("MemberRemoved"), "{events}");
 
@@ -424,8 +430,8 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
         "app.kubernetes.io/component=cluster-operator",
     ]);
     env.wait_available("repair", 5, V36, STEP).await;
-    writer.check().await;
-    writer.stop().await;
+    clients.check().await;
+    clients.stop().await;
 }
 
 #[tokio::test]
