@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, PodSecurityContext, ResourceRequirements, SecurityContext, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -193,6 +195,24 @@ pub struct PodPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub priority_class_name: Option<String>,
+
+    /// Pod security context of member Pods, over the operator's defaults: each field you set
+    /// replaces the default of that field, fields you leave unset keep it. Defaults (which the
+    /// `restricted` Pod Security level accepts): `runAsNonRoot: true`, `runAsUser`,
+    /// `runAsGroup` and `fsGroup` 65532 (so the data volume is writable by etcd),
+    /// `fsGroupChangePolicy: OnRootMismatch`, `seccompProfile: {type: RuntimeDefault}`. A
+    /// volume whose storage ignores `fsGroup` (hostPath, some local provisioners) must be
+    /// writable by that user, or set `runAsUser: 0` and `runAsNonRoot: false` to run as root.
+    /// Changing it rolls the members one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+
+    /// Security context of the etcd container, over the operator's defaults (each field you
+    /// set replaces that default): `allowPrivilegeEscalation: false`,
+    /// `readOnlyRootFilesystem: true` (etcd writes only to its data volume) and
+    /// `capabilities: {drop: [ALL]}`. Changing it rolls the members one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_security_context: Option<SecurityContext>,
 }
 
 /// etcd server options. Unset fields keep etcd's defaults.

@@ -209,10 +209,35 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
 /// member is restarted once, one at a time (never two out of the client Service), keeps its
 /// data, and comes back with the new flag and the new configuration hash, while every
 /// acknowledged write survives.
+///
+/// The namespace enforces the `restricted` Pod Security level (the API server's PodSecurity
+/// admission refuses a root Pod there, checked first): the member Pods, non-root with the
+/// operator's security defaults, are admitted, run and write their data volumes.
 #[tokio::test]
 async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write() {
     const HASH: &str = "etcd.operator.rs/config-hash";
     let env = Env::start().await;
+    env.kubectl(&[
+        "label",
+        "namespace",
+        NS,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
+    ]);
+    let refused = env
+        .try_kubectl(&[
+            "run",
+            "root",
+            "-n",
+            NS,
+            "--image=busybox",
+            "--restart=Never",
+            "--dry-run=server",
+            "--",
+            "true",
+        ])
+        .expect_err("a root Pod is refused in a restricted namespace");
+    assert!(refused.contains("violates PodSecurity"), "{refused}");
     env.apply(&cluster_yaml("cfg", 3, V35)).unwrap();
     env.wait_available("cfg", 3, V35, STEP).await;
     let writer = Writer::start(env.client_url("cfg").await);
