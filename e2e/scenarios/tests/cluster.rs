@@ -345,6 +345,52 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         hashes.iter().all(|h| *h == hashes[0] && *h != before[0]),
         "{hashes:?}"
     );
+    // A Pod without the hash (as an operator release before hashes built it) is adopted: the
+    // hash is recorded on it, the same Pod keeps running (no restart).
+    let adopted = member_pods().await.remove(0);
+    let adopted_name = adopted.name_any();
+    env.kubectl(&[
+        "annotate",
+        "pod",
+        "-n",
+        NS,
+        &adopted_name,
+        &format!("{HASH}-"),
+    ]);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let pod = pods.get(&adopted_name).await.unwrap();
+        if pod.annotations().get(HASH) == Some(&hashes[0]) {
+            assert_eq!(pod.uid(), adopted.uid(), "the adopted Pod was re-created");
+            let restarts = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .unwrap()
+                    .container_statuses
+                    .as_ref()
+                    .unwrap()[0]
+                    .restart_count
+            };
+            assert_eq!(
+                restarts(&pod),
+                restarts(&adopted),
+                "the adopted Pod restarted"
+            );
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(&env, "the hash was not recorded on the adopted Pod");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let events = env.events_for("cfg").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("MemberPodAdopted:") && e.contains(&adopted_name)),
+        "{}",
+        events.join("\n")
+    );
     writer.stop().await;
 }
 

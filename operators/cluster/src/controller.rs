@@ -412,7 +412,8 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::RemoveMember { member, .. }
         | Action::DeletePod { member }
         | Action::UpgradeMember { member, .. }
-        | Action::RollMember { member, .. } => member,
+        | Action::RollMember { member, .. }
+        | Action::AdoptPod { member, .. } => member,
         Action::DeletePvc { .. } | Action::Wait(_) | Action::Refuse(_) | Action::Converged => {
             return None;
         }
@@ -459,6 +460,7 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::DeletePod { .. }
         | Action::UpgradeMember { .. }
         | Action::RollMember { .. }
+        | Action::AdoptPod { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
         Action::Wait(reason) => match reason {
             WaitReason::SeedStarting

@@ -286,6 +286,23 @@ impl Executor<'_> {
             Action::DeletePod { member }
             | Action::UpgradeMember { member, .. }
             | Action::RollMember { member, .. } => delete(&self.api::<Pod>(), "Pod", member).await,
+            Action::AdoptPod { member, hash } => {
+                // A merge patch of one annotation: the Pod's spec (immutable) is not touched and
+                // the kubelet does not restart anything.
+                let patch = serde_json::json!({
+                    "metadata": {"annotations": {build::ANNOTATION_CONFIG_HASH: hash}}
+                });
+                self.api::<Pod>()
+                    .patch(member, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(|source| ExecError::Kube {
+                        verb: "patch",
+                        kind: "Pod",
+                        name: member.clone(),
+                        source,
+                    })
+            }
             Action::DeletePvc { name } => {
                 delete(
                     &self.api::<PersistentVolumeClaim>(),

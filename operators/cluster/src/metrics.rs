@@ -163,6 +163,7 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
         Action::DeletePod { .. } => "PodDeleted",
         Action::UpgradeMember { .. } => "MemberUpgraded",
         Action::RollMember { .. } => "MemberRolled",
+        Action::AdoptPod { .. } => "PodAdopted",
         Action::DeletePvc { .. } => "PvcDeleted",
         Action::Wait(_) | Action::Refuse(_) | Action::Converged => return None,
     })

@@ -100,6 +100,8 @@ pub mod reasons {
     pub const MEMBER_UPGRADING: &str = "MemberUpgrading";
     /// Event: a member was taken down to come back with the current configuration.
     pub const MEMBER_ROLLED: &str = "MemberRolled";
+    /// Event: the configuration hash was recorded on a Pod an older release built without one.
+    pub const MEMBER_POD_ADOPTED: &str = "MemberPodAdopted";
     /// Event: a released PVC was deleted.
     pub const PVC_DELETED: &str = "PvcDeleted";
 }
@@ -345,6 +347,14 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 "Took member {member} down to apply the current configuration (spec.pod, \
                  spec.etcdOptions): its Pod is recreated, its data is kept; {} before it",
                 config_progress(*up_to_date, *voters)
+            ),
+        ),
+        Action::AdoptPod { member, hash } => normal(
+            reasons::MEMBER_POD_ADOPTED,
+            format!(
+                "Recorded configuration hash {hash} on Pod {member}, built by an operator release \
+                 that did not record one; not restarted: a later change of spec.pod or \
+                 spec.etcdOptions rolls it"
             ),
         ),
         Action::DeletePvc { name } => normal(
@@ -780,6 +790,10 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                  spec.etcdOptions), one member at a time; {}",
                 facts.config_progress()
             ),
+        ),
+        Action::AdoptPod { member, .. } => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!("Recording the configuration hash on Pod {member} (no restart)"),
         ),
         Action::DeletePvc { name } => active(
             reasons::DELETING_VOLUME,

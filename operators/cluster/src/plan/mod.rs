@@ -20,9 +20,9 @@
 //!    that missed its deadline; remove a dead member if quorum survives it; wait on quorum loss
 //!    or an unhealthy member; promote a learner (only while every voter answers); add one
 //!    learner (scale up / replacement); remove one member (scale down, never the leader when a
-//!    follower can go); upgrade one member (followers first); roll one member whose Pod was
-//!    built from another configuration (followers first, see `rollout.rs`); delete PVCs the
-//!    policy releases.
+//!    follower can go); upgrade one member (followers first); record the configuration hash on
+//!    Pods an older release built without one; roll one member whose Pod was built from another
+//!    configuration (followers first, see `rollout.rs`); delete PVCs the policy releases.
 //!
 //! Destructive actions (remove a member, take a member down to upgrade it) are only built after
 //! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
@@ -131,6 +131,15 @@ pub enum Action {
         up_to_date: usize,
         /// Voters.
         voters: usize,
+    },
+    /// Record `hash` on the Pod of a member that an operator release without configuration
+    /// hashes built: the Pod is adopted as built from the current spec (annotation patched, no
+    /// restart), so a later change of the spec rolls it like every other member.
+    AdoptPod {
+        /// Member name (also its Pod's).
+        member: String,
+        /// The current [`crate::build::config_hash`].
+        hash: String,
     },
     /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
     DeletePvc {
@@ -608,7 +617,11 @@ fn plan_with_members(
         };
     }
 
-    // 9b. Configuration drift: roll members whose Pod was built from another spec (rollout.rs).
+    // 9b. Configuration drift: first record the hash on Pods built without one (adopted, not
+    //     restarted), then roll members whose Pod was built from another spec (rollout.rs).
+    if let Some(adopt) = rollout::next_adoption(observed, members) {
+        return adopt;
+    }
     if let Some(roll) = rollout::next_roll(observed, &voters, healthy_voters) {
         return roll;
     }
