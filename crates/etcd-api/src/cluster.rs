@@ -102,6 +102,65 @@ pub struct EtcdClusterSpec {
     /// switching a running cluster to TLS are not supported yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
+
+    /// Database maintenance: defragmentation when the fragmented space is worth it, and what
+    /// the operator may do to clear a NOSPACE alarm. Unset: no scheduled defragmentation; a
+    /// NOSPACE alarm is still cleared by defragmenting every member and disarming it, without
+    /// compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<MaintenanceSpec>,
+}
+
+/// Database maintenance of the members.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceSpec {
+    /// Defragment a member when its database holds enough free (fragmented) space: one member
+    /// at a time, followers first and the leader last, only while every member is healthy and
+    /// the others keep quorum. A member does not serve while it defragments (seconds per GiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<DefragSpec>,
+
+    /// On a NOSPACE alarm, compact the key space to the current revision first (drops the
+    /// history of every key: watchers and reads at older revisions fail), so that the
+    /// defragmentation that follows frees the space old revisions held. Default false: only
+    /// defragmentation (which frees what etcd's own auto-compaction already released) and the
+    /// disarm. etcd's `autoCompaction*` options stay the normal way to bound history.
+    #[serde(default)]
+    pub compact_on_no_space: bool,
+}
+
+/// When a member is worth defragmenting.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragSpec {
+    /// Minimum share of the database file that is free space, in percent (default 50): a
+    /// member whose `dbSize - dbSizeInUse` is at least this share of `dbSize` is defragmented.
+    #[serde(default = "default_defrag_percent")]
+    #[schemars(range(min = 1, max = 100))]
+    pub threshold_percent: i32,
+
+    /// Minimum free space in bytes (default 64 MiB): smaller databases are not worth the pause.
+    #[serde(default = "default_defrag_min_bytes")]
+    #[schemars(range(min = 0))]
+    pub min_fragmented_bytes: i64,
+}
+
+impl Default for DefragSpec {
+    fn default() -> Self {
+        Self {
+            threshold_percent: default_defrag_percent(),
+            min_fragmented_bytes: default_defrag_min_bytes(),
+        }
+    }
+}
+
+fn default_defrag_percent() -> i32 {
+    50
+}
+
+fn default_defrag_min_bytes() -> i64 {
+    64 * 1024 * 1024
 }
 
 fn default_version() -> String {

@@ -164,6 +164,10 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
         Action::UpgradeMember { .. } => "MemberUpgraded",
         Action::RollMember { .. } => "MemberRolled",
         Action::AdoptPod { .. } => "PodAdopted",
+        Action::ExpandVolume { .. } => "VolumeExpanded",
+        Action::DefragmentMember { .. } => "MemberDefragmented",
+        Action::CompactKeyspace { .. } => "KeyspaceCompacted",
+        Action::DisarmNoSpace { .. } => "NoSpaceDisarmed",
         Action::DeletePvc { .. } => "PvcDeleted",
         Action::Wait(_) | Action::Refuse(_) | Action::Converged => return None,
     })

@@ -834,6 +834,7 @@ mod tests {
                 pod: None,
                 etcd_options: None,
                 tls: None,
+                maintenance: None,
             },
         );
         let pvc = |owned: bool| {
@@ -856,6 +857,7 @@ mod tests {
                 ("main-1".to_owned(), pvc(false)),
             ]
             .into(),
+            expandable_classes: std::collections::BTreeMap::new(),
         };
         let state = cluster_state(&cluster, &kube, Some("main-3"));
         assert_eq!(

@@ -27,6 +27,7 @@ fn spec() -> EtcdClusterSpec {
         pod: None,
         etcd_options: None,
         tls: None,
+        maintenance: None,
     }
 }
 
