@@ -33,8 +33,8 @@ pub use backup::{
     BackupArtifact, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, S3Destination,
 };
 pub use cluster::{
-    AutoCompactionMode, ClusterPhase, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, EtcdOptions,
-    MemberStatus, PodPolicy, ReclaimPolicy, StorageSpec,
+    AutoCompactionMode, ClusterPhase, DefragSpec, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus,
+    EtcdOptions, MaintenanceSpec, MemberStatus, PodPolicy, ReclaimPolicy, StorageSpec,
 };
 pub use common::{LocalObjectReference, S3Connection};
 pub use restore::{

@@ -248,6 +248,11 @@ impl EtcdMember {
         self.spawn_process(tools, version)
     }
 
+    /// Replaces the extra flags the member starts with from its next (re)start on.
+    pub fn set_extra_args(&mut self, args: Vec<String>) {
+        self.config.extra_args = args;
+    }
+
     /// A client for this member's endpoint only.
     pub async fn client(&self) -> Result<Client, HarnessError> {
         connect(&[self.client_url()]).await

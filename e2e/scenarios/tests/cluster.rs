@@ -223,11 +223,53 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
 /// member is restarted once, one at a time (never two out of the client Service), keeps its
 /// data, and comes back with the new flag and the new configuration hash, while every
 /// acknowledged write survives.
+///
+/// The namespace enforces the `restricted` Pod Security level (the API server's PodSecurity
+/// admission refuses a root Pod there, checked first): the member Pods, non-root with the
+/// operator's security defaults, are admitted, run and write their data volumes.
 #[tokio::test]
 async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write() {
     const HASH: &str = "etcd.operator.rs/config-hash";
     let env = Env::start().await;
-    env.apply(&cluster_yaml("cfg", 3, V35)).unwrap();
+    env.kubectl(&[
+        "label",
+        "namespace",
+        NS,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
+    ]);
+    let refused = env
+        .try_kubectl(&[
+            "run",
+            "root",
+            "-n",
+            NS,
+            "--image=busybox",
+            "--restart=Never",
+            "--dry-run=server",
+            "--",
+            "true",
+        ])
+        .expect_err("a root Pod is refused in a restricted namespace");
+    assert!(refused.contains("violates PodSecurity"), "{refused}");
+    // A class that allows expansion (the harness' host-path provisioner: the API server accepts
+    // the larger request, nothing resizes the directory), so the volumes grow with the change.
+    env.lk
+        .kubectl_stdin(
+            &env.kc,
+            &["apply", "-f", "-"],
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: expandable}\n\
+             provisioner: kubernetes.io/host-path\nvolumeBindingMode: Immediate\n\
+             allowVolumeExpansion: true\n",
+        )
+        .unwrap();
+    let cfg = || {
+        cluster_yaml("cfg", 3, V35).replace(
+            "storage: {size: 1Gi}",
+            "storage: {size: 1Gi, storageClassName: expandable}",
+        )
+    };
+    env.apply(&cfg()).unwrap();
     env.wait_available("cfg", 3, V35, STEP).await;
     let clients = Workload::start(env.client_url("cfg").await);
     clients.check().await;
@@ -247,7 +289,9 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         "{before:?}"
     );
 
-    let changed = cluster_yaml("cfg", 3, V35)
+    // New flags, labels and larger volumes at once: the volumes grow first, then the members
+    // roll onto the flags and the quota derived from the new size.
+    let changed = cfg().replace("size: 1Gi", "size: 2Gi")
         + "  etcdOptions: {snapshotCount: 5000}\n  pod: {labels: {team: storage}}\n";
     env.apply(&changed).unwrap();
     // Watch the roll: at every moment at most one member is out of the client Service (its Pod
@@ -333,6 +377,83 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
     assert!(
         hashes.iter().all(|h| *h == hashes[0] && *h != before[0]),
         "{hashes:?}"
+    );
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let requests: Vec<String> = pvcs
+        .list(&ListParams::default().labels("etcd.operator.rs/cluster=cfg"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .unwrap()
+                .resources
+                .as_ref()
+                .unwrap()
+                .requests
+                .as_ref()
+                .unwrap()["storage"]
+                .0
+                .clone()
+        })
+        .collect();
+    assert_eq!(requests, vec!["2Gi"; 3], "every member volume asks for 2Gi");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("ExpandingVolumes:"))
+            .count(),
+        3, // one series per member (its Pod is the event's related object)
+        "{}",
+        events.join("\n")
+    );
+    // A Pod without the hash (as an operator release before hashes built it) is adopted: the
+    // hash is recorded on it, the same Pod keeps running (no restart).
+    let adopted = member_pods().await.remove(0);
+    let adopted_name = adopted.name_any();
+    env.kubectl(&[
+        "annotate",
+        "pod",
+        "-n",
+        NS,
+        &adopted_name,
+        &format!("{HASH}-"),
+    ]);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let pod = pods.get(&adopted_name).await.unwrap();
+        if pod.annotations().get(HASH) == Some(&hashes[0]) {
+            assert_eq!(pod.uid(), adopted.uid(), "the adopted Pod was re-created");
+            let restarts = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .unwrap()
+                    .container_statuses
+                    .as_ref()
+                    .unwrap()[0]
+                    .restart_count
+            };
+            assert_eq!(
+                restarts(&pod),
+                restarts(&adopted),
+                "the adopted Pod restarted"
+            );
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(&env, "the hash was not recorded on the adopted Pod");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let events = env.events_for("cfg").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("MemberPodAdopted:") && e.contains(&adopted_name)),
+        "{}",
+        events.join("\n")
     );
     clients.stop().await;
 }
@@ -577,7 +698,8 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
         "{events}"
     );
 
-    // Volumes cannot shrink: refused, naming the field; the member's PVC keeps its size.
+    // Volumes cannot shrink: refused, naming the field; the member's PVC keeps its size. (Growth
+    // on this class, the harness' default without allowVolumeExpansion, is refused below.)
     let shrink = cluster_yaml("live", 1, V35).replace("size: 1Gi", "size: 512Mi");
     env.apply(&shrink).unwrap();
     env.wait_status("live", "storage shrink refused", STEP, |c| {
@@ -600,6 +722,33 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
         "jsonpath={.spec.resources.requests.storage}",
     ]);
     assert_eq!(size, "1Gi");
+
+    // Growing on a class without allowVolumeExpansion: reported naming the field and the class;
+    // the PVC keeps its request and the member is not rolled onto the larger derived quota.
+    let grow = cluster_yaml("live", 1, V35).replace("size: 1Gi", "size: 2Gi");
+    env.apply(&grow).unwrap();
+    env.wait_status("live", "growth without expansion reported", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Degraded"
+                    && c.reason == "VolumeExpansionNotAllowed"
+                    && c.message.contains("spec.storage.size asks for 2Gi")
+                    && c.message.contains("StorageClass standard")
+            })
+        })
+    })
+    .await;
+    let size = env.kubectl(&[
+        "get",
+        "pvc",
+        "live-0",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.spec.resources.requests.storage}",
+    ]);
+    assert_eq!(size, "1Gi");
+    assert_eq!(pod_uid(), uid, "the member was not rolled");
 
     // While an EtcdRestore holds a cluster (its annotation, the hand-over contract in
     // etcd-api's restore.rs) the operator reports Restoring and takes no action. (An invalid

@@ -99,6 +99,11 @@ impl ExecError {
     }
 }
 
+/// Least time a defragmentation or compaction call gets: it rewrites the whole database
+/// (etcd-facts.md: about a second per few hundred MiB on a local disk), far longer than a
+/// membership call.
+const DEFRAG_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Whether creating a member may create its data volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VolumeStep {
@@ -316,6 +321,71 @@ impl Executor<'_> {
                     }),
                 )
                 .await
+            }
+            Action::AdoptPod { member, hash } => {
+                // A merge patch of one annotation: the Pod's spec (immutable) is not touched and
+                // the kubelet does not restart anything.
+                let patch = serde_json::json!({
+                    "metadata": {"annotations": {build::ANNOTATION_CONFIG_HASH: hash}}
+                });
+                self.api::<Pod>()
+                    .patch(member, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(|source| ExecError::Kube {
+                        verb: "patch",
+                        kind: "Pod",
+                        name: member.clone(),
+                        source,
+                    })
+            }
+            Action::DefragmentMember {
+                member, client_url, ..
+            } => {
+                // The call returns when the member is done; it copies the whole database.
+                let timeout = self.etcd_timeout.max(DEFRAG_TIMEOUT);
+                etcd_admin::defragment(client_url, timeout, self.tls.etcd.as_ref())
+                    .await
+                    .map_err(|source| self.etcd_error("defragment", member, source))
+            }
+            Action::CompactKeyspace { .. } => {
+                let admin = self.admin("cluster", "compact").await?;
+                etcd_admin::compact_to_current(
+                    admin.member_endpoint(),
+                    self.etcd_timeout.max(DEFRAG_TIMEOUT),
+                    self.tls.etcd.as_ref(),
+                )
+                .await
+                .map(drop)
+                .map_err(|source| self.etcd_error("compact", "cluster", source))
+            }
+            Action::DisarmNoSpace { .. } => {
+                let admin = self.admin("cluster", "disarm NOSPACE").await?;
+                etcd_admin::disarm_no_space(
+                    admin.member_endpoint(),
+                    self.etcd_timeout,
+                    self.tls.etcd.as_ref(),
+                )
+                .await
+                .map(drop)
+                .map_err(|source| self.etcd_error("disarm NOSPACE", "cluster", source))
+            }
+            Action::ExpandVolume { pvc, to, .. } => {
+                // Only the request: the API server accepts the change because the class allows
+                // expansion, and its resize controller (or the CSI resizer) does the rest.
+                let patch = serde_json::json!({
+                    "spec": {"resources": {"requests": {"storage": to}}}
+                });
+                self.api::<PersistentVolumeClaim>()
+                    .patch(pvc, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(|source| ExecError::Kube {
+                        verb: "patch",
+                        kind: "PersistentVolumeClaim",
+                        name: pvc.clone(),
+                        source,
+                    })
             }
             Action::DeletePvc { name } => {
                 delete(

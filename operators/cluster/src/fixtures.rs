@@ -7,7 +7,7 @@ use etcd_api::validation::EtcdVersion;
 use etcd_api::{EtcdClusterSpec, StorageSpec};
 
 use crate::naming::ClusterName;
-use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
+use crate::state::{DbStats, Member, MemberHealth, Membership, Observed, PodState, PvcState};
 
 pub(crate) const V34: &str = "3.4.23";
 pub(crate) const V35: &str = "3.5.35";
@@ -38,6 +38,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
             pod: None,
             etcd_options: None,
             tls: None,
+            maintenance: None,
         },
         restoring: None,
         recorded_cluster_id: None,
@@ -50,6 +51,8 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
         pods: BTreeMap::new(),
         pvcs: BTreeMap::new(),
         alarms: vec![],
+        compacted_revision: None,
+        defragmented_at: BTreeMap::new(),
     }
 }
 
@@ -64,6 +67,13 @@ pub(crate) fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
             version: v(version),
             leader,
         },
+        // A small database with little free space: nothing worth defragmenting.
+        db: Some(DbStats {
+            size: 16 << 20,
+            in_use: 15 << 20,
+            quota: 0,
+            revision: 1000,
+        }),
     }
 }
 
@@ -72,6 +82,7 @@ pub(crate) fn unhealthy(ordinal: u32, seconds: u64) -> Member {
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::from_secs(seconds),
         },
+        db: None,
         ..healthy(ordinal, V35, false)
     }
 }
@@ -170,12 +181,22 @@ impl Build for Observed {
     }
     fn pvcs(mut self, ordinals: &[u32]) -> Self {
         for &o in ordinals {
+            // Created from the spec as it is now: the requested size is the spec's.
             let pvc = PvcState {
                 retained_by_restore: false,
                 terminating: false,
                 predates_cluster: false,
                 snapshot_before_upgrade: None,
                 v2_wal_clean: false,
+                requested_bytes: etcd_api::validation::quantity_to_bytes(&self.spec.storage.size.0),
+                storage_class: Some(
+                    self.spec
+                        .storage
+                        .storage_class_name
+                        .clone()
+                        .unwrap_or_else(|| "standard".into()),
+                ),
+                class_allows_expansion: false,
             };
             self.pvcs.insert(name(o), pvc);
         }

@@ -116,6 +116,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         unhealthy: UnhealthySince::default(),
+        compactions: Default::default(),
         metrics,
     });
     let controller = controller::run(ctx, args.namespace.clone(), readiness);

@@ -165,6 +165,11 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
         Action::RollMember { .. } => "MemberRolled",
         Action::SnapshotBeforeUpgrade { .. } => "SnapshotBeforeUpgrade",
         Action::MarkV2WalClean { .. } => "V2WalClean",
+        Action::AdoptPod { .. } => "PodAdopted",
+        Action::ExpandVolume { .. } => "VolumeExpanded",
+        Action::DefragmentMember { .. } => "MemberDefragmented",
+        Action::CompactKeyspace { .. } => "KeyspaceCompacted",
+        Action::DisarmNoSpace { .. } => "NoSpaceDisarmed",
         Action::DeletePvc { .. } => "PvcDeleted",
         Action::Wait(_) | Action::Refuse(_) | Action::Converged => return None,
     })

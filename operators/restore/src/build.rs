@@ -334,6 +334,7 @@ mod tests {
                 pod: None,
                 etcd_options: None,
                 tls: None,
+                maintenance: None,
             },
         );
         c.metadata.namespace = Some("db".into());

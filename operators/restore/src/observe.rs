@@ -886,6 +886,7 @@ mod tests {
                 pod: None,
                 etcd_options: None,
                 tls: None,
+                maintenance: None,
             },
         );
         let pvc = |owned: bool| {
@@ -908,6 +909,7 @@ mod tests {
                 ("main-1".to_owned(), pvc(false)),
             ]
             .into(),
+            expandable_classes: std::collections::BTreeMap::new(),
         };
         let state = cluster_state(&cluster, &kube, Some("main-3"));
         assert_eq!(

@@ -20,9 +20,13 @@
 //!    that missed its deadline; remove a dead member if quorum survives it; wait on quorum loss
 //!    or an unhealthy member; promote a learner (only while every voter answers); add one
 //!    learner (scale up / replacement); remove one member (scale down, never the leader when a
-//!    follower can go); upgrade one member (followers first); roll one member whose Pod was
-//!    built from another configuration (followers first, see `rollout.rs`); delete PVCs the
-//!    policy releases.
+//!    follower can go); upgrade one member (followers first); grow member volumes to
+//!    `spec.storage.size` (see `volumes.rs`); record the configuration hash on
+//!    Pods an older release built without one; roll one member whose Pod was built from another
+//!    configuration (followers first, see `rollout.rs`); delete PVCs the policy releases;
+//!    defragment a member past `spec.maintenance.defrag`'s threshold. Under a NOSPACE alarm,
+//!    after the health checks: compact (if allowed), defragment every member, disarm
+//!    (`maintenance.rs`).
 //!
 //! Destructive actions (remove a member, take a member down to upgrade it) are only built after
 //! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
@@ -35,9 +39,11 @@ use etcd_api::validation::{self, EtcdVersion, FieldError};
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
+mod maintenance;
 mod rollout;
 #[cfg(test)]
 mod tests;
+mod volumes;
 
 /// Tunables of the planner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +155,54 @@ pub enum Action {
         /// Member name.
         member: String,
     },
+    /// Record `hash` on the Pod of a member that an operator release without configuration
+    /// hashes built: the Pod is adopted as built from the current spec (annotation patched, no
+    /// restart), so a later change of the spec rolls it like every other member.
+    AdoptPod {
+        /// Member name (also its Pod's).
+        member: String,
+        /// The current [`crate::build::config_hash`].
+        hash: String,
+    },
+    /// Raise a member PVC's storage request to `spec.storage.size`; its StorageClass allows
+    /// expansion. Not disruptive: the volume grows under the running member (or, for drivers
+    /// that resize offline, at its next restart).
+    ExpandVolume {
+        /// PVC name (the member's).
+        pvc: String,
+        /// Its request now.
+        from: String,
+        /// `spec.storage.size`.
+        to: String,
+    },
+    /// Defragment one member's database (it serves nothing meanwhile). Checked to keep quorum
+    /// while it is busy, as [`Action::RollMember`], but under NOSPACE.
+    DefragmentMember {
+        /// Member name.
+        member: String,
+        /// Its client URL, where the call goes (etcd defragments the member it is sent to).
+        client_url: String,
+        /// Free bytes in its database file, which the defragmentation gives back.
+        free_bytes: u64,
+        /// The key space's revision it reports.
+        revision: i64,
+        /// Why now.
+        reason: DefragReason,
+    },
+    /// Compact the key space to `revision`, the current one (`spec.maintenance.compactOnNoSpace`
+    /// under a NOSPACE alarm): old revisions' space becomes free for the defragmentation.
+    CompactKeyspace {
+        /// The revision every member reports.
+        revision: i64,
+    },
+    /// Disarm the NOSPACE alarm: every member was defragmented and its database file is back
+    /// under the quota.
+    DisarmNoSpace {
+        /// The largest database file of a member, bytes.
+        largest_db: u64,
+        /// The quota, bytes.
+        quota: u64,
+    },
     /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
     DeletePvc {
         /// PVC name.
@@ -172,6 +226,16 @@ pub enum PodReason {
     /// As [`PodReason::Restart`], on the version its PVC names, with `--snapshot-count=1`:
     /// [`Action::SnapshotBeforeUpgrade`].
     SnapshotBeforeUpgrade,
+}
+
+/// Why a member is defragmented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefragReason {
+    /// A NOSPACE alarm is raised: every member with free space is defragmented before the
+    /// alarm is disarmed.
+    NoSpace,
+    /// Its free space passed `spec.maintenance.defrag`'s threshold.
+    Fragmented,
 }
 
 /// Why a member is removed.
@@ -248,6 +312,28 @@ pub enum WaitReason {
     },
     /// A member's data is gone and the cluster cannot be repaired without it; needs a restore.
     ClusterLost,
+    /// `spec.storage.size` asks for more than these PVCs hold and their StorageClass does not
+    /// allow expansion (or does not exist). Nothing after it (configuration roll, which would
+    /// raise the quota derived from the size) happens until the size is set back or the class
+    /// allows expansion.
+    VolumeExpansionNotAllowed {
+        /// The PVCs that cannot grow.
+        pvcs: Vec<String>,
+        /// Their StorageClass (the first one's; `None`: no class).
+        storage_class: Option<String>,
+        /// `spec.storage.size`.
+        size: String,
+    },
+    /// A NOSPACE alarm is raised but nothing the operator may do frees enough space: every
+    /// member is defragmented and a database file is still at or over the quota (compaction
+    /// not allowed, or done without freeing enough). Raise `etcdOptions.quotaBackendBytes`
+    /// (or `storage.size`), delete keys, or allow `spec.maintenance.compactOnNoSpace`.
+    NoSpaceCannotBeFreed {
+        /// The largest database file of a member, bytes.
+        largest_db: u64,
+        /// The quota, bytes.
+        quota: u64,
+    },
     /// The next minor waits for etcd's cluster version to reach the minor every member runs
     /// (the leader moves it some seconds after the last member upgraded).
     ClusterVersionBehind {
@@ -567,6 +653,13 @@ fn plan_with_members(
         });
     }
 
+    // 6b. A NOSPACE alarm (the cluster takes no writes): compact if allowed, defragment every
+    //     member, disarm (maintenance.rs). Before scaling or rolling: nothing else matters as
+    //     much as writes coming back.
+    if let Some(step) = maintenance::no_space_recovery(observed, &voters) {
+        return step;
+    }
+
     // 7. Scale up (or replace a removed member): one learner at a time.
     let size = usize::try_from(observed.spec.size).unwrap_or(0);
     if voters.len() < size {
@@ -673,7 +766,17 @@ fn plan_with_members(
         };
     }
 
-    // 9b. Configuration drift: roll members whose Pod was built from another spec (rollout.rs).
+    // 9a. Volume growth, before the roll: the roll applies the quota derived from the new size,
+    //     which must not exceed what the volumes hold.
+    if let Some(grow) = volumes::next_growth(observed, members) {
+        return grow;
+    }
+
+    // 9b. Configuration drift: first record the hash on Pods built without one (adopted, not
+    //     restarted), then roll members whose Pod was built from another spec (rollout.rs).
+    if let Some(adopt) = rollout::next_adoption(observed, members) {
+        return adopt;
+    }
     if let Some(roll) = rollout::next_roll(observed, &voters, healthy_voters) {
         return roll;
     }
@@ -692,6 +795,11 @@ fn plan_with_members(
         if let Some((name, _)) = released {
             return Action::DeletePvc { name: name.clone() };
         }
+    }
+
+    // 11. Scheduled maintenance: defragment a member whose free space passed the threshold.
+    if let Some(defrag) = maintenance::next_defrag(observed, &voters, healthy_voters) {
+        return defrag;
     }
     Action::Converged
 }

@@ -892,6 +892,7 @@ fn members_list_etcd_members_then_pods_by_ordinal() {
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::ZERO,
         },
+        db: None,
     };
     let observed = cluster(3, V35)
         .pods(&[0, 2, 10, 11])
