@@ -100,7 +100,7 @@ spec:
           args:
             - --leader-elect={{ $root.Values.leaderElection.enabled }}
             {{- with $v.watchNamespace }}
-            - --namespace={{ . }}
+            - --watch-namespace={{ . }}
             {{- end }}
             {{- range .args }}
             - {{ . }}

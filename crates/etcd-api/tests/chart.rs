@@ -699,3 +699,67 @@ fn every_operator_knob_reaches_the_rendered_objects() {
         }
     }
 }
+
+/// The three operators take one set of flags (operator-runtime's shell): the chart passes the
+/// same `--leader-elect` and `--watch-namespace` to each and the same environment (identity from
+/// the Pod name, the Lease's namespace, log level and format), with both helm majors.
+#[test]
+fn the_three_operators_get_the_same_flags_and_environment() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "backupOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db",
+                "--set",
+                "logging.format=text",
+            ])
+            .unwrap();
+        let objects = rendered_objects(&out);
+        let deployments = of_kind(&objects, "Deployment");
+        assert_eq!(deployments.len(), 3, "helm {helm}");
+        for d in deployments {
+            let container = &d["spec"]["template"]["spec"]["containers"][0];
+            let args: Vec<&str> = container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            for flag in ["--leader-elect=true", "--watch-namespace=db"] {
+                assert!(args.contains(&flag), "helm {helm}: {flag} not in {args:?}");
+            }
+            // The old spellings are accepted by the binaries but no longer rendered.
+            assert!(
+                !args
+                    .iter()
+                    .any(|a| a.starts_with("--namespace") || a.starts_with("--pod-name")),
+                "helm {helm}: {args:?}"
+            );
+            let env = container["env"].as_array().unwrap();
+            let var = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+            assert_eq!(
+                var("POD_NAME").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+                "metadata.name"
+            );
+            assert_eq!(
+                var("POD_NAMESPACE").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+                "metadata.namespace"
+            );
+            assert_eq!(var("LOG_FORMAT").unwrap()["value"], "text", "helm {helm}");
+            assert_eq!(var("LOG_LEVEL").unwrap()["value"], "info", "helm {helm}");
+        }
+    }
+}
