@@ -465,6 +465,7 @@ fn the_values_schema_refuses_bad_values_naming_them() {
         // A misspelt key would otherwise be ignored silently.
         ("clusterOperater.replicas=2", "clusterOperater"),
         ("leaderElection.enable=false", "enable"),
+        ("rbac.scope=tenant", "rbac.scope"),
     ];
     for pair in KubePair::ALL {
         let clients = KubeClients::find(pair).unwrap();
@@ -761,5 +762,155 @@ fn the_three_operators_get_the_same_flags_and_environment() {
             assert_eq!(var("LOG_FORMAT").unwrap()["value"], "text", "helm {helm}");
             assert_eq!(var("LOG_LEVEL").unwrap()["value"], "info", "helm {helm}");
         }
+    }
+}
+
+/// `rbac.scope=namespaced`: each operator gets a Role and RoleBinding in its watchNamespace and no
+/// ClusterRole of its own (the aggregated user roles stay); without a watchNamespace the chart
+/// refuses, naming the value. The Lease's name is derived from the release, so two releases in
+/// one namespace never share one. Both helm majors.
+#[test]
+fn namespaced_rbac_and_per_release_leases() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "rbac.scope=namespaced",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "backupOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db2",
+            ])
+            .unwrap();
+        let objects = rendered_objects(&out);
+        let cluster_roles: Vec<&str> = of_kind(&objects, "ClusterRole")
+            .iter()
+            .map(|r| r["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            cluster_roles.iter().all(|n| n.contains("aggregate-to")),
+            "helm {helm}: operator ClusterRoles in namespaced scope: {cluster_roles:?}"
+        );
+        assert!(
+            of_kind(&objects, "ClusterRoleBinding").is_empty(),
+            "helm {helm}"
+        );
+        for (suffix, ns, component) in [
+            ("cluster", "db", "cluster-operator"),
+            ("backup", "db", "backup-operator"),
+            ("restore", "db2", "restore-operator"),
+        ] {
+            let name = format!("rel-etcd-operator-{suffix}");
+            let role = of_kind(&objects, "Role")
+                .into_iter()
+                .find(|r| r["metadata"]["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("helm {helm}: no Role {name}"));
+            assert_eq!(role["metadata"]["namespace"], ns, "helm {helm}");
+            assert!(!role["rules"].as_array().unwrap().is_empty());
+            let binding = of_kind(&objects, "RoleBinding")
+                .into_iter()
+                .find(|b| b["metadata"]["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("helm {helm}: no RoleBinding {name}"));
+            assert_eq!(binding["metadata"]["namespace"], ns);
+            assert_eq!(binding["roleRef"]["kind"], "Role");
+            assert_eq!(binding["roleRef"]["name"], name.as_str());
+            assert_eq!(binding["subjects"][0]["name"], name.as_str());
+            assert_eq!(binding["subjects"][0]["namespace"], "ops");
+            // Leader election stays in the release namespace.
+            let election = of_kind(&objects, "Role")
+                .into_iter()
+                .find(|r| r["metadata"]["name"] == format!("{name}-leader-election"))
+                .unwrap();
+            assert_eq!(election["metadata"]["namespace"], "ops");
+            let deployment = of_kind(&objects, "Deployment")
+                .into_iter()
+                .find(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == component)
+                .unwrap();
+            let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+            assert!(
+                args.as_array()
+                    .unwrap()
+                    .contains(&serde_json::json!(format!("--watch-namespace={ns}"))),
+                "helm {helm}: {args}"
+            );
+        }
+
+        // Namespaced scope without a watched namespace: refused, naming the missing value.
+        let err = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "--set",
+                "rbac.scope=namespaced",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db",
+            ])
+            .expect_err("namespaced scope without backupOperator.watchNamespace")
+            .to_string();
+        assert!(
+            err.contains("backupOperator.watchNamespace"),
+            "helm {helm}: {err}"
+        );
+        // ... unless that operator is disabled.
+        clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "--set",
+                "rbac.scope=namespaced",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db",
+                "--set",
+                "backupOperator.enabled=false",
+            ])
+            .unwrap_or_else(|e| panic!("helm {helm}: {e}"));
+
+        // Two releases in one namespace: distinct Leases.
+        let lease = |release: &str| -> Vec<String> {
+            let out = clients
+                .run_helm(&["template", release, chart, "-n", "ops"])
+                .unwrap();
+            let mut names: Vec<String> = of_kind(&rendered_objects(&out), "Deployment")
+                .iter()
+                .flat_map(|d| {
+                    d["spec"]["template"]["spec"]["containers"][0]["args"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|a| a.as_str()?.strip_prefix("--lease-name="))
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            lease("a"),
+            [
+                "a-etcd-operator-backup",
+                "a-etcd-operator-cluster",
+                "a-etcd-operator-restore"
+            ],
+            "helm {helm}"
+        );
+        assert!(lease("b").iter().all(|n| n.starts_with("b-")));
     }
 }

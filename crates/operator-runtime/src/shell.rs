@@ -73,14 +73,16 @@ impl ShellArgs {
         lease_identity(self.identity.as_deref(), hostname().as_deref())
     }
 
-    /// The Lease to hold, if leader election is on.
+    /// The Lease to hold, if leader election is on. Under a `--lease-name` other than the
+    /// binary's, the binary's own Lease is the previous one: releases before the chart derived
+    /// the name from the release held it, and the new replica waits for it to be let go.
     pub fn election(&self, default_lease_name: &str, identity: &str) -> Option<LeaseConfig> {
         self.leader_elect.then(|| {
-            LeaseConfig::new(
-                &self.lease_namespace,
-                self.lease_name.as_deref().unwrap_or(default_lease_name),
-                identity,
-            )
+            let name = self.lease_name.as_deref().unwrap_or(default_lease_name);
+            LeaseConfig {
+                previous_name: (name != default_lease_name).then(|| default_lease_name.to_owned()),
+                ..LeaseConfig::new(&self.lease_namespace, name, identity)
+            }
         })
     }
 
@@ -163,12 +165,14 @@ mod tests {
             (lease.namespace.as_str(), lease.name.as_str()),
             ("ops", "etcd-backup-operator")
         );
+        assert_eq!(lease.previous_name, None);
         let cli = parse(&[
             "--lease-name=rel-etcd-operator-backup",
             "--lease-namespace=ops",
         ]);
         let lease = cli.shell.election("etcd-backup-operator", "a").unwrap();
         assert_eq!(lease.name, "rel-etcd-operator-backup");
+        assert_eq!(lease.previous_name.as_deref(), Some("etcd-backup-operator"));
         assert!(
             parse(&["--leader-elect=false"])
                 .shell
