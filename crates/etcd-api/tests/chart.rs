@@ -914,3 +914,58 @@ fn namespaced_rbac_and_per_release_leases() {
         assert!(lease("b").iter().all(|n| n.starts_with("b-")));
     }
 }
+
+/// The `helm test` hook: a test Pod of the chart's image running `etcd-backup-operator
+/// self-test` against each enabled operator's metrics Service; off with tests.enabled=false.
+#[test]
+fn the_helm_test_hook_checks_every_enabled_operator() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "restoreOperator.enabled=false",
+            ])
+            .unwrap();
+        let objects = rendered_objects(&out);
+        let pod = of_kind(&objects, "Pod")
+            .into_iter()
+            .find(|p| p["metadata"]["annotations"]["helm.sh/hook"] == "test")
+            .unwrap_or_else(|| panic!("helm {helm}: no test hook Pod"));
+        let container = &pod["spec"]["containers"][0];
+        assert_eq!(
+            container["command"],
+            serde_json::json!(["/usr/local/bin/etcd-backup-operator", "self-test"])
+        );
+        assert_eq!(
+            container["args"],
+            serde_json::json!([
+                "--url=http://rel-etcd-operator-cluster-metrics.ops.svc:8080/healthz",
+                "--url=http://rel-etcd-operator-backup-metrics.ops.svc:8080/healthz",
+                "--within-seconds=60"
+            ]),
+            "helm {helm}"
+        );
+        assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+        let out = clients
+            .run_helm(&["template", "rel", chart, "--set", "tests.enabled=false"])
+            .unwrap();
+        assert!(!out.contains("helm.sh/hook: test"), "helm {helm}");
+        let err = clients
+            .run_helm(&["template", "rel", chart, "--set", "tests.withinSeconds=0"])
+            .expect_err("tests.withinSeconds=0")
+            .to_string();
+        assert!(
+            err.contains("tests.withinSeconds") || err.contains("/tests/withinSeconds"),
+            "helm {helm}: {err}"
+        );
+    }
+}

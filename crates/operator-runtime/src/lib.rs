@@ -10,6 +10,7 @@
 //! - [`probes`] — `/healthz`, `/readyz` and `/metrics` on a plain TCP listener (I/O).
 //! - [`metrics`] — the Prometheus registry and the reconcile/action families every operator
 //!   exposes (no I/O).
+//! - [`selftest`] — the `helm test` checks: operators answer, the CRDs are served (I/O).
 //! - [`shell`] — the flags every binary shares (`LogArgs`, `ShellArgs`): one set of names,
 //!   env vars and defaults.
 //! - [`shutdown`] — SIGTERM/SIGINT.
@@ -29,6 +30,7 @@ pub mod logging;
 pub mod metrics;
 pub mod objects;
 pub mod probes;
+pub mod selftest;
 pub mod shell;
 pub mod shutdown;
 pub mod status;

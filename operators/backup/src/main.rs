@@ -3,6 +3,7 @@
 //! - `run`: the EtcdBackup controller (the chart's Deployment).
 //! - `create-backup`: create one EtcdBackup, optionally wait for it and apply retention (the
 //!   chart's CronJob).
+//! - `self-test`: the chart's `helm test` hook (operators answer, CRDs served).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,6 +35,19 @@ enum Command {
     Run(RunArgs),
     /// Create one EtcdBackup of a cluster; optionally wait for it and delete old ones.
     CreateBackup(CreateArgs),
+    /// The chart's `helm test`: each `--url` answers 200 and the API server serves the
+    /// EtcdCluster, EtcdBackup and EtcdRestore kinds. Exits non-zero naming what failed.
+    SelfTest(SelfTestArgs),
+}
+
+#[derive(Args, Debug)]
+struct SelfTestArgs {
+    /// A probe endpoint that must answer 200, e.g. `http://rel-etcd-operator-cluster-metrics:8080/healthz`.
+    #[arg(long = "url")]
+    urls: Vec<String>,
+    /// How long each endpoint may take to answer 200.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    within_seconds: u64,
 }
 
 #[derive(Args, Debug)]
@@ -106,6 +120,7 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(client, args).await,
         Command::CreateBackup(args) => create(client, args).await,
+        Command::SelfTest(args) => self_test(client, args).await,
     }
 }
 
@@ -135,6 +150,32 @@ async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
         |stop, readiness| controller::run_with_metrics(client, settings, stop, readiness, metrics),
     )
     .await
+}
+
+async fn self_test(client: kube::Client, args: SelfTestArgs) -> ExitCode {
+    use operator_runtime::selftest;
+    let mut failed = false;
+    for url in &args.urls {
+        match selftest::check_endpoint(url, Duration::from_secs(args.within_seconds)).await {
+            Ok(()) => tracing::info!(%url, "answers"),
+            Err(error) => {
+                tracing::error!(%error, "operator does not answer");
+                failed = true;
+            }
+        }
+    }
+    match selftest::check_crds_served(&client).await {
+        Ok(()) => tracing::info!(kinds = ?selftest::RESOURCES, "served"),
+        Err(error) => {
+            tracing::error!(%error, "CRDs not served");
+            failed = true;
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 async fn create(client: kube::Client, args: CreateArgs) -> ExitCode {
