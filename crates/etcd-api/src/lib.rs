@@ -28,6 +28,7 @@ pub mod reference;
 pub mod restore;
 pub mod tls;
 pub mod validation;
+pub mod values_doc;
 
 pub use backup::{
     BackupArtifact, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, S3Destination,

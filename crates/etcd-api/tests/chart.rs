@@ -40,6 +40,42 @@ fn committed_crd_templates_match_the_types() {
 }
 
 #[test]
+fn committed_chart_readme_matches_the_values() {
+    let chart = chart_dir();
+    let values = std::fs::read_to_string(chart.join("values.yaml")).unwrap();
+    let committed = std::fs::read_to_string(chart.join("README.md")).unwrap_or_default();
+    let generated = etcd_api::values_doc::readme(&values).unwrap();
+    assert!(
+        committed == generated,
+        "charts/etcd-operator/README.md is stale: run `make chart-docs` and commit the result"
+    );
+    // Every value of values.yaml is in it, documented: a value added without a `# --` comment
+    // fails here (the few self-explaining leaves below excepted).
+    let undocumented: Vec<String> = etcd_api::values_doc::values(&values)
+        .into_iter()
+        .filter(|v| v.doc.is_none())
+        .map(|v| v.key)
+        .filter(|k| {
+            ![
+                "pullPolicy",
+                "nodeSelector",
+                "tolerations",
+                "affinity",
+                "extraVolumeMounts",
+                "create",
+                "enabled",
+            ]
+            .iter()
+            .any(|leaf| k.ends_with(leaf))
+        })
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "values without a `# --` comment: {undocumented:?}"
+    );
+}
+
+#[test]
 fn committed_api_reference_matches_the_types() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("API.md");
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
