@@ -32,6 +32,7 @@ pub mod values_doc;
 
 pub use backup::{
     BackupArtifact, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, S3Destination,
+    human_size,
 };
 pub use cluster::{
     AutoCompactionMode, ClusterPhase, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, EtcdOptions,

@@ -45,7 +45,11 @@ pub fn values(values_yaml: &str) -> Vec<ValueDoc> {
         while stack.last().is_some_and(|(i, _, _)| *i >= indent) {
             stack.pop();
         }
-        let path: Vec<&str> = stack.iter().map(|(_, k, _)| k.as_str()).chain([key]).collect();
+        let path: Vec<&str> = stack
+            .iter()
+            .map(|(_, k, _)| k.as_str())
+            .chain([key])
+            .collect();
         let doc = pending.take();
         let doc_seen = doc.is_some();
         let leaf = !rest.trim().is_empty();
