@@ -502,6 +502,10 @@ fn the_values_schema_refuses_bad_values_naming_them() {
         ("clusterOperater.replicas=2", "clusterOperater"),
         ("leaderElection.enable=false", "enable"),
         ("rbac.scope=tenant", "rbac.scope"),
+        (
+            "restoreOperator.seed.serviceAccountName=Bad_SA",
+            "restoreOperator.seed.serviceAccountName",
+        ),
     ];
     for pair in KubePair::ALL {
         let clients = KubeClients::find(pair).unwrap();
@@ -1002,6 +1006,55 @@ fn the_helm_test_hook_checks_every_enabled_operator() {
         assert!(
             err.contains("tests.withinSeconds") || err.contains("/tests/withinSeconds"),
             "helm {helm}: {err}"
+        );
+    }
+}
+
+/// The restore's seed Pods: restoreOperator.seed.serviceAccountName (workload identity) and the
+/// chart's imagePullSecrets reach the restore operator's flags, which put them on the seed Pod
+/// (operators/restore/src/build.rs tests that half). Both helm majors.
+#[test]
+fn seed_pod_identity_and_pull_secrets_reach_the_restore_operator() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let args_of = |sets: &[&str]| -> Vec<String> {
+            let mut args = vec!["template", "rel", chart, "-n", "ops"];
+            for s in sets {
+                args.extend(["--set", s]);
+            }
+            let out = clients.run_helm(&args).unwrap();
+            let objects = rendered_objects(&out);
+            let restore = of_kind(&objects, "Deployment")
+                .into_iter()
+                .find(|d| d["metadata"]["name"] == "rel-etcd-operator-restore")
+                .unwrap();
+            restore["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .filter(|a| {
+                    a.starts_with("--seed-service-account")
+                        || a.starts_with("--seed-image-pull-secret")
+                })
+                .collect()
+        };
+        assert!(args_of(&[]).is_empty(), "helm {helm}: nothing by default");
+        assert_eq!(
+            args_of(&[
+                "restoreOperator.seed.serviceAccountName=etcd-restore-irsa",
+                "imagePullSecrets[0].name=regcred",
+                "imagePullSecrets[1].name=mirror",
+            ]),
+            [
+                "--seed-service-account=etcd-restore-irsa",
+                "--seed-image-pull-secret=regcred",
+                "--seed-image-pull-secret=mirror",
+            ],
+            "helm {helm}"
         );
     }
 }

@@ -45,6 +45,13 @@ struct RunArgs {
     /// The image of this operator: seed Pods run its `prepare-seed` (and its etcdutl).
     #[arg(long, env = "SEED_IMAGE")]
     seed_image: String,
+    /// The seed Pods' ServiceAccount in the cluster's namespace (workload identity for S3);
+    /// default: that namespace's `default`.
+    #[arg(long, env = "SEED_SERVICE_ACCOUNT")]
+    seed_service_account: Option<String>,
+    /// An image pull secret (in the cluster's namespace) for the seed Pods; repeatable.
+    #[arg(long = "seed-image-pull-secret")]
+    seed_image_pull_secrets: Vec<String>,
     /// Timeout of each etcd call.
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
@@ -147,6 +154,8 @@ async fn run(args: RunArgs) -> ExitCode {
     let settings = Settings {
         namespace: args.shell.watch_namespace(),
         seed_image: args.seed_image,
+        seed_service_account: args.seed_service_account,
+        seed_image_pull_secrets: args.seed_image_pull_secrets,
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         pod_name: Some(pod_name),
     };
