@@ -50,6 +50,10 @@ crds: ## Regenerate the chart's CRD templates and the API reference from the Rus
 	cargo run -q -p etcd-api --bin crdgen -- write $(CHART)
 	cargo run -q -p etcd-api --bin crdgen -- reference > crates/etcd-api/API.md
 
+.PHONY: chart-docs
+chart-docs: ## Regenerate the chart's README from the comments in values.yaml
+	cargo run -q -p etcd-api --bin crdgen -- chart-readme $(CHART) > $(CHART)/README.md
+
 .PHONY: chart-lint
 chart-lint: ## helm lint and helm template the chart with both helm majors
 	$(TOOLS)/bin/helm-4.3 lint --strict $(CHART)

@@ -28,9 +28,11 @@ pub mod reference;
 pub mod restore;
 pub mod tls;
 pub mod validation;
+pub mod values_doc;
 
 pub use backup::{
     BackupArtifact, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, S3Destination,
+    human_size,
 };
 pub use cluster::{
     AutoCompactionMode, ClusterPhase, DefragSpec, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus,

@@ -41,6 +41,12 @@ use crate::condition::Condition;
     printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Step",
+        type_ = "string",
+        json_path = ".status.step",
+        description = "The step the restore is at"
+    ),
+    printcolumn(
         name = "Status",
         type_ = "string",
         json_path = ".status.message",
@@ -144,6 +150,11 @@ pub struct EtcdRestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 
+    /// The step the restore is at: `PreparingSeed`, `StoppingOldMembers`,
+    /// `WaitingForQuorumVerdict`, `SeedServing`, `RemovingSeed`, `GrowingBack`, `Succeeded` or
+    /// `Failed` (the printer column; `message` says it in words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// Human-readable detail of the outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -90,6 +90,8 @@ async fn scheduled_backups_are_retained_and_an_on_demand_backup_restores() {
     let key = object_key(&artifact, MANUAL_PREFIX, CLUSTER);
     let object = get_object(&s3, &key).await;
     assert_eq!(object.len() as i64, artifact.size_bytes, "{}", artifact.uri);
+    // The printer column's human size matches the byte count.
+    assert_eq!(artifact.size, etcd_api::human_size(artifact.size_bytes));
     assert_eq!(
         hex(&Sha256::digest(&object)),
         artifact.sha256,

@@ -658,6 +658,7 @@ mod tests {
             artifact: (phase == BackupPhase::Succeeded).then(|| BackupArtifact {
                 uri: "s3://backups/p/main/x.db".into(),
                 size_bytes: 10,
+                size: "10 B".into(),
                 sha256: "ab".repeat(32),
                 revision: 40,
                 etcd_version: "3.5.35".into(),
