@@ -291,16 +291,14 @@ fn init_container(
     }
 }
 
-/// The init container writes the data directory that etcd, root in its image, then serves. The
-/// operator image's own user (65532) may not write there: a fresh volume's root is owned by
-/// root with mode 0755 on most storage (ext4 on a block device), so it runs as root, as etcd
-/// does, with every capability dropped (owning the directory is enough), no escalation and a
-/// read-only root file system.
+/// The init container writes the data directory that etcd then serves, so it runs as etcd's
+/// user: no user or group of its own, the Pod's (the member Pod's security context: uid and
+/// gid 65532 with `fsGroup` 65532 by default, so the volume is writable; whatever
+/// `spec.pod.securityContext` sets otherwise, root included). Files it wrote as another user
+/// (`etcdutl snapshot restore` makes 0700 directories) would be unreadable to etcd. Every
+/// capability dropped, no escalation, a read-only root file system.
 fn seed_writer_security() -> SecurityContext {
     SecurityContext {
-        run_as_user: Some(0),
-        run_as_group: Some(0),
-        run_as_non_root: Some(false),
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
         capabilities: Some(Capabilities {
@@ -421,7 +419,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(pod.metadata.name.as_deref(), Some("main-3"));
-        let spec = pod.spec.unwrap();
+        let spec = pod.spec.clone().unwrap();
         let etcd_args = spec.containers[0].args.clone().unwrap();
         let peer = "http://main-3.main.db.svc:2380";
         assert!(etcd_args.contains(&format!("--initial-cluster=main-3={peer}")));
@@ -462,16 +460,25 @@ mod tests {
             init.volume_mounts.clone().unwrap()[0].mount_path,
             DATA_MOUNT
         );
-        // It writes as etcd's user (root), not the operator image's, with nothing else allowed.
+        // It writes as etcd's user (the Pod's: non-root 65532 by default), with nothing else
+        // allowed: files another user wrote would be unreadable to etcd.
         let sc = init.security_context.clone().unwrap();
         assert_eq!(
             (
                 sc.run_as_user,
+                sc.run_as_group,
                 sc.run_as_non_root,
                 sc.allow_privilege_escalation
             ),
-            (Some(0), Some(false), Some(false))
+            (None, None, None, Some(false))
         );
+        let pod_sc = spec.security_context.clone().unwrap();
+        assert_eq!(
+            (pod_sc.run_as_user, pod_sc.fs_group, pod_sc.run_as_non_root),
+            (Some(65532), Some(65532), Some(true))
+        );
+        let etcd_sc = spec.containers[0].security_context.clone().unwrap();
+        assert_eq!((etcd_sc.run_as_user, etcd_sc.run_as_group), (None, None));
         assert_eq!(sc.read_only_root_filesystem, Some(true));
         assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_owned()]));
         assert_eq!(
