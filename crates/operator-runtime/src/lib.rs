@@ -11,7 +11,7 @@
 //! - [`metrics`] — the Prometheus registry and the reconcile/action families every operator
 //!   exposes (no I/O).
 //! - [`shutdown`] — SIGTERM/SIGINT.
-//! - [`objects`] — idempotent create and delete of one object (I/O).
+//! - [`objects`] — idempotent create, delete and server-side apply of one object (I/O).
 //! - [`elected`] — `run_elected`: the above wired into an operator's `run` (backup, restore).
 //!
 //! A binary's `main` wires them roughly as: `init_logging`, install the rustls provider, build
@@ -38,7 +38,7 @@ pub use leader::{
 };
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
 pub use metrics::ReconcileMetrics;
-pub use objects::{ObjectError, create_if_absent, delete_if_present};
+pub use objects::{ObjectError, apply_object, create_if_absent, delete_if_present};
 pub use probes::{ProbeServer, Readiness, serve_probes, serve_probes_and_metrics};
 pub use shutdown::shutdown_signal;
 pub use status::apply_status;
