@@ -233,6 +233,37 @@ mod tests {
         );
     }
 
+    /// Run by [`an_armed_point_ends_the_process_with_its_code`] in a child process with the
+    /// variable set; a no-op in a normal run.
+    #[test]
+    fn child_reaches_points() {
+        if std::env::var(ENV).is_err() {
+            return;
+        }
+        hit("cluster.pod_create", When::Before);
+        hit("cluster.member_add", When::After);
+        println!("the other points passed");
+        hit("cluster.pod_create", When::After);
+        println!("still running after the armed point");
+    }
+
+    #[test]
+    fn an_armed_point_ends_the_process_with_its_code() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["tests::child_reaches_points", "--exact", "--nocapture"])
+            .env(ENV, "cluster.pod_create:after")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(EXIT_CODE), "{stdout}");
+        assert!(stdout.contains("the other points passed"), "{stdout}");
+        assert!(
+            stdout.contains("failpoint cluster.pod_create:after reached"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("still running"), "{stdout}");
+    }
+
     #[test]
     fn names_are_unique_and_systematic() {
         let mut names = ALL.to_vec();

@@ -21,6 +21,8 @@
 //! So the number of side-effect call sites equals the number of failpoints; the test prints
 //! the table of both.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
