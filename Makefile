@@ -20,7 +20,7 @@ endef
 
 .PHONY: help
 help: ## List the verbs
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{ printf "  make %-11s %s\n", $$1, $$2 }'
 
 .PHONY: deps
 deps: ## Install etcd 3.4 (Debian) and 3.5/3.6/3.7 (built from the Go module proxy), SeaweedFS, aws CLI, kubectl+helm pairs, protoc into .tools/
@@ -34,17 +34,25 @@ build: ## Build every crate (debug)
 fmt: ## Format the code
 	cargo fmt --all
 
+FMT_CHECK := cargo fmt --all -- --check
+CLIPPY := cargo clippy --workspace --all-targets -- -D warnings
+CHART_LINT := $(TOOLS)/bin/helm lint --strict $(CHART) >/dev/null
+
 .PHONY: lint
 lint: ## rustfmt check, clippy with warnings as errors, generated CRDs fresh, helm lint
-	$(call timed,fmt,cargo fmt --all -- --check)
-	$(call timed,clippy,cargo clippy --workspace --all-targets -- -D warnings)
+	$(call timed,fmt,$(FMT_CHECK))
+	$(call timed,clippy,$(CLIPPY))
 	$(call timed,crds-check,cargo run -q -p etcd-api --bin crdgen -- check $(CHART))
-	$(call timed,chart-lint,$(TOOLS)/bin/helm lint --strict $(CHART) >/dev/null)
+	$(call timed,chart-lint,$(CHART_LINT))
 
 .PHONY: crds
 crds: ## Regenerate the chart's CRD templates and the API reference from the Rust types
 	cargo run -q -p etcd-api --bin crdgen -- write $(CHART)
 	cargo run -q -p etcd-api --bin crdgen -- reference > crates/etcd-api/API.md
+
+.PHONY: chart-docs
+chart-docs: ## Regenerate the chart's README from the comments in values.yaml
+	cargo run -q -p etcd-api --bin crdgen -- chart-readme $(CHART) > $(CHART)/README.md
 
 .PHONY: chart-lint
 chart-lint: ## helm lint and helm template the chart with both helm majors
@@ -53,17 +61,57 @@ chart-lint: ## helm lint and helm template the chart with both helm majors
 	$(TOOLS)/bin/helm-4.3 template etcd-operator $(CHART) >/dev/null
 
 # Tests run under cargo-nextest (each test in its own process, in parallel); the harness in
-# crates/test-support gives every test its own loopback addresses and ports. The end-to-end
-# scenarios run the operators' binaries through localkube's image map, so every binary is built
-# first (nextest builds only test binaries and their own package's bins).
+# crates/test-support gives every test its own loopback addresses and ports.
+#
+# One cargo invocation builds every binary and every test binary. The end-to-end scenarios run
+# the operators' binaries through localkube's image map, so every binary is needed, but a
+# separate `cargo build --bins` resolves features without the dev-dependencies (etcd-api's tests
+# turn on kube's `cel`), so kube and every workspace crate were compiled twice (once per feature
+# set: ~150 s of CI's fresh-clone test build). Built together they are compiled once, and nextest
+# then finds everything fresh. `make test` runs crdgen and rbac-usage from this build too:
+# `cargo run -p <package>` alone would build that package's own feature set again.
+BUILD_TESTS := cargo build --workspace --bins --tests
+
+# The tiers, as nextest filtersets. Every test is in exactly one: unit tests are the crates'
+# own (src/) tests, no process started; e2e are the scenarios (operators in Pods on localkube)
+# and localkube's own tests (the whole local control plane); integration is everything else
+# (tests/ of each crate against real etcd, SeaweedFS, kube-apiserver, Prometheus).
+UNIT_TESTS := kind(lib) | kind(bin) | kind(proc-macro)
+E2E_TESTS := kind(test) and (package(e2e-scenarios) | package(localkube))
+INTEGRATION_TESTS := not ($(UNIT_TESTS)) and not ($(E2E_TESTS))
+
+.PHONY: test-build
+test-build: ## Build every binary and test binary (one cargo invocation: one feature set)
+	$(call timed,test-build,$(BUILD_TESTS))
+
+.PHONY: unit
+unit: test-build ## Unit tests (no process started) and doc tests
+	$(call timed,unit,cargo nextest run --workspace --no-fail-fast -E '$(UNIT_TESTS)')
+	$(call timed,doctests,cargo test --workspace --doc)
+
+.PHONY: integration
+integration: deps test-build ## Integration tests: each crate against real etcd, S3, kube-apiserver
+	$(call timed,integration,cargo nextest run --workspace --no-fail-fast -E '$(INTEGRATION_TESTS)')
+
+.PHONY: e2e
+e2e: deps test-build ## End-to-end: the chart and operators on localkube, then rbac-usage on their audit log
+	rm -rf target/audit   # the e2e runs' audit events, read by rbac-usage below
+	$(call timed,e2e,cargo nextest run --workspace --no-fail-fast -E '$(E2E_TESTS)')
+	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
+
+# `make test` runs the three tiers as ONE nextest run (no filter: the union of the tiers), so
+# the short tests fill the cores while the long scenarios wait; run one after another, the
+# e2e tier alone would leave a core idle in its tail.
 .PHONY: test
-test: deps lint ## Install what tests need, lint, and run every test
-	$(call timed,test-build,cargo build --workspace --bins && cargo nextest run --workspace --no-run)
+test: deps ## Install what tests need, lint, build once, and run every test (all three tiers)
+	$(call timed,fmt,$(FMT_CHECK))
+	$(call timed,clippy,$(CLIPPY))
+	$(call timed,test-build,$(BUILD_TESTS))
+	$(call timed,crds-check,target/debug/crdgen check $(CHART))
+	$(call timed,chart-lint,$(CHART_LINT))
 	rm -rf target/audit   # the e2e runs' audit events, read by rbac-usage below
 	$(call timed,tests,cargo nextest run --workspace --no-fail-fast)
 	$(call timed,doctests,cargo test --workspace --doc)
-	# The binary test-build made: `cargo run -p test-support` alone would rebuild the crate with
-	# that package's own feature set (minutes on 2 cores).
 	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
 
 # Every failpoint of the cluster operator, before and after its side effect: crash there, restart

@@ -26,6 +26,20 @@ where "key" names the operator's block of values.
 {{- end }}
 {{- end -}}
 
+{{/*
+Where an operator's main Role lives: empty for a ClusterRole (rbac.scope=cluster), else its
+watchNamespace (rbac.scope=namespaced), which that scope requires.
+*/}}
+{{- define "etcd-operator.rbacNamespace" -}}
+{{- $v := index .root.Values .key -}}
+{{- if eq .root.Values.rbac.scope "namespaced" -}}
+{{- if not $v.watchNamespace -}}
+{{- fail (printf "rbac.scope=namespaced needs %s.watchNamespace: a namespaced operator gets a Role in the one namespace it watches (set it, disable the operator, or use rbac.scope=cluster)" .key) -}}
+{{- end -}}
+{{- $v.watchNamespace -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "etcd-operator.operatorServiceAccount" -}}
 {{- $v := index .root.Values .key -}}
 {{- $sa := $v.serviceAccount | default dict -}}
@@ -99,8 +113,12 @@ spec:
           command: {{ toJson .command }}
           args:
             - --leader-elect={{ $root.Values.leaderElection.enabled }}
+            {{- if $root.Values.leaderElection.enabled }}
+            {{- /* Per release: two releases in one namespace never share a Lease. */}}
+            - --lease-name={{ $name }}
+            {{- end }}
             {{- with $v.watchNamespace }}
-            - --namespace={{ . }}
+            - --watch-namespace={{ . }}
             {{- end }}
             {{- range .args }}
             - {{ . }}

@@ -7,6 +7,8 @@
 //!   and the confirmed member list, with errors classified into [`AdminError`] variants that
 //!   say whether to retry later or whether the step is already done.
 //! - [`initial_cluster`]: the `--initial-cluster` for a member joining after an add.
+//! - [`defragment`], [`compact_to_current`], [`disarm_no_space`]: database maintenance, the
+//!   steps that clear a NOSPACE alarm.
 //!
 //! Every call has a timeout: an unreachable member (refused, DNS failure, partitioned) never
 //! stalls a caller longer than about twice the given timeout. Learners exist in etcd ≥ 3.4,
@@ -14,6 +16,7 @@
 
 mod admin;
 mod error;
+mod maintenance;
 mod observe;
 mod tls;
 mod types;
@@ -21,7 +24,8 @@ mod version;
 
 pub use admin::EtcdAdmin;
 pub use error::{AdminError, ErrorClass, classify, classify_error};
+pub use maintenance::{compact_to_current, defragment, disarm_no_space};
 pub use observe::{member_status, member_status_tls, observe, observe_tls};
 pub use tls::{ClientIdentity, ClientTls, MissingKey};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};
-pub use version::{cluster_version, cluster_version_tls};
+pub use version::{cluster_version, cluster_version_tls, v2_snapshots_saved_tls};

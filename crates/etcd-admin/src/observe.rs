@@ -329,6 +329,8 @@ async fn status(
         raft_term: r.raft_term(),
         learner: r.is_learner(),
         db_size: r.db_size(),
+        db_size_in_use: r.raft_used_db_size(),
+        db_size_quota: r.db_size_quota(),
         errors: r.errors().to_vec(),
     })
 }

@@ -54,8 +54,12 @@ pub struct MemberStatus {
     pub raft_term: u64,
     /// It is a non-voting learner.
     pub learner: bool,
-    /// Size of its backend database in bytes.
+    /// Size of its backend database file in bytes.
     pub db_size: i64,
+    /// Bytes of the database file in use; the rest is free space a defragmentation gives back.
+    pub db_size_in_use: i64,
+    /// Its backend quota in bytes (reported from etcd 3.6; 0 before).
+    pub db_size_quota: i64,
     /// Errors it reports: `etcdserver: no leader` (etcd adds it itself when it knows no
     /// leader), alarms such as `NOSPACE` or `CORRUPT`.
     pub errors: Vec<String>,

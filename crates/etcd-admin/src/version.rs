@@ -30,7 +30,47 @@ pub async fn cluster_version_tls(
     timeout: Duration,
     tls: Option<&ClientTls>,
 ) -> Result<String, AdminError> {
-    let op = format!("GET {endpoint}/version");
+    let answer = http_get(endpoint, "/version", MAX_ANSWER, timeout, tls).await?;
+    parse_answer(&answer).ok_or_else(|| AdminError::Incomplete {
+        op: format!("GET {endpoint}/version"),
+        detail: format!(
+            "no etcdcluster in {:?}",
+            answer.chars().take(300).collect::<String>()
+        ),
+    })
+}
+
+/// How many v2 snapshots the member at `endpoint` saved since it started: etcd's
+/// `etcd_debugging_snap_save_total_duration_seconds_count` on `GET /metrics` (a counter that
+/// starts at 0 with the process). etcd 3.6 refuses to replay v2 requests left in the WAL by etcd
+/// 3.4 (`detected disallowed v2 WAL`); a v2 snapshot taken on 3.5 after the last of them is
+/// what makes the upgrade safe (etcd's 3.5 → 3.6 upgrade guide).
+pub async fn v2_snapshots_saved_tls(
+    endpoint: &str,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<u64, AdminError> {
+    let answer = http_get(endpoint, "/metrics", MAX_METRICS_ANSWER, timeout, tls).await?;
+    parse_snapshot_saves(&answer).ok_or_else(|| AdminError::Incomplete {
+        op: format!("GET {endpoint}/metrics"),
+        detail: format!("no {SNAP_SAVE_COUNT} in the answer"),
+    })
+}
+
+/// The counter [`v2_snapshots_saved_tls`] reads.
+const SNAP_SAVE_COUNT: &str = "etcd_debugging_snap_save_total_duration_seconds_count";
+/// etcd's `/metrics` is some 100-200 KiB.
+const MAX_METRICS_ANSWER: u64 = 4 * 1024 * 1024;
+
+/// `GET path` on an etcd client URL (plain or TLS), HTTP/1.0: the whole answer, head and body.
+async fn http_get(
+    endpoint: &str,
+    path: &str,
+    max: u64,
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Result<String, AdminError> {
+    let op = format!("GET {endpoint}{path}");
     let invalid = |message: &str| AdminError::InvalidEndpoint {
         endpoints: endpoint.to_owned(),
         message: message.to_owned(),
@@ -57,53 +97,62 @@ pub async fn cluster_version_tls(
         .trim_end_matches(']');
     let server_name = rustls_pki_types::ServerName::try_from(host.to_owned())
         .map_err(|e| invalid(&format!("server name {host}: {e}")))?;
-    let get =
-        format!("GET /version HTTP/1.0\r\nHost: {host_port}\r\nAccept: application/json\r\n\r\n");
+    let get = format!("GET {path} HTTP/1.0\r\nHost: {host_port}\r\n\r\n");
     let request = async {
         let stream = TcpStream::connect(host_port).await?;
         let mut answer = Vec::new();
         match tls {
-            None => exchange(stream, &get, &mut answer).await?,
+            None => exchange(stream, &get, max, &mut answer).await?,
             Some(config) => {
                 let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
                 let stream = connector.connect(server_name, stream).await?;
-                exchange(stream, &get, &mut answer).await?;
+                exchange(stream, &get, max, &mut answer).await?;
             }
         }
         Ok::<_, std::io::Error>(answer)
     };
-    let answer = match tokio::time::timeout(timeout, request).await {
-        Err(_) => {
-            return Err(AdminError::Timeout {
-                op,
-                after: timeout,
-                message: "no answer".to_owned(),
-            });
-        }
-        Ok(Err(e)) => {
-            return Err(AdminError::Unreachable {
-                op,
-                message: e.to_string(),
-            });
-        }
-        Ok(Ok(answer)) => String::from_utf8_lossy(&answer).into_owned(),
-    };
-    parse_answer(&answer).ok_or_else(|| AdminError::Incomplete {
-        op,
-        detail: format!(
-            "no etcdcluster in {:?}",
-            answer.chars().take(300).collect::<String>()
-        ),
-    })
+    match tokio::time::timeout(timeout, request).await {
+        Err(_) => Err(AdminError::Timeout {
+            op,
+            after: timeout,
+            message: "no answer".to_owned(),
+        }),
+        Ok(Err(e)) => Err(AdminError::Unreachable {
+            op,
+            message: e.to_string(),
+        }),
+        Ok(Ok(answer)) => Ok(String::from_utf8_lossy(&answer).into_owned()),
+    }
+}
+
+/// The value of [`SNAP_SAVE_COUNT`] in an HTTP 200 answer in Prometheus' text format.
+fn parse_snapshot_saves(answer: &str) -> Option<u64> {
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    if status.split_whitespace().nth(1) != Some("200") {
+        return None;
+    }
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            (name == SNAP_SAVE_COUNT).then(|| value.trim().parse::<f64>().ok())?
+        })
+        .map(|value| value as u64)
 }
 
 /// Sends `request` and reads the answer (HTTP/1.0: the server closes after it).
-async fn exchange<S>(mut stream: S, request: &str, answer: &mut Vec<u8>) -> std::io::Result<()>
+async fn exchange<S>(
+    mut stream: S,
+    request: &str,
+    max: u64,
+    answer: &mut Vec<u8>,
+) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     stream.write_all(request.as_bytes()).await?;
-    match stream.take(MAX_ANSWER).read_to_end(answer).await {
+    match stream.take(max).read_to_end(answer).await {
         Ok(_) => Ok(()),
         // etcd closes TLS connections without close_notify; the answer is complete by then.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !answer.is_empty() => Ok(()),
@@ -127,6 +176,23 @@ fn parse_answer(answer: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_saves_are_read_from_the_metrics() {
+        let ok = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n\
+                  # HELP etcd_debugging_snap_save_total_duration_seconds The total latency\n\
+                  # TYPE etcd_debugging_snap_save_total_duration_seconds histogram\n\
+                  etcd_debugging_snap_save_total_duration_seconds_bucket{le=\"0.001\"} 0\n\
+                  etcd_debugging_snap_save_total_duration_seconds_sum 0.0123\n\
+                  etcd_debugging_snap_save_total_duration_seconds_count 2\n\
+                  etcd_server_is_leader 1\n";
+        assert_eq!(parse_snapshot_saves(ok), Some(2));
+        let none = "HTTP/1.0 200 OK\r\n\r\netcd_server_is_leader 1\n";
+        assert_eq!(parse_snapshot_saves(none), None);
+        let refused = "HTTP/1.0 404 Not Found\r\n\r\n\
+                       etcd_debugging_snap_save_total_duration_seconds_count 2\n";
+        assert_eq!(parse_snapshot_saves(refused), None);
+    }
 
     #[test]
     fn answers() {

@@ -131,3 +131,123 @@ async fn etcd_3_6_does_not_run_on_3_4_data() {
 async fn etcd_3_7_does_not_run_on_3_5_data() {
     skipping_a_minor_fails(EtcdVersion::V3_5, EtcdVersion::V3_7).await;
 }
+
+/// `GET path` on a plain `http://IP:PORT` URL: the status code.
+fn http_status(url: &str, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Why the cluster operator takes a v2 snapshot on 3.5 before moving a member to 3.6: etcd
+/// 3.4's `/health` (what a readiness probe asks) is a v2 read through raft, and etcd 3.6
+/// panics replaying such a WAL entry ("detected disallowed v2 WAL"). Restarting once on 3.5
+/// with `--snapshot-count=1` saves a v2 snapshot past it (etcd's 3.5 → 3.6 upgrade guide); the
+/// counter [`etcd_admin::v2_snapshots_saved_tls`] reads says when, and 3.6 then starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_v2_snapshot_on_3_5_lets_a_member_born_on_3_4_start_on_3_6() {
+    let mut cluster = EtcdCluster::start(EtcdVersion::V3_4, 1).await.unwrap();
+    let url = cluster.member(1).unwrap().client_url();
+    let mut client = cluster.member_client(1).await.unwrap();
+    client.put("born-on", "3.4", None).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(http_status(&url, "/health"), 200);
+    }
+    cluster
+        .terminate_member(1, Duration::from_secs(15))
+        .await
+        .unwrap();
+    cluster
+        .start_member_with_version(1, EtcdVersion::V3_5)
+        .await
+        .unwrap();
+    wait_cluster_version(&mut cluster, "3.5.0").await;
+    cluster
+        .terminate_member(1, Duration::from_secs(15))
+        .await
+        .unwrap();
+
+    // Straight to 3.6 (on a copy of the data, which a failed start may have touched): refused.
+    let data_dir = cluster.member(1).unwrap().data_dir().to_owned();
+    let copy = cluster.dir().join("copy-for-3.6");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&data_dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut config = cluster.member(1).unwrap().config().clone();
+    config.data_dir = copy;
+    config.log_path = cluster.dir().join("copy-for-3.6.log");
+    config.initial_cluster_state = test_support::ClusterState::Existing;
+    let mut straight =
+        test_support::EtcdMember::spawn(cluster.tools(), EtcdVersion::V3_6, config).unwrap();
+    let refused = straight
+        .wait_ready(None, Duration::from_secs(20))
+        .await
+        .unwrap_err();
+    let log = std::fs::read_to_string(straight.log_path()).unwrap();
+    assert!(
+        log.contains("detected disallowed v2 WAL"),
+        "{refused}\n{}",
+        log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+    drop(straight);
+
+    // Once on 3.5 with --snapshot-count=1: a v2 snapshot is saved.
+    cluster
+        .member_mut(1)
+        .unwrap()
+        .config_mut()
+        .extra_args
+        .push("--snapshot-count=1".into());
+    cluster
+        .start_member_with_version(1, EtcdVersion::V3_5)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let saved = etcd_admin::v2_snapshots_saved_tls(&url, Duration::from_secs(2), None)
+            .await
+            .unwrap();
+        if saved > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no v2 snapshot saved"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    cluster
+        .terminate_member(1, Duration::from_secs(15))
+        .await
+        .unwrap();
+    cluster
+        .member_mut(1)
+        .unwrap()
+        .config_mut()
+        .extra_args
+        .clear();
+
+    // Then 3.6 starts on the same data and serves it.
+    cluster
+        .start_member_with_version(1, EtcdVersion::V3_6)
+        .await
+        .unwrap();
+    let mut client = cluster.member_client(1).await.unwrap();
+    let got = client.get("born-on", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"3.4");
+}

@@ -34,9 +34,16 @@ pub const DEFAULT_BACKUP_TIMEOUT_SECONDS: i64 = 1800;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
         name = "Size",
+        type_ = "string",
+        json_path = ".status.artifact.size",
+        description = "Snapshot size, human-readable (e.g. 1.2 GiB)"
+    ),
+    printcolumn(
+        name = "Bytes",
         type_ = "integer",
         json_path = ".status.artifact.sizeBytes",
-        description = "Snapshot size in bytes"
+        description = "Snapshot size in bytes",
+        priority = 1
     ),
     printcolumn(
         name = "Revision",
@@ -170,6 +177,23 @@ impl BackupPhase {
     }
 }
 
+/// `bytes` in binary units with one decimal (`512 B`, `20.0 KiB`, `1.2 GiB`).
+pub fn human_size(bytes: i64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{} B", bytes.max(0));
+    }
+    // Display only: the f64 rounding of a byte count is far below the one decimal shown.
+    #[allow(clippy::cast_precision_loss)]
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// A snapshot stored in S3.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -178,6 +202,10 @@ pub struct BackupArtifact {
     pub uri: String,
     /// Size of the object in bytes (the snapshot including etcd's 32-byte SHA-256 trailer).
     pub size_bytes: i64,
+    /// `sizeBytes` for people, in binary units (`512 B`, `20.0 KiB`, `1.2 GiB`): the printer
+    /// column.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub size: String,
     /// Lowercase hex SHA-256 of the whole object.
     pub sha256: String,
     /// A lower bound of the snapshot's revision: the chosen member's revision read just before
@@ -192,4 +220,20 @@ pub struct BackupArtifact {
     /// etcd cluster ID (hexadecimal) the snapshot came from.
     #[serde(rename = "clusterID")]
     pub cluster_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_size;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(1024), "1.0 KiB");
+        assert_eq!(human_size(20_512), "20.0 KiB");
+        assert_eq!(human_size(1_288_490_189), "1.2 GiB");
+        assert_eq!(human_size(i64::MAX), "8192.0 PiB");
+        assert_eq!(human_size(-5), "0 B");
+    }
 }

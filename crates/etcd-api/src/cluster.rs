@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, PodSecurityContext, ResourceRequirements, SecurityContext, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -100,6 +102,65 @@ pub struct EtcdClusterSpec {
     /// switching a running cluster to TLS are not supported yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
+
+    /// Database maintenance: defragmentation when the fragmented space is worth it, and what
+    /// the operator may do to clear a NOSPACE alarm. Unset: no scheduled defragmentation; a
+    /// NOSPACE alarm is still cleared by defragmenting every member and disarming it, without
+    /// compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<MaintenanceSpec>,
+}
+
+/// Database maintenance of the members.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceSpec {
+    /// Defragment a member when its database holds enough free (fragmented) space: one member
+    /// at a time, followers first and the leader last, only while every member is healthy and
+    /// the others keep quorum. A member does not serve while it defragments (seconds per GiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<DefragSpec>,
+
+    /// On a NOSPACE alarm, compact the key space to the current revision first (drops the
+    /// history of every key: watchers and reads at older revisions fail), so that the
+    /// defragmentation that follows frees the space old revisions held. Default false: only
+    /// defragmentation (which frees what etcd's own auto-compaction already released) and the
+    /// disarm. etcd's `autoCompaction*` options stay the normal way to bound history.
+    #[serde(default)]
+    pub compact_on_no_space: bool,
+}
+
+/// When a member is worth defragmenting.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragSpec {
+    /// Minimum share of the database file that is free space, in percent (default 50): a
+    /// member whose `dbSize - dbSizeInUse` is at least this share of `dbSize` is defragmented.
+    #[serde(default = "default_defrag_percent")]
+    #[schemars(range(min = 1, max = 100))]
+    pub threshold_percent: i32,
+
+    /// Minimum free space in bytes (default 64 MiB): smaller databases are not worth the pause.
+    #[serde(default = "default_defrag_min_bytes")]
+    #[schemars(range(min = 0))]
+    pub min_fragmented_bytes: i64,
+}
+
+impl Default for DefragSpec {
+    fn default() -> Self {
+        Self {
+            threshold_percent: default_defrag_percent(),
+            min_fragmented_bytes: default_defrag_min_bytes(),
+        }
+    }
+}
+
+fn default_defrag_percent() -> i32 {
+    50
+}
+
+fn default_defrag_min_bytes() -> i64 {
+    64 * 1024 * 1024
 }
 
 fn default_version() -> String {
@@ -193,6 +254,24 @@ pub struct PodPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub priority_class_name: Option<String>,
+
+    /// Pod security context of member Pods, over the operator's defaults: each field you set
+    /// replaces the default of that field, fields you leave unset keep it. Defaults (which the
+    /// `restricted` Pod Security level accepts): `runAsNonRoot: true`, `runAsUser`,
+    /// `runAsGroup` and `fsGroup` 65532 (so the data volume is writable by etcd),
+    /// `fsGroupChangePolicy: OnRootMismatch`, `seccompProfile: {type: RuntimeDefault}`. A
+    /// volume whose storage ignores `fsGroup` (hostPath, some local provisioners) must be
+    /// writable by that user, or set `runAsUser: 0` and `runAsNonRoot: false` to run as root.
+    /// Changing it rolls the members one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+
+    /// Security context of the etcd container, over the operator's defaults (each field you
+    /// set replaces that default): `allowPrivilegeEscalation: false`,
+    /// `readOnlyRootFilesystem: true` (etcd writes only to its data volume) and
+    /// `capabilities: {drop: [ALL]}`. Changing it rolls the members one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_security_context: Option<SecurityContext>,
 }
 
 /// etcd server options. Unset fields keep etcd's defaults.

@@ -28,13 +28,15 @@ pub mod reference;
 pub mod restore;
 pub mod tls;
 pub mod validation;
+pub mod values_doc;
 
 pub use backup::{
     BackupArtifact, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, S3Destination,
+    human_size,
 };
 pub use cluster::{
-    AutoCompactionMode, ClusterPhase, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, EtcdOptions,
-    MemberStatus, PodPolicy, ReclaimPolicy, StorageSpec,
+    AutoCompactionMode, ClusterPhase, DefragSpec, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus,
+    EtcdOptions, MaintenanceSpec, MemberStatus, PodPolicy, ReclaimPolicy, StorageSpec,
 };
 pub use common::{LocalObjectReference, S3Connection};
 pub use restore::{

@@ -41,6 +41,12 @@ use crate::condition::Condition;
     printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Step",
+        type_ = "string",
+        json_path = ".status.step",
+        description = "The step the restore is at"
+    ),
+    printcolumn(
         name = "Status",
         type_ = "string",
         json_path = ".status.message",
@@ -75,7 +81,19 @@ pub struct EtcdRestoreSpec {
     /// snapshot's. Without it, a cluster with quorum is refused and left untouched.
     #[serde(default)]
     pub force: bool,
+
+    /// Give up after this many seconds of waiting, counted from `status.startTime`: on the seed
+    /// to start, old member Pods to stop, the old members' quorum to be known, or the cluster to
+    /// grow back. Before the seed served clients the restore then fails and removes the seed
+    /// (reason `TimedOut`); after, it fails without deleting anything (`GrowBackTimedOut`) and
+    /// the cluster operator keeps growing the cluster. Default 3600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30, max = 604800))]
+    pub timeout_seconds: Option<i64>,
 }
+
+/// `spec.timeoutSeconds` when it is not set.
+pub const DEFAULT_RESTORE_TIMEOUT_SECONDS: i64 = 3600;
 
 /// Where the snapshot comes from: exactly one of `backupRef` and `s3`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
@@ -132,6 +150,11 @@ pub struct EtcdRestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 
+    /// The step the restore is at: `PreparingSeed`, `StoppingOldMembers`,
+    /// `WaitingForQuorumVerdict`, `SeedServing`, `RemovingSeed`, `GrowingBack`, `Succeeded` or
+    /// `Failed` (the printer column; `message` says it in words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// Human-readable detail of the outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -701,6 +701,7 @@ mod tests {
             pod: None,
             etcd_options: None,
             tls: None,
+            maintenance: None,
         };
         let errors: Vec<String> = validate_cluster_spec(&spec)
             .unwrap_err()

@@ -40,6 +40,42 @@ fn committed_crd_templates_match_the_types() {
 }
 
 #[test]
+fn committed_chart_readme_matches_the_values() {
+    let chart = chart_dir();
+    let values = std::fs::read_to_string(chart.join("values.yaml")).unwrap();
+    let committed = std::fs::read_to_string(chart.join("README.md")).unwrap_or_default();
+    let generated = etcd_api::values_doc::readme(&values).unwrap();
+    assert!(
+        committed == generated,
+        "charts/etcd-operator/README.md is stale: run `make chart-docs` and commit the result"
+    );
+    // Every value of values.yaml is in it, documented: a value added without a `# --` comment
+    // fails here (the few self-explaining leaves below excepted).
+    let undocumented: Vec<String> = etcd_api::values_doc::values(&values)
+        .into_iter()
+        .filter(|v| v.doc.is_none())
+        .map(|v| v.key)
+        .filter(|k| {
+            ![
+                "pullPolicy",
+                "nodeSelector",
+                "tolerations",
+                "affinity",
+                "extraVolumeMounts",
+                "create",
+                "enabled",
+            ]
+            .iter()
+            .any(|leaf| k.ends_with(leaf))
+        })
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "values without a `# --` comment: {undocumented:?}"
+    );
+}
+
+#[test]
 fn committed_api_reference_matches_the_types() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("API.md");
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
@@ -358,6 +394,18 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         ("events.k8s.io", "events", "create", "the event recorder"),
         (
             "",
+            "pods",
+            "patch",
+            "execute AdoptPod (the configuration-hash annotation)",
+        ),
+        (
+            "storage.k8s.io",
+            "storageclasses",
+            "get",
+            "observe_kube (allowVolumeExpansion of a PVC to grow)",
+        ),
+        (
+            "",
             "secrets",
             "get",
             "tls::prepare (TLS Secrets read and checked)",
@@ -375,8 +423,9 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         .map(|(group, resource, verb, by)| format!("{verb} {group}/{resource} (used by {by})"))
         .collect();
     assert!(missing.is_empty(), "not granted: {missing:?}");
-    // Least privilege: the operator never patches or updates Pods.
-    assert!(!granted("", "pods", "patch") && !granted("", "pods", "update"));
+    // Least privilege: the operator never updates Pods (it patches one annotation onto Pods an
+    // older release built, AdoptPod).
+    assert!(!granted("", "pods", "update"));
 
     // The restore operator patches its EtcdRestores' finalizer (issue 17: a restore deleted
     // mid-flight releases its hold on the cluster).
@@ -465,6 +514,11 @@ fn the_values_schema_refuses_bad_values_naming_them() {
         // A misspelt key would otherwise be ignored silently.
         ("clusterOperater.replicas=2", "clusterOperater"),
         ("leaderElection.enable=false", "enable"),
+        ("rbac.scope=tenant", "rbac.scope"),
+        (
+            "restoreOperator.seed.serviceAccountName=Bad_SA",
+            "restoreOperator.seed.serviceAccountName",
+        ),
     ];
     for pair in KubePair::ALL {
         let clients = KubeClients::find(pair).unwrap();
@@ -697,5 +751,323 @@ fn every_operator_knob_reaches_the_rendered_objects() {
                 "helm {helm}"
             );
         }
+    }
+}
+
+/// The three operators take one set of flags (operator-runtime's shell): the chart passes the
+/// same `--leader-elect` and `--watch-namespace` to each and the same environment (identity from
+/// the Pod name, the Lease's namespace, log level and format), with both helm majors.
+#[test]
+fn the_three_operators_get_the_same_flags_and_environment() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "backupOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db",
+                "--set",
+                "logging.format=text",
+            ])
+            .unwrap();
+        let objects = rendered_objects(&out);
+        let deployments = of_kind(&objects, "Deployment");
+        assert_eq!(deployments.len(), 3, "helm {helm}");
+        for d in deployments {
+            let container = &d["spec"]["template"]["spec"]["containers"][0];
+            let args: Vec<&str> = container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            for flag in ["--leader-elect=true", "--watch-namespace=db"] {
+                assert!(args.contains(&flag), "helm {helm}: {flag} not in {args:?}");
+            }
+            // The old spellings are accepted by the binaries but no longer rendered.
+            assert!(
+                !args
+                    .iter()
+                    .any(|a| a.starts_with("--namespace") || a.starts_with("--pod-name")),
+                "helm {helm}: {args:?}"
+            );
+            let env = container["env"].as_array().unwrap();
+            let var = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+            assert_eq!(
+                var("POD_NAME").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+                "metadata.name"
+            );
+            assert_eq!(
+                var("POD_NAMESPACE").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+                "metadata.namespace"
+            );
+            assert_eq!(var("LOG_FORMAT").unwrap()["value"], "text", "helm {helm}");
+            assert_eq!(var("LOG_LEVEL").unwrap()["value"], "info", "helm {helm}");
+        }
+    }
+}
+
+/// `rbac.scope=namespaced`: each operator gets a Role and RoleBinding in its watchNamespace and no
+/// ClusterRole of its own (the aggregated user roles stay); without a watchNamespace the chart
+/// refuses, naming the value. The Lease's name is derived from the release, so two releases in
+/// one namespace never share one. Both helm majors.
+#[test]
+fn namespaced_rbac_and_per_release_leases() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "rbac.scope=namespaced",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "backupOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db2",
+            ])
+            .unwrap();
+        let objects = rendered_objects(&out);
+        let cluster_roles: Vec<&str> = of_kind(&objects, "ClusterRole")
+            .iter()
+            .map(|r| r["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            cluster_roles.iter().all(|n| n.contains("aggregate-to")),
+            "helm {helm}: operator ClusterRoles in namespaced scope: {cluster_roles:?}"
+        );
+        assert!(
+            of_kind(&objects, "ClusterRoleBinding").is_empty(),
+            "helm {helm}"
+        );
+        for (suffix, ns, component) in [
+            ("cluster", "db", "cluster-operator"),
+            ("backup", "db", "backup-operator"),
+            ("restore", "db2", "restore-operator"),
+        ] {
+            let name = format!("rel-etcd-operator-{suffix}");
+            let role = of_kind(&objects, "Role")
+                .into_iter()
+                .find(|r| r["metadata"]["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("helm {helm}: no Role {name}"));
+            assert_eq!(role["metadata"]["namespace"], ns, "helm {helm}");
+            assert!(!role["rules"].as_array().unwrap().is_empty());
+            let binding = of_kind(&objects, "RoleBinding")
+                .into_iter()
+                .find(|b| b["metadata"]["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("helm {helm}: no RoleBinding {name}"));
+            assert_eq!(binding["metadata"]["namespace"], ns);
+            assert_eq!(binding["roleRef"]["kind"], "Role");
+            assert_eq!(binding["roleRef"]["name"], name.as_str());
+            assert_eq!(binding["subjects"][0]["name"], name.as_str());
+            assert_eq!(binding["subjects"][0]["namespace"], "ops");
+            // Leader election stays in the release namespace.
+            let election = of_kind(&objects, "Role")
+                .into_iter()
+                .find(|r| r["metadata"]["name"] == format!("{name}-leader-election"))
+                .unwrap();
+            assert_eq!(election["metadata"]["namespace"], "ops");
+            let deployment = of_kind(&objects, "Deployment")
+                .into_iter()
+                .find(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == component)
+                .unwrap();
+            let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+            assert!(
+                args.as_array()
+                    .unwrap()
+                    .contains(&serde_json::json!(format!("--watch-namespace={ns}"))),
+                "helm {helm}: {args}"
+            );
+        }
+
+        // Namespaced scope without a watched namespace: refused, naming the missing value.
+        let err = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "--set",
+                "rbac.scope=namespaced",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db",
+            ])
+            .expect_err("namespaced scope without backupOperator.watchNamespace")
+            .to_string();
+        assert!(
+            err.contains("backupOperator.watchNamespace"),
+            "helm {helm}: {err}"
+        );
+        // ... unless that operator is disabled.
+        clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "--set",
+                "rbac.scope=namespaced",
+                "--set",
+                "clusterOperator.watchNamespace=db",
+                "--set",
+                "restoreOperator.watchNamespace=db",
+                "--set",
+                "backupOperator.enabled=false",
+            ])
+            .unwrap_or_else(|e| panic!("helm {helm}: {e}"));
+
+        // Two releases in one namespace: distinct Leases.
+        let lease = |release: &str| -> Vec<String> {
+            let out = clients
+                .run_helm(&["template", release, chart, "-n", "ops"])
+                .unwrap();
+            let mut names: Vec<String> = of_kind(&rendered_objects(&out), "Deployment")
+                .iter()
+                .flat_map(|d| {
+                    d["spec"]["template"]["spec"]["containers"][0]["args"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|a| a.as_str()?.strip_prefix("--lease-name="))
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            lease("a"),
+            [
+                "a-etcd-operator-backup",
+                "a-etcd-operator-cluster",
+                "a-etcd-operator-restore"
+            ],
+            "helm {helm}"
+        );
+        assert!(lease("b").iter().all(|n| n.starts_with("b-")));
+    }
+}
+
+/// The `helm test` hook: a test Pod of the chart's image running `etcd-backup-operator
+/// self-test` against each enabled operator's metrics Service; off with tests.enabled=false.
+#[test]
+fn the_helm_test_hook_checks_every_enabled_operator() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let out = clients
+            .run_helm(&[
+                "template",
+                "rel",
+                chart,
+                "-n",
+                "ops",
+                "--set",
+                "restoreOperator.enabled=false",
+            ])
+            .unwrap();
+        let objects = rendered_objects(&out);
+        let pod = of_kind(&objects, "Pod")
+            .into_iter()
+            .find(|p| p["metadata"]["annotations"]["helm.sh/hook"] == "test")
+            .unwrap_or_else(|| panic!("helm {helm}: no test hook Pod"));
+        let container = &pod["spec"]["containers"][0];
+        assert_eq!(
+            container["command"],
+            serde_json::json!(["/usr/local/bin/etcd-backup-operator", "self-test"])
+        );
+        assert_eq!(
+            container["args"],
+            serde_json::json!([
+                "--url=http://rel-etcd-operator-cluster-metrics.ops.svc:8080/healthz",
+                "--url=http://rel-etcd-operator-backup-metrics.ops.svc:8080/healthz",
+                "--within-seconds=60"
+            ]),
+            "helm {helm}"
+        );
+        assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+        let out = clients
+            .run_helm(&["template", "rel", chart, "--set", "tests.enabled=false"])
+            .unwrap();
+        assert!(!out.contains("helm.sh/hook: test"), "helm {helm}");
+        let err = clients
+            .run_helm(&["template", "rel", chart, "--set", "tests.withinSeconds=0"])
+            .expect_err("tests.withinSeconds=0")
+            .to_string();
+        assert!(
+            err.contains("tests.withinSeconds") || err.contains("/tests/withinSeconds"),
+            "helm {helm}: {err}"
+        );
+    }
+}
+
+/// The restore's seed Pods: restoreOperator.seed.serviceAccountName (workload identity) and the
+/// chart's imagePullSecrets reach the restore operator's flags, which put them on the seed Pod
+/// (operators/restore/src/build.rs tests that half). Both helm majors.
+#[test]
+fn seed_pod_identity_and_pull_secrets_reach_the_restore_operator() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for pair in KubePair::ALL {
+        let clients = KubeClients::find(pair).unwrap();
+        let helm = pair.helm_minor();
+        let args_of = |sets: &[&str]| -> Vec<String> {
+            let mut args = vec!["template", "rel", chart, "-n", "ops"];
+            for s in sets {
+                args.extend(["--set", s]);
+            }
+            let out = clients.run_helm(&args).unwrap();
+            let objects = rendered_objects(&out);
+            let restore = of_kind(&objects, "Deployment")
+                .into_iter()
+                .find(|d| d["metadata"]["name"] == "rel-etcd-operator-restore")
+                .unwrap();
+            restore["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .filter(|a| {
+                    a.starts_with("--seed-service-account")
+                        || a.starts_with("--seed-image-pull-secret")
+                })
+                .collect()
+        };
+        assert!(args_of(&[]).is_empty(), "helm {helm}: nothing by default");
+        assert_eq!(
+            args_of(&[
+                "restoreOperator.seed.serviceAccountName=etcd-restore-irsa",
+                "imagePullSecrets[0].name=regcred",
+                "imagePullSecrets[1].name=mirror",
+            ]),
+            [
+                "--seed-service-account=etcd-restore-irsa",
+                "--seed-image-pull-secret=regcred",
+                "--seed-image-pull-secret=mirror",
+            ],
+            "helm {helm}"
+        );
     }
 }

@@ -127,7 +127,10 @@ fn printer_columns() {
         owned(&[
             ("Cluster", ".spec.clusterName"),
             ("Phase", ".status.phase"),
-            ("Size", ".status.artifact.sizeBytes"),
+            // Human-readable ("1.2 GiB"), set by the operator.
+            ("Size", ".status.artifact.size"),
+            // -o wide only: the exact byte count.
+            ("Bytes", ".status.artifact.sizeBytes"),
             ("Revision", ".status.artifact.revision"),
             ("Reason", ".status.reason"),
             ("Age", ".metadata.creationTimestamp"),
@@ -138,6 +141,7 @@ fn printer_columns() {
         owned(&[
             ("Cluster", ".spec.clusterName"),
             ("Phase", ".status.phase"),
+            ("Step", ".status.step"),
             ("Status", ".status.message"),
             ("Age", ".metadata.creationTimestamp"),
         ])

@@ -58,6 +58,12 @@ pub const ALL: &[&str] = &[
     "cluster.pdb_apply",
     "cluster.secret_create",
     "cluster.status",
+    "cluster.pvc_annotate",
+    "cluster.pod_annotate",
+    "cluster.pvc_resize",
+    "cluster.member_defragment",
+    "cluster.compact",
+    "cluster.nospace_disarm",
     // The backup operator: its status, the S3 multipart upload (crates/etcd-snapshot), and the
     // CronJob's `create-backup` (an EtcdBackup created, then retention).
     "backup.status",

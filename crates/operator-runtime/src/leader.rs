@@ -40,6 +40,11 @@ pub struct LeaseConfig {
     pub renew_deadline: Duration,
     /// How often the holder renews and a contender retries.
     pub retry_period: Duration,
+    /// A Lease (same namespace) an older release of this operator held under another name:
+    /// after taking ours, [`acquire`] waits until nobody holds that one. The old Pod of a rolling
+    /// upgrade renews it until it stops, so the new Pod never acts while the old one still does
+    /// (the chart moved the Lease's name from the binary's to one derived from the release).
+    pub previous_name: Option<String>,
 }
 
 impl LeaseConfig {
@@ -56,6 +61,7 @@ impl LeaseConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            previous_name: None,
         }
     }
 
@@ -414,7 +420,13 @@ pub async fn acquire(client: kube::Client, config: LeaseConfig) -> Result<Leader
     loop {
         let started = Instant::now();
         match contender.round(true).await {
-            Ok(Round::Held) => return Ok(Leadership::start(contender, started)),
+            Ok(Round::Held) => {
+                let leadership = Leadership::start(contender.clone(), started);
+                if let Some(previous) = &contender.config.previous_name {
+                    wait_until_unheld(&contender, previous).await?;
+                }
+                return Ok(leadership);
+            }
             Ok(Round::Other { holder, remaining }) => {
                 if last_holder.as_ref() != Some(&holder) {
                     tracing::info!(
@@ -431,6 +443,47 @@ pub async fn acquire(client: kube::Client, config: LeaseConfig) -> Result<Leader
             Err(error) if error.is_permanent() => return Err(error),
             Err(error) => {
                 tracing::warn!(%error, lease = %contender.config.name, "lease attempt failed; retrying");
+            }
+        }
+        tokio::time::sleep(contender.config.retry_period).await;
+    }
+}
+
+/// Waits until nobody holds the Lease `name` (absent, released, or expired), renewing ours
+/// meanwhile (the renew task runs). Errors as [`acquire`]'s.
+async fn wait_until_unheld(contender: &Contender, name: &str) -> Result<(), LeaseError> {
+    let api = &contender.api;
+    let mut logged = false;
+    loop {
+        match api.get_opt(name).await {
+            Ok(lease) => {
+                let spec = lease.and_then(|l| l.spec);
+                // Nobody can be "" : a held, unexpired Lease is a Wait for any identity but its holder's.
+                match decide(spec.as_ref(), "", Timestamp::now()) {
+                    Decision::Create | Decision::Take | Decision::Renew => return Ok(()),
+                    Decision::Wait(remaining) => {
+                        if !logged {
+                            tracing::info!(
+                                lease = name,
+                                holder = spec.and_then(|s| s.holder_identity).unwrap_or_default(),
+                                expires_in = ?remaining,
+                                "holding our lease; waiting for the previous release's replica to let go of its lease"
+                            );
+                            logged = true;
+                        }
+                    }
+                }
+            }
+            Err(source) => {
+                let error = LeaseError::Read {
+                    namespace: contender.config.namespace.clone(),
+                    name: name.to_owned(),
+                    source,
+                };
+                if error.is_permanent() {
+                    return Err(error);
+                }
+                tracing::warn!(%error, "reading the previous lease failed; retrying");
             }
         }
         tokio::time::sleep(contender.config.retry_period).await;

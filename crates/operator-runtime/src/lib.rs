@@ -10,6 +10,9 @@
 //! - [`probes`] — `/healthz`, `/readyz` and `/metrics` on a plain TCP listener (I/O).
 //! - [`metrics`] — the Prometheus registry and the reconcile/action families every operator
 //!   exposes (no I/O).
+//! - [`selftest`] — the `helm test` checks: operators answer, the CRDs are served (I/O).
+//! - [`shell`] — the flags every binary shares (`LogArgs`, `ShellArgs`): one set of names,
+//!   env vars and defaults.
 //! - [`shutdown`] — SIGTERM/SIGINT.
 //! - [`objects`] — idempotent create, delete and server-side apply of one object (I/O).
 //! - [`elected`] — `run_elected`: the above wired into an operator's `run` (backup, restore).
@@ -27,6 +30,8 @@ pub mod logging;
 pub mod metrics;
 pub mod objects;
 pub mod probes;
+pub mod selftest;
+pub mod shell;
 pub mod shutdown;
 pub mod status;
 
@@ -40,5 +45,6 @@ pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
 pub use metrics::ReconcileMetrics;
 pub use objects::{ObjectError, apply_object, create_if_absent, delete_if_present};
 pub use probes::{ProbeServer, Readiness, serve_probes, serve_probes_and_metrics};
+pub use shell::{LogArgs, ShellArgs};
 pub use shutdown::shutdown_signal;
 pub use status::apply_status;

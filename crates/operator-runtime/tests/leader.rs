@@ -77,6 +77,54 @@ async fn leader_election_against_the_api_server() {
     lost_resolves_when_another_identity_overwrites_the_lease(&client).await;
     holder_restarting_with_the_same_identity_keeps_the_lease(&client).await;
     invalid_config_is_an_error_not_a_wait(&client).await;
+    a_renamed_lease_waits_for_the_previous_one_to_be_let_go(&client).await;
+}
+
+/// A rolling upgrade that renames the Lease (the chart derives it from the release): the new
+/// replica takes the new Lease at once but acts only once the old replica let go of the old one.
+async fn a_renamed_lease_waits_for_the_previous_one_to_be_let_go(client: &kube::Client) {
+    let old = acquire(client.clone(), config("binary-name", "old-pod"))
+        .await
+        .unwrap();
+    let renamed = LeaseConfig {
+        previous_name: Some("binary-name".into()),
+        ..config("release-name", "new-pod")
+    };
+    let new = tokio::spawn(acquire(client.clone(), renamed));
+    // The new Lease is ours at once (renewed while we wait) ...
+    let taken = tokio::time::timeout(LEASE_DURATION * 2, async {
+        while Api::<Lease>::namespaced(client.clone(), NS)
+            .get_opt("release-name")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .as_deref()
+            != Some("new-pod")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(taken.is_ok(), "the new replica did not take its own lease");
+    // ... but acquire returns only once the old holder is gone, well past a lease duration here.
+    tokio::time::sleep(LEASE_DURATION * 2).await;
+    assert!(
+        !new.is_finished(),
+        "acting while the old replica still holds its lease"
+    );
+    old.release().await;
+    let new = tokio::time::timeout(LEASE_DURATION, new)
+        .await
+        .expect("not leading one retry period after the old replica let go")
+        .unwrap()
+        .unwrap();
+    assert!(!new.is_lost(), "renewed while waiting");
+    assert_eq!(
+        holder(client, "release-name").await.as_deref(),
+        Some("new-pod")
+    );
+    new.release().await;
 }
 
 async fn exactly_one_leads_and_release_hands_over(client: &kube::Client) {

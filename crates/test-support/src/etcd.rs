@@ -154,6 +154,11 @@ impl EtcdMember {
         &self.config
     }
 
+    /// The configuration the next (re)start uses, e.g. to add a flag.
+    pub fn config_mut(&mut self) -> &mut EtcdMemberConfig {
+        &mut self.config
+    }
+
     /// `--name`, e.g. `m1`.
     pub fn name(&self) -> &str {
         &self.config.name
@@ -241,6 +246,11 @@ impl EtcdMember {
         self.kill()?;
         self.config.initial_cluster_state = state;
         self.spawn_process(tools, version)
+    }
+
+    /// Replaces the extra flags the member starts with from its next (re)start on.
+    pub fn set_extra_args(&mut self, args: Vec<String>) {
+        self.config.extra_args = args;
     }
 
     /// A client for this member's endpoint only.

@@ -6,7 +6,7 @@
 //! size asked, that the etcd member list is exactly the member Pods (no extra or missing member,
 //! none left a learner), that every member that existed before the crash kept its etcd ID (a
 //! member never restarted on an empty data directory under its old ID), that no PVC vanished
-//! (reclaimPolicy Retain), and that every write the background writer had acknowledged is there.
+//! (reclaimPolicy Retain), and that the concurrent clients' history is linearizable with no acknowledged write lost.
 //!
 //! `cargo nextest run` runs a representative subset ([`SUBSET`]); `make chaos` sets
 //! `CHAOS_FULL=1` and runs every failpoint of the cluster operator on both sides, printing one
@@ -116,7 +116,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
     env.apply(&cluster.yaml()).unwrap();
     env.wait_available(cluster.name, cluster.size, VERSION, STEP)
         .await;
-    let writer = Writer::start(env.client_url(cluster.name).await);
+    let clients = Workload::start(env.client_url(cluster.name).await);
 
     let mut table = Vec::new();
     let mut failures = Vec::new();
@@ -165,7 +165,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             }
         };
         let converged = restarted.elapsed();
-        let checked = writer.check().await;
+        let checked = clients.check().await;
         eprintln!(
             "chaos: {scenario}: {outcome:?} in {converged:.1?} ({checked} acknowledged writes present)"
         );
@@ -174,7 +174,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         }
         table.push((scenario, outcome, converged));
     }
-    writer.stop().await;
+    clients.stop().await;
 
     println!(
         "\n{:<40} {:<10} {:>12}",

@@ -195,6 +195,24 @@ async fn lifecycle(pair: KubePair) {
         }
     }
     wait_operators_rolled(&env).await;
+    // The chart's `helm test` hook: every operator answers through its Service and the three
+    // kinds are served (the Pod is the image's `etcd-backup-operator self-test`).
+    let tested = helm_ok(
+        &env,
+        &[
+            "test",
+            RELEASE,
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--timeout",
+            "120s",
+        ],
+    );
+    assert!(
+        tested.contains(&format!("{RELEASE}-self-test")) && tested.contains("Succeeded"),
+        "{helm}: helm test:\n{tested}"
+    );
+    eprintln!("{} helm test passed", t());
     let logs = env.kubectl(&[
         "logs",
         "-n",

@@ -1,6 +1,6 @@
 //! The EtcdCluster lifecycle end to end: the chart installed with helm on the local control
-//! plane, the cluster operator running in its Pod, real etcd members in Pods, and a background
-//! writer whose every acknowledged write must survive each step.
+//! plane, the cluster operator running in its Pod, real etcd members in Pods, and concurrent
+//! clients whose history must stay linearizable, every acknowledged write surviving each step.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -42,27 +42,31 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
         .unwrap();
     env.apply(&cluster_yaml("main", 3, V34)).unwrap();
     env.wait_available("main", 3, V34, STEP).await;
-    let writer = Writer::start(env.client_url("main").await);
+    let clients = Workload::start(env.client_url("main").await);
 
     // 3 → 5 → 3, each member added as a learner and promoted, then removed one at a time.
     env.apply(&cluster_yaml("main", 5, V34)).unwrap();
     env.wait_available("main", 5, V34, STEP).await;
-    writer.check().await;
+    clients.check().await;
     env.apply(&cluster_yaml("main", 3, V34)).unwrap();
     env.wait_available("main", 3, V34, STEP).await;
-    writer.check().await;
+    clients.check().await;
     // Scale-down keeps the removed members' PVCs (reclaimPolicy Retain, the default).
     let pvcs = env.kubectl(&["get", "pvc", "-n", NS, "-o", "name"]);
     assert_eq!(pvcs.lines().count(), 5, "{pvcs}");
 
-    // 3.4 → 3.5, one member at a time. (Going on to 3.6 from here is not tested yet: a
-    // member of this cluster, with learners added and removed under 3.4, crash-looped on 3.6.16
-    // when taken there seconds after the 3.5 roll; see the branch report.)
+    // 3.4 → 3.5 → 3.6, one minor at a time, one member at a time, the way etcd documents it.
     env.apply(&cluster_yaml("main", 3, V35)).unwrap();
     env.wait_available("main", 3, V35, STEP).await;
-    let checked = writer.check().await;
-    assert!(checked > 0, "the writer acknowledged writes during the run");
-    writer.stop().await;
+    clients.check().await;
+    env.apply(&cluster_yaml("main", 3, V36)).unwrap();
+    env.wait_available("main", 3, V36, STEP).await;
+    let checked = clients.check().await;
+    assert!(
+        checked > 0,
+        "the clients got writes acknowledged during the run"
+    );
+    clients.stop().await;
 
     let events = env.events_for("main").await.join("\n");
     for reason in [
@@ -75,7 +79,7 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
     }
     // kubectl shows the printer columns, on a watch's every row too.
     let table = env.kubectl(&["get", "etcd", "-n", NS]);
-    assert!(table.contains("main") && table.contains(V35), "{table}");
+    assert!(table.contains("main") && table.contains(V36), "{table}");
     let wide = env.kubectl(&["get", "etcd", "-n", NS, "-o", "wide"]);
     assert!(
         wide.contains("ENDPOINT") && wide.contains(&format!("http://main-client.{NS}.svc:2379")),
@@ -118,7 +122,7 @@ async fn create_scale_up_and_down_then_upgrade_without_losing_a_write() {
         );
     }
     assert!(
-        rows.iter().any(|r| r.contains(V35) && r.contains("True")),
+        rows.iter().any(|r| r.contains(V36) && r.contains("True")),
         "{watched}"
     );
 }
@@ -139,21 +143,30 @@ fn pinned_kubernetes_version() -> String {
 }
 
 /// 3.5 (latest) → 3.6 (latest), the upgrade users make today: one member at a time, followers
-/// first, under the background writer, every acknowledged write kept.
+/// first, under concurrent clients, their history linearizable and every acknowledged write kept.
 #[tokio::test]
 async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     let env = Env::start().await;
     env.apply(&cluster_yaml("up", 3, V35)).unwrap();
     env.wait_available("up", 3, V35, STEP).await;
-    let writer = Writer::start(env.client_url("up").await);
-    writer.check().await;
+    let clients = Workload::start(env.client_url("up").await);
+    clients.check().await;
+    // Meanwhile a cluster is created on the newest minor (3.7), alongside.
+    env.apply(&cluster_yaml("seven", 1, V37)).unwrap();
     env.apply(&cluster_yaml("up", 3, V36)).unwrap();
     env.wait_available("up", 3, V36, STEP).await;
-    let checked = writer.check().await;
-    assert!(checked > 0, "the writer acknowledged writes during the run");
+    let checked = clients.check().await;
+    assert!(
+        checked > 0,
+        "the clients got writes acknowledged during the run"
+    );
     let events = env.events_for("up").await.join("\n");
     let upgrades = events.matches("from etcd 3.5.35 to 3.6.16").count();
     assert_eq!(upgrades, 3, "each member upgraded once:\n{events}");
+    // Each member took a v2 snapshot on 3.5 before it moved (etcd's 3.5 -> 3.6 guide).
+    let snapshots = events.matches("saved a v2 snapshot").count();
+    assert_eq!(snapshots, 3, "each member snapshotted once:\n{events}");
+    env.wait_available("seven", 1, V37, STEP).await;
 
     // reclaimPolicy Retain → Delete with 3 → 2: the members' PVCs get the cluster as their owner
     // (so they go with it), and the removed member's PVC is deleted once it left cleanly.
@@ -163,7 +176,7 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     );
     env.apply(&delete_policy).unwrap();
     env.wait_available("up", 2, V36, STEP).await;
-    writer.check().await;
+    clients.check().await;
     let members: Vec<String> = env
         .clusters()
         .get("up")
@@ -178,7 +191,8 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
     let deadline = tokio::time::Instant::now() + STEP;
     loop {
-        let list = pvcs.list(&Default::default()).await.unwrap().items;
+        let mut list = pvcs.list(&Default::default()).await.unwrap().items;
+        list.retain(|p| p.name_any().starts_with("up-")); // not the 3.7 cluster's
         let names: Vec<String> = list.iter().map(|p| p.name_any()).collect();
         let owned = list.iter().all(|p| {
             p.owner_references()
@@ -202,21 +216,63 @@ async fn upgrade_3_5_to_3_6_without_losing_a_write() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    writer.stop().await;
+    clients.stop().await;
 }
 
 /// Issue 21: a change of `spec.etcdOptions` and `spec.pod` reaches the running members. Each
 /// member is restarted once, one at a time (never two out of the client Service), keeps its
 /// data, and comes back with the new flag and the new configuration hash, while every
 /// acknowledged write survives.
+///
+/// The namespace enforces the `restricted` Pod Security level (the API server's PodSecurity
+/// admission refuses a root Pod there, checked first): the member Pods, non-root with the
+/// operator's security defaults, are admitted, run and write their data volumes.
 #[tokio::test]
 async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write() {
     const HASH: &str = "etcd.operator.rs/config-hash";
     let env = Env::start().await;
-    env.apply(&cluster_yaml("cfg", 3, V35)).unwrap();
+    env.kubectl(&[
+        "label",
+        "namespace",
+        NS,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
+    ]);
+    let refused = env
+        .try_kubectl(&[
+            "run",
+            "root",
+            "-n",
+            NS,
+            "--image=busybox",
+            "--restart=Never",
+            "--dry-run=server",
+            "--",
+            "true",
+        ])
+        .expect_err("a root Pod is refused in a restricted namespace");
+    assert!(refused.contains("violates PodSecurity"), "{refused}");
+    // A class that allows expansion (the harness' host-path provisioner: the API server accepts
+    // the larger request, nothing resizes the directory), so the volumes grow with the change.
+    env.lk
+        .kubectl_stdin(
+            &env.kc,
+            &["apply", "-f", "-"],
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: expandable}\n\
+             provisioner: kubernetes.io/host-path\nvolumeBindingMode: Immediate\n\
+             allowVolumeExpansion: true\n",
+        )
+        .unwrap();
+    let cfg = || {
+        cluster_yaml("cfg", 3, V35).replace(
+            "storage: {size: 1Gi}",
+            "storage: {size: 1Gi, storageClassName: expandable}",
+        )
+    };
+    env.apply(&cfg()).unwrap();
     env.wait_available("cfg", 3, V35, STEP).await;
-    let writer = Writer::start(env.client_url("cfg").await);
-    writer.check().await;
+    let clients = Workload::start(env.client_url("cfg").await);
+    clients.check().await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
     let member_pods = || async {
         let params = ListParams::default().labels("etcd.operator.rs/cluster=cfg");
@@ -233,7 +289,9 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         "{before:?}"
     );
 
-    let changed = cluster_yaml("cfg", 3, V35)
+    // New flags, labels and larger volumes at once: the volumes grow first, then the members
+    // roll onto the flags and the quota derived from the new size.
+    let changed = cfg().replace("size: 1Gi", "size: 2Gi")
         + "  etcdOptions: {snapshotCount: 5000}\n  pod: {labels: {team: storage}}\n";
     env.apply(&changed).unwrap();
     // Watch the roll: at every moment at most one member is out of the client Service (its Pod
@@ -294,10 +352,10 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         saw_progress,
         "status never reported RollingConfiguration with a count"
     );
-    let checked = writer.check().await;
+    let checked = clients.check().await;
     assert!(
         checked > 0,
-        "the writer acknowledged writes during the roll"
+        "the clients got writes acknowledged during the roll"
     );
     let events = env.events_for("cfg").await;
     let rolled = events
@@ -320,7 +378,84 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         hashes.iter().all(|h| *h == hashes[0] && *h != before[0]),
         "{hashes:?}"
     );
-    writer.stop().await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let requests: Vec<String> = pvcs
+        .list(&ListParams::default().labels("etcd.operator.rs/cluster=cfg"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .unwrap()
+                .resources
+                .as_ref()
+                .unwrap()
+                .requests
+                .as_ref()
+                .unwrap()["storage"]
+                .0
+                .clone()
+        })
+        .collect();
+    assert_eq!(requests, vec!["2Gi"; 3], "every member volume asks for 2Gi");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("ExpandingVolumes:"))
+            .count(),
+        3, // one series per member (its Pod is the event's related object)
+        "{}",
+        events.join("\n")
+    );
+    // A Pod without the hash (as an operator release before hashes built it) is adopted: the
+    // hash is recorded on it, the same Pod keeps running (no restart).
+    let adopted = member_pods().await.remove(0);
+    let adopted_name = adopted.name_any();
+    env.kubectl(&[
+        "annotate",
+        "pod",
+        "-n",
+        NS,
+        &adopted_name,
+        &format!("{HASH}-"),
+    ]);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let pod = pods.get(&adopted_name).await.unwrap();
+        if pod.annotations().get(HASH) == Some(&hashes[0]) {
+            assert_eq!(pod.uid(), adopted.uid(), "the adopted Pod was re-created");
+            let restarts = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .unwrap()
+                    .container_statuses
+                    .as_ref()
+                    .unwrap()[0]
+                    .restart_count
+            };
+            assert_eq!(
+                restarts(&pod),
+                restarts(&adopted),
+                "the adopted Pod restarted"
+            );
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(&env, "the hash was not recorded on the adopted Pod");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let events = env.events_for("cfg").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("MemberPodAdopted:") && e.contains(&adopted_name)),
+        "{}",
+        events.join("\n")
+    );
+    clients.stop().await;
 }
 
 #[tokio::test]
@@ -328,7 +463,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     let env = Env::start().await;
     env.apply(&cluster_yaml("repair", 3, V36)).unwrap();
     env.wait_available("repair", 3, V36, STEP).await;
-    let writer = Writer::start(env.client_url("repair").await);
+    let clients = Workload::start(env.client_url("repair").await);
     let uid = env
         .clusters()
         .get("repair")
@@ -375,7 +510,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     env.wait_available("repair", 3, V36, STEP).await;
     let after = member_id(&env.clusters().get("repair").await.unwrap().status.unwrap());
     assert_eq!(after, before, "repair-1 rejoined as the same etcd member");
-    writer.check().await;
+    clients.check().await;
 
     // A member whose Pod and data are gone is removed and replaced by a new member (a new etcd
     // member ID; the name is reused only once nothing of the old member is left).
@@ -397,7 +532,7 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     })
     .await;
     env.wait_available("repair", 3, V36, STEP).await;
-    writer.check().await;
+    clients.check().await;
     let events = env.events_for("repair").await.join("\n");
     assert!(events.contains("MemberRemoved"), "{events}");
 
@@ -416,8 +551,8 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
         "app.kubernetes.io/component=cluster-operator",
     ]);
     env.wait_available("repair", 5, V36, STEP).await;
-    writer.check().await;
-    writer.stop().await;
+    clients.check().await;
+    clients.stop().await;
 }
 
 #[tokio::test]
@@ -563,7 +698,8 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
         "{events}"
     );
 
-    // Volumes cannot shrink: refused, naming the field; the member's PVC keeps its size.
+    // Volumes cannot shrink: refused, naming the field; the member's PVC keeps its size. (Growth
+    // on this class, the harness' default without allowVolumeExpansion, is refused below.)
     let shrink = cluster_yaml("live", 1, V35).replace("size: 1Gi", "size: 512Mi");
     env.apply(&shrink).unwrap();
     env.wait_status("live", "storage shrink refused", STEP, |c| {
@@ -586,6 +722,33 @@ async fn bad_input_is_refused_and_nothing_is_touched() {
         "jsonpath={.spec.resources.requests.storage}",
     ]);
     assert_eq!(size, "1Gi");
+
+    // Growing on a class without allowVolumeExpansion: reported naming the field and the class;
+    // the PVC keeps its request and the member is not rolled onto the larger derived quota.
+    let grow = cluster_yaml("live", 1, V35).replace("size: 1Gi", "size: 2Gi");
+    env.apply(&grow).unwrap();
+    env.wait_status("live", "growth without expansion reported", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Degraded"
+                    && c.reason == "VolumeExpansionNotAllowed"
+                    && c.message.contains("spec.storage.size asks for 2Gi")
+                    && c.message.contains("StorageClass standard")
+            })
+        })
+    })
+    .await;
+    let size = env.kubectl(&[
+        "get",
+        "pvc",
+        "live-0",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.spec.resources.requests.storage}",
+    ]);
+    assert_eq!(size, "1Gi");
+    assert_eq!(pod_uid(), uid, "the member was not rolled");
 
     // While an EtcdRestore holds a cluster (its annotation, the hand-over contract in
     // etcd-api's restore.rs) the operator reports Restoring and takes no action. (An invalid

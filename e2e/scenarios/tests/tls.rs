@@ -1,8 +1,8 @@
 //! TLS clusters end to end: members speaking https to each other and to clients with
 //! operator-managed certificates, the operator observing and growing them through its own client
-//! certificate, a background writer over TLS losing no acknowledged write, plaintext and
-//! certificate-less clients refused by the members; and a cluster naming a Secret that does not
-//! exist refused before any member starts.
+//! certificate, concurrent clients over TLS (their history linearizable, no acknowledged write
+//! lost), plaintext and certificate-less clients refused by the members; and a cluster naming a
+//! Secret that does not exist refused before any member starts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -68,12 +68,12 @@ async fn tls_cluster_with_operator_managed_certificates_refuses_plaintext() {
         .domain_name(server_name.clone());
     let plain_url = env.client_url("main-tls").await;
     let https_url = plain_url.replacen("http://", "https://", 1);
-    let writer = Writer::start_tls(https_url.clone(), Some(tls));
+    let clients = Workload::start_tls(https_url.clone(), Some(tls));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while writer.acknowledged() < 20 {
+    while clients.acknowledged() < 20 {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the TLS writer got no 20 writes acknowledged in 60 s\n{}",
+            "the TLS clients got no 20 writes acknowledged in 60 s\n{}",
             env.diagnostics()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -113,9 +113,9 @@ async fn tls_cluster_with_operator_managed_certificates_refuses_plaintext() {
     env.kubectl(&["delete", "pod", "main-tls-1", "-n", NS, "--wait=false"]);
     wait_pod_replaced(&env, "main-tls-1", old_uid, STEP).await;
     env.wait_available("main-tls", 3, V36, STEP).await;
-    let checked = writer.check().await;
+    let checked = clients.check().await;
     assert!(checked >= 20, "{checked}");
-    writer.stop().await;
+    clients.stop().await;
     let args = env.kubectl(&[
         "get",
         "pod",

@@ -5,7 +5,7 @@
 //! in the same run; plus the backup's peak RSS at ~100 MiB and ~1 GiB, which must stay flat
 //! (bounded by the part size, not the DB size).
 //!
-//! Does I/O: starts one etcd 3.5 member (`--quota-backend-bytes` 4 GiB) and `weed mini`, writes
+//! Does I/O: starts one etcd 3.6 member (`--quota-backend-bytes` 4 GiB) and `weed mini`, writes
 //! 1 GiB of random values, runs etcdctl and the aws CLI. Every operator backup runs in a child
 //! process (this binary re-executed with [`CHILD_ENV`] set) so that its VmHWM is its own; all
 //! three timings are wall times of processes (start-up included), so they compare like for like.
@@ -270,7 +270,7 @@ async fn main() {
         // The default 2 GiB quota is too tight for 1 GiB of values plus bbolt's free pages.
         extra_args: vec![format!("--quota-backend-bytes={}", 4u64 << 30)],
     };
-    let mut member = EtcdMember::spawn(&tools, EtcdVersion::V3_5, config).unwrap();
+    let mut member = EtcdMember::spawn(&tools, EtcdVersion::V3_6, config).unwrap();
     member
         .wait_ready(None, Duration::from_secs(30))
         .await
@@ -314,7 +314,7 @@ async fn main() {
         assert_eq!(object_size(&s3, op_key).await, op.size_bytes);
 
         // (2) etcdctl snapshot save, then (3) aws s3 cp of that file (the upload alone).
-        let mut save = Command::new(tools.etcdctl(EtcdVersion::V3_5).unwrap());
+        let mut save = Command::new(tools.etcdctl(EtcdVersion::V3_6).unwrap());
         save.env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={etcd}"))
             .args(["snapshot", "save"])
@@ -341,7 +341,7 @@ async fn main() {
     let upload = median(results.iter().map(|r| r.upload).collect());
     let secs = |d: Duration| d.as_secs_f64();
     println!(
-        "\nbackup: etcd 3.5 (1 member), SeaweedFS weed mini, {} MiB of random 1 MiB values \
+        "\nbackup: etcd 3.6 (1 member), SeaweedFS weed mini, {} MiB of random 1 MiB values \
          (filled in {:.1} s), snapshot {:.0} MB, {rounds} round(s), medians, same run",
         data_bytes / MIB as u64,
         secs(fill_time),

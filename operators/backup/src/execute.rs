@@ -518,6 +518,7 @@ async fn run(
     Ok(BackupArtifact {
         uri: artifact.uri,
         size_bytes: i64::try_from(artifact.size_bytes).unwrap_or(i64::MAX),
+        size: etcd_api::human_size(i64::try_from(artifact.size_bytes).unwrap_or(i64::MAX)),
         sha256: artifact.sha256,
         revision: probe.revision,
         etcd_version: probe.version,
@@ -641,6 +642,7 @@ pub async fn find_left_behind(
     Ok(LeftBehind::Complete(BackupArtifact {
         uri,
         size_bytes: i64::try_from(verified.size_bytes).unwrap_or(i64::MAX),
+        size: etcd_api::human_size(i64::try_from(verified.size_bytes).unwrap_or(i64::MAX)),
         sha256: verified.object_sha256_hex(),
         revision,
         etcd_version,

@@ -3,8 +3,8 @@
 //! - `run`: the EtcdBackup controller (the chart's Deployment).
 //! - `create-backup`: create one EtcdBackup, optionally wait for it and apply retention (the
 //!   chart's CronJob).
+//! - `self-test`: the chart's `helm test` hook (operators answer, CRDs served).
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use etcd_api::{LocalObjectReference, S3Connection, S3Destination};
 use etcd_backup_operator::controller::{self, Settings};
 use etcd_backup_operator::create::{CreateBackup, create_backup};
 use etcd_backup_operator::metrics::Metrics;
-use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected_with_metrics};
+use operator_runtime::{LogArgs, ShellArgs, run_elected_with_metrics};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -23,12 +23,8 @@ use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected_with_me
     about = "Verified, streaming etcd snapshots to S3"
 )]
 struct Cli {
-    /// Log filter: a level (`info`) or tracing directives (`info,etcd_backup_operator=debug`).
-    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
-    log_level: String,
-    /// `json` or `text`.
-    #[arg(long, env = "LOG_FORMAT", default_value = "json", global = true)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -39,28 +35,25 @@ enum Command {
     Run(RunArgs),
     /// Create one EtcdBackup of a cluster; optionally wait for it and delete old ones.
     CreateBackup(CreateArgs),
+    /// The chart's `helm test`: each `--url` answers 200 and the API server serves the
+    /// EtcdCluster, EtcdBackup and EtcdRestore kinds. Exits non-zero naming what failed.
+    SelfTest(SelfTestArgs),
+}
+
+#[derive(Args, Debug)]
+struct SelfTestArgs {
+    /// A probe endpoint that must answer 200, e.g. `http://rel-etcd-operator-cluster-metrics:8080/healthz`.
+    #[arg(long = "url")]
+    urls: Vec<String>,
+    /// How long each endpoint may take to answer 200.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    within_seconds: u64,
 }
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Elect one active replica through a Lease (`--leader-elect` or `--leader-elect=true`).
-    #[arg(long, num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
-    leader_elect: bool,
-    /// Namespace of the Lease.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    /// Name of the Lease.
-    #[arg(long, default_value = "etcd-backup-operator")]
-    lease_name: String,
-    /// This replica's identity (the Pod name; default: the hostname, which is the Pod name).
-    #[arg(long, env = "POD_NAME")]
-    pod_name: Option<String>,
-    /// Address of the /healthz, /readyz and /metrics endpoints.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    probe_addr: SocketAddr,
-    /// Watch EtcdBackups in this namespace only (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    shell: ShellArgs,
     /// Backups running at once; more stay Pending until a slot frees.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     max_concurrent_backups: u16,
@@ -113,7 +106,7 @@ struct CreateArgs {
 async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
-    if let Err(error) = init_logging(&cli.log_level, cli.log_format) {
+    if let Err(error) = cli.log.init() {
         eprintln!("etcd-backup-operator: {error}");
         return ExitCode::from(2);
     }
@@ -129,26 +122,22 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(client, args).await,
         Command::CreateBackup(args) => create(client, args).await,
+        Command::SelfTest(args) => self_test(client, args).await,
     }
 }
 
 async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
     // Never a shared default: two replicas with one identity would both hold the Lease.
-    let pod_name = match operator_runtime::lease_identity(
-        args.pod_name.as_deref(),
-        operator_runtime::hostname().as_deref(),
-    ) {
+    let pod_name = match args.shell.identity() {
         Ok(name) => name,
         Err(error) => {
             tracing::error!(%error, "no identity for this replica");
             return ExitCode::FAILURE;
         }
     };
-    let election = args
-        .leader_elect
-        .then(|| LeaseConfig::new(&args.lease_namespace, &args.lease_name, &pod_name));
+    let election = args.shell.election("etcd-backup-operator", &pod_name);
     let settings = Settings {
-        namespace: args.namespace,
+        namespace: args.shell.watch_namespace(),
         max_concurrent_backups: usize::from(args.max_concurrent_backups),
         pod_name: Some(pod_name),
     };
@@ -157,12 +146,38 @@ async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
     // On stop the running backups abort their uploads and record the outcome.
     run_elected_with_metrics(
         client.clone(),
-        args.probe_addr,
+        args.shell.probe_addr,
         Some(Arc::new(registry)),
         election,
         |stop, readiness| controller::run_with_metrics(client, settings, stop, readiness, metrics),
     )
     .await
+}
+
+async fn self_test(client: kube::Client, args: SelfTestArgs) -> ExitCode {
+    use operator_runtime::selftest;
+    let mut failed = false;
+    for url in &args.urls {
+        match selftest::check_endpoint(url, Duration::from_secs(args.within_seconds)).await {
+            Ok(()) => tracing::info!(%url, "answers"),
+            Err(error) => {
+                tracing::error!(%error, "operator does not answer");
+                failed = true;
+            }
+        }
+    }
+    match selftest::check_crds_served(&client).await {
+        Ok(()) => tracing::info!(kinds = ?selftest::RESOURCES, "served"),
+        Err(error) => {
+            tracing::error!(%error, "CRDs not served");
+            failed = true;
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 async fn create(client: kube::Client, args: CreateArgs) -> ExitCode {

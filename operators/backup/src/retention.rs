@@ -351,6 +351,7 @@ mod tests {
                     source,
                     cluster_spec: None,
                     force: false,
+                    timeout_seconds: None,
                 },
             );
             r.status = Some(EtcdRestoreStatus {

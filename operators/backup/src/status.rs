@@ -192,6 +192,7 @@ mod tests {
         BackupArtifact {
             uri: "s3://b/c/20231114T221320Z-rev7-u.db".into(),
             size_bytes: 1234,
+            size: "1.2 KiB".into(),
             sha256: "ab".repeat(32),
             revision: 7,
             etcd_version: "3.5.1".into(),
@@ -275,6 +276,7 @@ mod tests {
         let artifact = BackupArtifact {
             uri: "s3://bkt/p/main/20261125T200000Z-rev40-u1.db".into(),
             size_bytes: 20_512,
+            size: "20.0 KiB".into(),
             sha256: "ab".repeat(32),
             revision: 40,
             etcd_version: "3.6.16".into(),

@@ -20,9 +20,10 @@ use etcd_api::validation::EtcdVersion;
 use etcd_api::{EtcdCluster, EtcdClusterSpec, ReclaimPolicy};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, Secret, SecretVolumeSource, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    Capabilities, Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    Probe, SeccompProfile, Secret, SecretVolumeSource, SecurityContext, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -74,11 +75,26 @@ pub const ANNOTATION_VERSION: &str = "etcd.operator.rs/version";
 /// rolls members whose Pod carries another hash (or none: built by an older operator) one at a
 /// time, so a change of `spec.pod` or `spec.etcdOptions` reaches the running members.
 pub const ANNOTATION_CONFIG_HASH: &str = "etcd.operator.rs/config-hash";
+/// On a member PVC: the etcd version its Pod runs, with `--snapshot-count=1`, to take a v2
+/// snapshot before the member moves to etcd 3.6 (see [`crate::state::PvcState`]). Also on that
+/// Pod (value `"true"`).
+pub const ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: &str = "etcd.operator.rs/snapshot-before-upgrade";
+/// On a member PVC: a v2 snapshot was taken after the last v2 request etcd 3.4 left in the WAL;
+/// the member may run etcd 3.6.
+pub const ANNOTATION_V2_WAL_CLEAN: &str = "etcd.operator.rs/v2-wal-clean";
 /// Revision of what this builder makes of the spec. Bump it when [`member_pod`] changes the Pod
 /// of an unchanged spec in a way running members should get (a new flag, security settings):
 /// the hash changes and every member is rolled once, quorum-safely. Not for cosmetic changes:
 /// each bump restarts every member of every cluster.
-pub const POD_TEMPLATE_REVISION: u32 = 1;
+///
+/// 2: members run non-root with the `restricted` Pod Security defaults
+/// ([`pod_security_context`], [`container_security_context`]); members built at revision 1 ran
+/// as root with default capabilities and are rolled onto it.
+pub const POD_TEMPLATE_REVISION: u32 = 2;
+/// The user and group members run as (and the `fsGroup` of their volumes) unless
+/// `spec.pod.securityContext` says otherwise: distroless' `nonroot`, the user etcd's own images
+/// are built for; any non-zero uid works, etcd needs no file of its image but its binary.
+pub const MEMBER_UID: i64 = 65532;
 /// `app.kubernetes.io/managed-by` value of our objects.
 pub const MANAGED_BY: &str = "etcd-cluster-operator";
 
@@ -266,6 +282,10 @@ pub struct MemberPod<'a> {
     /// answered). The quota derived from the volume size is never set below it, with headroom:
     /// see [`default_quota_for`].
     pub largest_db_bytes: u64,
+    /// Start with `--snapshot-count=1` to take a v2 snapshot before an upgrade to etcd 3.6
+    /// ([`crate::plan::Action::SnapshotBeforeUpgrade`]); marked with
+    /// [`ANNOTATION_SNAPSHOT_BEFORE_UPGRADE`].
+    pub snapshot_before_upgrade: bool,
 }
 
 /// The Pod of one member.
@@ -297,6 +317,12 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
     // Ours over a user's annotation of the same key: a user value would never match the
     // planner's and roll the members forever.
     annotations.insert(ANNOTATION_CONFIG_HASH.to_owned(), config_hash(spec));
+    if pod.snapshot_before_upgrade {
+        annotations.insert(
+            ANNOTATION_SNAPSHOT_BEFORE_UPGRADE.to_owned(),
+            "true".to_owned(),
+        );
+    }
     let mut meta = owner.meta(pod.member.to_owned(), labels, true);
     meta.annotations = Some(annotations);
 
@@ -349,6 +375,9 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         // outage into a longer one.
         liveness_probe: None,
         resources: policy.resources,
+        security_context: Some(container_security_context(
+            policy.container_security_context.as_ref(),
+        )),
         ..Container::default()
     };
 
@@ -369,6 +398,7 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         affinity: policy.affinity,
         tolerations: (!policy.tolerations.is_empty()).then_some(policy.tolerations),
         priority_class_name: policy.priority_class_name,
+        security_context: Some(pod_security_context(policy.security_context.as_ref())),
         ..PodSpec::default()
     };
     Ok(Pod {
@@ -376,6 +406,78 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         spec: Some(pod_spec),
         status: None,
     })
+}
+
+/// The Pod security context of member Pods: the `restricted` Pod Security level's
+/// requirements (non-root, RuntimeDefault seccomp) and an `fsGroup` that makes the data volume
+/// writable by [`MEMBER_UID`], with the fields of `spec.pod.securityContext` over them.
+/// `OnRootMismatch`: the kubelet walks the whole volume (a large database) only when its root
+/// does not have the group yet, i.e. once, when a member that ran as root is rolled.
+pub fn pod_security_context(user: Option<&PodSecurityContext>) -> PodSecurityContext {
+    let defaults = PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(MEMBER_UID),
+        run_as_group: Some(MEMBER_UID),
+        fs_group: Some(MEMBER_UID),
+        fs_group_change_policy: Some("OnRootMismatch".to_owned()),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_owned(),
+            localhost_profile: None,
+        }),
+        ..PodSecurityContext::default()
+    };
+    overlay(defaults, user)
+}
+
+/// The etcd container's security context: no privilege escalation, every capability dropped,
+/// a read-only root filesystem (etcd writes to its data volume only), with the fields of
+/// `spec.pod.containerSecurityContext` over them.
+pub fn container_security_context(user: Option<&SecurityContext>) -> SecurityContext {
+    let defaults = SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        ..SecurityContext::default()
+    };
+    overlay(defaults, user)
+}
+
+/// `defaults` with every field `user` sets replacing it, recursively for nested objects (as a
+/// JSON merge patch: `capabilities: {add: [NET_BIND_SERVICE]}` keeps `drop: [ALL]`; lists are
+/// replaced whole). Both are Kubernetes types whose JSON round-trips, so the fallback (the
+/// user's value alone) is never taken in practice.
+fn overlay<T>(defaults: T, user: Option<&T>) -> T
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+{
+    let Some(user) = user else {
+        return defaults;
+    };
+    let merged = serde_json::to_value(&defaults).and_then(|mut base| {
+        let patch = serde_json::to_value(user)?;
+        merge_json(&mut base, patch);
+        serde_json::from_value(base)
+    });
+    merged.unwrap_or_else(|_| user.clone())
+}
+
+fn merge_json(base: &mut serde_json::Value, patch: serde_json::Value) {
+    match (base, patch) {
+        (serde_json::Value::Object(base), serde_json::Value::Object(patch)) => {
+            for (key, value) in patch {
+                match base.get_mut(&key) {
+                    Some(existing) => merge_json(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, patch) => *base = patch,
+    }
 }
 
 /// The certificate Secrets a member mounts: (volume, mount path, Secret name), peer first. A
@@ -579,7 +681,15 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
     {
         args.push(format!("--quota-backend-bytes={quota}"));
     }
+    if pod.snapshot_before_upgrade {
+        // One v2 snapshot as soon as it applies an entry (the next Pod, on the next minor, is
+        // built without it). Replaces spec.etcdOptions.snapshotCount, skipped below.
+        args.push("--snapshot-count=1".to_owned());
+    }
     if let Some(options) = &cluster.spec.etcd_options {
+        let snapshot_count = options
+            .snapshot_count
+            .filter(|_| !pod.snapshot_before_upgrade);
         let optional = [
             (
                 "quota-backend-bytes",
@@ -593,10 +703,7 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
                 "auto-compaction-retention",
                 options.auto_compaction_retention.clone(),
             ),
-            (
-                "snapshot-count",
-                options.snapshot_count.map(|v| v.to_string()),
-            ),
+            ("snapshot-count", snapshot_count.map(|v| v.to_string())),
             (
                 "heartbeat-interval",
                 options.heartbeat_interval_ms.map(|v| v.to_string()),

@@ -48,6 +48,8 @@ pub struct Context {
     pub etcd_timeout: Duration,
     /// When members were first seen unhealthy.
     pub unhealthy: UnhealthySince,
+    /// Compactions this process made to clear NOSPACE.
+    pub compactions: crate::observe::Compactions,
     /// Prometheus series (served by the probe server).
     pub metrics: Metrics,
 }
@@ -221,6 +223,9 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
     observed.cluster_version =
         observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
+    observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;
+    ctx.compactions
+        .fill(&cluster.uid().unwrap_or_default(), &mut observed);
 
     ctx.metrics
         .clusters
@@ -284,6 +289,22 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             housekeeping.get_or_insert(error);
         }
         executed = executor.execute(&action).await;
+        let uid = cluster.uid().unwrap_or_default();
+        match (&executed, &action) {
+            (Ok(()), Action::CompactKeyspace { revision }) => {
+                ctx.compactions.record(&uid, *revision);
+            }
+            (
+                Ok(()),
+                Action::DefragmentMember {
+                    member,
+                    reason: plan::DefragReason::NoSpace,
+                    revision,
+                    ..
+                },
+            ) => ctx.compactions.record_defrag(&uid, member, *revision),
+            _ => {}
+        }
     }
     if let Some(error) = &housekeeping {
         warn!(%error, reason = error.reason(), "writing the cluster's objects failed");
@@ -415,8 +436,19 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::RemoveMember { member, .. }
         | Action::DeletePod { member }
         | Action::UpgradeMember { member, .. }
-        | Action::RollMember { member, .. } => member,
-        Action::DeletePvc { .. } | Action::Wait(_) | Action::Refuse(_) | Action::Converged => {
+        | Action::RollMember { member, .. }
+        | Action::SnapshotBeforeUpgrade { member, .. }
+        | Action::MarkV2WalClean { member }
+        | Action::AdoptPod { member, .. }
+        | Action::DefragmentMember { member, .. } => member,
+        // The member's Pod, which mounts the PVC of its name: one event series per member.
+        Action::ExpandVolume { pvc, .. } => pvc,
+        Action::DeletePvc { .. }
+        | Action::CompactKeyspace { .. }
+        | Action::DisarmNoSpace { .. }
+        | Action::Wait(_)
+        | Action::Refuse(_)
+        | Action::Converged => {
             return None;
         }
     };
@@ -462,18 +494,31 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::DeletePod { .. }
         | Action::UpgradeMember { .. }
         | Action::RollMember { .. }
+        | Action::SnapshotBeforeUpgrade { .. }
+        | Action::MarkV2WalClean { .. }
+        | Action::AdoptPod { .. }
+        | Action::ExpandVolume { .. }
+        | Action::DefragmentMember { .. }
+        | Action::CompactKeyspace { .. }
+        | Action::DisarmNoSpace { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
         Action::Wait(reason) => match reason {
             WaitReason::SeedStarting
             | WaitReason::LearnerCatchingUp { .. }
             | WaitReason::PodTerminating { .. }
-            | WaitReason::PodNotReady { .. } => Duration::from_secs(2),
+            | WaitReason::PodNotReady { .. }
+            | WaitReason::V2SnapshotPending { .. } => Duration::from_secs(2),
             // etcd moves the cluster version some seconds after the last member upgraded.
             WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. }
             | WaitReason::WouldLoseQuorum { .. }
             | WaitReason::MembersUnreachable { .. } => Duration::from_secs(10),
             WaitReason::QuorumLost { .. } | WaitReason::ClusterLost => Duration::from_secs(15),
+            // Waits for the user (or an administrator's StorageClass change, which does not
+            // trigger a reconcile of this cluster).
+            WaitReason::VolumeExpansionNotAllowed { .. } => Duration::from_secs(60),
+            // Space can come back by itself (a client deletes keys, a quota change rolls).
+            WaitReason::NoSpaceCannotBeFreed { .. } => Duration::from_secs(30),
             WaitReason::Paused => Duration::from_secs(300),
             // The annotation's removal is a change to the EtcdCluster: it triggers a reconcile.
             WaitReason::Restoring { .. } => Duration::from_secs(60),

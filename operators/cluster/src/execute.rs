@@ -98,6 +98,11 @@ impl ExecError {
     }
 }
 
+/// Least time a defragmentation or compaction call gets: it rewrites the whole database
+/// (etcd-facts.md: about a second per few hundred MiB on a local disk), far longer than a
+/// membership call.
+const DEFRAG_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Whether creating a member may create its data volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VolumeStep {
@@ -114,7 +119,7 @@ pub enum VolumeStep {
 pub fn volume_step(action: &Action) -> VolumeStep {
     match action {
         Action::CreateMemberPod {
-            reason: PodReason::Restart,
+            reason: PodReason::Restart | PodReason::SnapshotBeforeUpgrade,
             ..
         } => VolumeStep::MustExist,
         _ => VolumeStep::Create,
@@ -251,6 +256,7 @@ impl Executor<'_> {
                         initial_cluster: &initial,
                         state: InitialState::New,
                         largest_db_bytes: self.largest_db_bytes,
+                        snapshot_before_upgrade: false,
                     },
                     volume_step(action),
                 )
@@ -272,6 +278,13 @@ impl Executor<'_> {
                         initial_cluster,
                         state: InitialState::Existing,
                         largest_db_bytes: self.largest_db_bytes,
+                        snapshot_before_upgrade: matches!(
+                            action,
+                            Action::CreateMemberPod {
+                                reason: PodReason::SnapshotBeforeUpgrade,
+                                ..
+                            }
+                        ),
                     },
                     volume_step(action),
                 )
@@ -300,11 +313,110 @@ impl Executor<'_> {
             }
             Action::DeletePod { member }
             | Action::UpgradeMember { member, .. }
-            | Action::RollMember { member, .. } => Ok(failpoint::around(
-                "cluster.pod_delete",
-                delete_if_present(&self.api::<Pod>(), "Pod", member),
-            )
-            .await?),
+            | Action::RollMember { member, .. }
+            | Action::SnapshotBeforeUpgrade { member, .. } => {
+                if let Action::SnapshotBeforeUpgrade { version, .. } = action {
+                    // The PVC first: it tells the next Pod how to start even if this process
+                    // stops between the two writes.
+                    self.annotate_pvc(
+                        member,
+                        serde_json::json!({
+                            build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: version.to_string(),
+                            build::ANNOTATION_V2_WAL_CLEAN: null,
+                        }),
+                    )
+                    .await?;
+                }
+                Ok(failpoint::around(
+                    "cluster.pod_delete",
+                    delete_if_present(&self.api::<Pod>(), "Pod", member),
+                )
+                .await?)
+            }
+            Action::MarkV2WalClean { member } => {
+                self.annotate_pvc(
+                    member,
+                    serde_json::json!({
+                        build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: null,
+                        build::ANNOTATION_V2_WAL_CLEAN: "true",
+                    }),
+                )
+                .await
+            }
+            Action::AdoptPod { member, hash } => {
+                // A merge patch of one annotation: the Pod's spec (immutable) is not touched and
+                // the kubelet does not restart anything.
+                let patch = serde_json::json!({
+                    "metadata": {"annotations": {build::ANNOTATION_CONFIG_HASH: hash}}
+                });
+                failpoint::around(
+                    "cluster.pod_annotate",
+                    self.api::<Pod>()
+                        .patch(member, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch",
+                    kind: "Pod",
+                    name: member.clone(),
+                    source,
+                })
+            }
+            Action::DefragmentMember {
+                member, client_url, ..
+            } => {
+                // The call returns when the member is done; it copies the whole database.
+                let timeout = self.etcd_timeout.max(DEFRAG_TIMEOUT);
+                etcd_admin::defragment(client_url, timeout, self.tls.etcd.as_ref())
+                    .await
+                    .map_err(|source| self.etcd_error("defragment", member, source))
+            }
+            Action::CompactKeyspace { .. } => {
+                let admin = self.admin("cluster", "compact").await?;
+                etcd_admin::compact_to_current(
+                    admin.member_endpoint(),
+                    self.etcd_timeout.max(DEFRAG_TIMEOUT),
+                    self.tls.etcd.as_ref(),
+                )
+                .await
+                .map(drop)
+                .map_err(|source| self.etcd_error("compact", "cluster", source))
+            }
+            Action::DisarmNoSpace { .. } => {
+                let admin = self.admin("cluster", "disarm NOSPACE").await?;
+                etcd_admin::disarm_no_space(
+                    admin.member_endpoint(),
+                    self.etcd_timeout,
+                    self.tls.etcd.as_ref(),
+                )
+                .await
+                .map(drop)
+                .map_err(|source| self.etcd_error("disarm NOSPACE", "cluster", source))
+            }
+            Action::ExpandVolume { pvc, to, .. } => {
+                // Only the request: the API server accepts the change because the class allows
+                // expansion, and its resize controller (or the CSI resizer) does the rest.
+                let patch = serde_json::json!({
+                    "spec": {"resources": {"requests": {"storage": to}}}
+                });
+                failpoint::around(
+                    "cluster.pvc_resize",
+                    self.api::<PersistentVolumeClaim>().patch(
+                        pvc,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    ),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch",
+                    kind: "PersistentVolumeClaim",
+                    name: pvc.clone(),
+                    source,
+                })
+            }
             Action::DeletePvc { name } => Ok(failpoint::around(
                 "cluster.pvc_delete",
                 delete_if_present(
@@ -316,6 +428,31 @@ impl Executor<'_> {
             .await?),
             Action::Wait(_) | Action::Refuse(_) | Action::Converged => Ok(()),
         }
+    }
+
+    /// Merge-patches the annotations of `member`'s PVC (`null` removes one).
+    async fn annotate_pvc(
+        &self,
+        member: &str,
+        annotations: serde_json::Value,
+    ) -> Result<(), ExecError> {
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+        failpoint::around(
+            "cluster.pvc_annotate",
+            self.api::<PersistentVolumeClaim>().patch(
+                member,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            ),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| ExecError::Kube {
+            verb: "patch",
+            kind: "PersistentVolumeClaim",
+            name: member.to_owned(),
+            source,
+        })
     }
 
     /// Creates the member's PVC (if missing and `volume` allows it) before its Pod, so the Pod

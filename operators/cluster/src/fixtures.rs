@@ -7,7 +7,7 @@ use etcd_api::validation::EtcdVersion;
 use etcd_api::{EtcdClusterSpec, StorageSpec};
 
 use crate::naming::ClusterName;
-use crate::state::{Member, MemberHealth, Membership, Observed, PodState, PvcState};
+use crate::state::{DbStats, Member, MemberHealth, Membership, Observed, PodState, PvcState};
 
 pub(crate) const V34: &str = "3.4.23";
 pub(crate) const V35: &str = "3.5.35";
@@ -38,6 +38,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
             pod: None,
             etcd_options: None,
             tls: None,
+            maintenance: None,
         },
         restoring: None,
         recorded_cluster_id: None,
@@ -50,6 +51,8 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
         pods: BTreeMap::new(),
         pvcs: BTreeMap::new(),
         alarms: vec![],
+        compacted_revision: None,
+        defragmented_at: BTreeMap::new(),
     }
 }
 
@@ -64,6 +67,13 @@ pub(crate) fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
             version: v(version),
             leader,
         },
+        // A small database with little free space: nothing worth defragmenting.
+        db: Some(DbStats {
+            size: 16 << 20,
+            in_use: 15 << 20,
+            quota: 0,
+            revision: 1000,
+        }),
     }
 }
 
@@ -72,6 +82,7 @@ pub(crate) fn unhealthy(ordinal: u32, seconds: u64) -> Member {
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::from_secs(seconds),
         },
+        db: None,
         ..healthy(ordinal, V35, false)
     }
 }
@@ -101,6 +112,8 @@ pub(crate) trait Build {
     fn ready(self, ordinals: &[u32]) -> Self;
     fn existed(self, ordinals: &[u32], version: &str) -> Self;
     fn cluster_version(self, version: Option<(u64, u64)>) -> Self;
+    /// These members' PVCs record a v2 snapshot taken before an upgrade to 3.6.
+    fn v2_wal_clean(self, ordinals: &[u32]) -> Self;
 }
 
 impl Build for Observed {
@@ -120,6 +133,14 @@ impl Build for Observed {
         self.cluster_version = version;
         self
     }
+    fn v2_wal_clean(mut self, ordinals: &[u32]) -> Self {
+        for &o in ordinals {
+            if let Some(pvc) = self.pvcs.get_mut(&name(o)) {
+                pvc.v2_wal_clean = true;
+            }
+        }
+        self
+    }
     /// Pods built from the spec as it is now: a later change of the spec makes them drift.
     fn pods(mut self, ordinals: &[u32]) -> Self {
         let config_hash = Some(crate::build::config_hash(&self.spec));
@@ -130,6 +151,8 @@ impl Build for Observed {
                     terminating: false,
                     ready: false,
                     config_hash: config_hash.clone(),
+                    snapshot_before_upgrade: false,
+                    v2_snapshot_saved: false,
                 },
             );
         }
@@ -142,6 +165,8 @@ impl Build for Observed {
                 terminating: true,
                 ready: false,
                 config_hash: Some(crate::build::config_hash(&self.spec)),
+                snapshot_before_upgrade: false,
+                v2_snapshot_saved: false,
             },
         );
         self
@@ -156,10 +181,22 @@ impl Build for Observed {
     }
     fn pvcs(mut self, ordinals: &[u32]) -> Self {
         for &o in ordinals {
+            // Created from the spec as it is now: the requested size is the spec's.
             let pvc = PvcState {
                 retained_by_restore: false,
                 terminating: false,
                 predates_cluster: false,
+                snapshot_before_upgrade: None,
+                v2_wal_clean: false,
+                requested_bytes: etcd_api::validation::quantity_to_bytes(&self.spec.storage.size.0),
+                storage_class: Some(
+                    self.spec
+                        .storage
+                        .storage_class_name
+                        .clone()
+                        .unwrap_or_else(|| "standard".into()),
+                ),
+                class_allows_expansion: false,
             };
             self.pvcs.insert(name(o), pvc);
         }

@@ -1,6 +1,5 @@
 //! `etcd-cluster-operator`: flags and wiring. The loop itself is in the library's `controller`.
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,37 +9,20 @@ use etcd_cluster_operator::controller::{self, Context};
 use etcd_cluster_operator::metrics::Metrics;
 use etcd_cluster_operator::observe::UnhealthySince;
 use etcd_cluster_operator::plan::Policy;
-use operator_runtime::{Events, FailureBackoff, LeaseConfig, LogFormat, Readiness};
+use operator_runtime::{Events, FailureBackoff, LogArgs, Readiness, ShellArgs};
 use tracing::{error, info};
+
+/// The Lease's name unless `--lease-name` says otherwise.
+const LEASE_NAME: &str = "etcd-cluster-operator";
 
 /// The EtcdCluster operator: quorum-safe membership, scaling, replacement and upgrades.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
-    /// Log filter: a level (`info`) or tracing-subscriber directives (`info,kube=warn`).
-    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
-    log_level: String,
-    /// Log format: `json` or `text`.
-    #[arg(long, env = "LOG_FORMAT", default_value = "json")]
-    log_format: LogFormat,
-    /// Watch EtcdClusters in this namespace only (default: every namespace).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    namespace: Option<String>,
-    /// Elect one active replica through a Lease.
-    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
-    leader_elect: bool,
-    /// Namespace of the Lease (the operator's own namespace).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    /// Name of the Lease.
-    #[arg(long, default_value = "etcd-cluster-operator")]
-    lease_name: String,
-    /// This replica's identity in the Lease (the Pod name; default: the hostname).
-    #[arg(long, env = "POD_NAME")]
-    identity: Option<String>,
-    /// Address of the /healthz, /readyz and /metrics endpoints.
-    #[arg(long, env = "PROBE_ADDR", default_value = "0.0.0.0:8080")]
-    probe_addr: SocketAddr,
+    #[command(flatten)]
+    log: LogArgs,
+    #[command(flatten)]
+    shell: ShellArgs,
     /// How long a voting member may be unhealthy before it is replaced.
     #[arg(long, default_value = "300", value_name = "SECONDS")]
     dead_member_after_seconds: u64,
@@ -56,7 +38,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(e) = operator_runtime::init_logging(&args.log_level, args.log_format) {
+    if let Err(e) = args.log.init() {
         eprintln!("etcd-cluster-operator: --log-level: {e}");
         return ExitCode::from(2);
     }
@@ -77,23 +59,19 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let client = kube::Client::try_default().await?;
     // The Pod name, else the hostname; never the PID (1 in every container), or two replicas
     // could share an identity and both hold the Lease.
-    let identity = operator_runtime::lease_identity(
-        args.identity.as_deref(),
-        operator_runtime::hostname().as_deref(),
-    )?;
+    let identity = args.shell.identity()?;
 
     let readiness = Readiness::default();
     let mut registry = operator_runtime::metrics::new_registry();
     let metrics = Metrics::register(&mut registry);
     let probes = tokio::spawn(operator_runtime::serve_probes_and_metrics(
-        args.probe_addr,
+        args.shell.probe_addr,
         readiness.clone(),
         Arc::new(registry),
     ));
 
-    let leadership = if args.leader_elect {
-        let config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity);
-        info!(lease = %args.lease_name, %identity, "waiting for leadership");
+    let leadership = if let Some(config) = args.shell.election(LEASE_NAME, &identity) {
+        info!(lease = %config.name, %identity, "waiting for leadership");
         // A standby is healthy and ready to take over: a rolling update's new Pod waits for the
         // Lease the old one holds until that one stops, so a standby that is not Ready would
         // stall every `helm upgrade` (and `--wait` with replicas > 1). Not ready again until the
@@ -118,9 +96,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         unhealthy: UnhealthySince::default(),
+        compactions: Default::default(),
         metrics,
     });
-    let controller = controller::run(ctx, args.namespace.clone(), readiness);
+    let controller = controller::run(ctx, args.shell.watch_namespace(), readiness);
     let result = match leadership {
         Some(mut leadership) => {
             tokio::select! {

@@ -143,7 +143,7 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
             ..
         } => "MemberPodCreated",
         Action::CreateMemberPod {
-            reason: PodReason::Restart,
+            reason: PodReason::Restart | PodReason::SnapshotBeforeUpgrade,
             ..
         } => "PodRestarted",
         Action::AddLearner { .. } => "MemberAdded",
@@ -163,6 +163,13 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
         Action::DeletePod { .. } => "PodDeleted",
         Action::UpgradeMember { .. } => "MemberUpgraded",
         Action::RollMember { .. } => "MemberRolled",
+        Action::SnapshotBeforeUpgrade { .. } => "SnapshotBeforeUpgrade",
+        Action::MarkV2WalClean { .. } => "V2WalClean",
+        Action::AdoptPod { .. } => "PodAdopted",
+        Action::ExpandVolume { .. } => "VolumeExpanded",
+        Action::DefragmentMember { .. } => "MemberDefragmented",
+        Action::CompactKeyspace { .. } => "KeyspaceCompacted",
+        Action::DisarmNoSpace { .. } => "NoSpaceDisarmed",
         Action::DeletePvc { .. } => "PvcDeleted",
         Action::Wait(_) | Action::Refuse(_) | Action::Converged => return None,
     })

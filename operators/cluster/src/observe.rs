@@ -14,11 +14,14 @@ use etcd_admin::{ClusterView, MemberInfo, MemberStatus};
 use etcd_api::validation::EtcdVersion;
 use etcd_api::{EtcdCluster, StorageSpec};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::naming::ClusterName;
-use crate::state::{Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState};
+use crate::state::{
+    DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState,
+};
 use crate::{build, status};
 
 pub use etcd_api::restore::RETAINED_BY_RESTORE_LABEL;
@@ -39,6 +42,14 @@ pub enum ObserveError {
         /// The API error.
         source: kube::Error,
     },
+    /// Reading the StorageClass of PVCs to grow failed.
+    #[error("reading StorageClass {class} (to grow the member volumes): {source}")]
+    StorageClass {
+        /// The class.
+        class: String,
+        /// The API error.
+        source: kube::Error,
+    },
 }
 
 impl ObserveError {
@@ -47,6 +58,7 @@ impl ObserveError {
         match self {
             ObserveError::NoNamespace(_) => "NoNamespace",
             ObserveError::List { .. } => "ListFailed",
+            ObserveError::StorageClass { .. } => "StorageClassReadFailed",
         }
     }
 }
@@ -80,12 +92,52 @@ impl UnhealthySince {
     }
 }
 
+/// The revision this process last compacted each cluster (by UID) to, so that a NOSPACE alarm
+/// whose compaction freed nothing is not compacted again and again. Lost on restart, which
+/// costs one more (no-op) compaction.
+/// Also the revision at which each member was last defragmented under NOSPACE.
+#[derive(Default)]
+pub struct Compactions(Mutex<HashMap<String, NoSpaceSteps>>);
+
+/// A cluster's compaction revision and each member's defragmentation revision.
+type NoSpaceSteps = (Option<i64>, BTreeMap<String, i64>);
+
+impl Compactions {
+    /// Records a compaction of cluster `uid` to `revision`.
+    pub fn record(&self, uid: &str, revision: i64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(uid.to_owned()).or_default().0 = Some(revision);
+    }
+
+    /// Records a defragmentation of `member` of cluster `uid` under NOSPACE at `revision`.
+    pub fn record_defrag(&self, uid: &str, member: &str, revision: i64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(uid.to_owned())
+            .or_default()
+            .1
+            .insert(member.to_owned(), revision);
+    }
+
+    /// Fills in what this process did for cluster `uid` (see [`Observed::compacted_revision`]).
+    pub fn fill(&self, uid: &str, observed: &mut Observed) {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((compacted, defragmented)) = map.get(uid) {
+            observed.compacted_revision = *compacted;
+            observed.defragmented_at = defragmented.clone();
+        }
+    }
+}
+
 /// What the API says about a cluster: its member Pods and PVCs.
 pub struct KubeObservation {
     /// Member Pods by member name.
     pub pods: BTreeMap<String, Pod>,
     /// Member PVCs by member name.
     pub pvcs: BTreeMap<String, PersistentVolumeClaim>,
+    /// `allowVolumeExpansion` of the StorageClasses of PVCs smaller than `spec.storage.size`
+    /// (looked up only then: growing the volumes is the only reason to ask); a class that does
+    /// not exist is `false`.
+    pub expandable_classes: BTreeMap<String, bool>,
 }
 
 /// Lists the cluster's Pods and PVCs by its labels.
@@ -113,21 +165,57 @@ pub async fn observe_kube(
         .await
         .map_err(|source| ObserveError::List {
             kind: "PersistentVolumeClaim",
-            cluster: id,
+            cluster: id.clone(),
             source,
         })?;
+    let pvcs: BTreeMap<String, PersistentVolumeClaim> = pvcs
+        .items
+        .into_iter()
+        .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
+        .collect();
+    let desired = etcd_api::validation::quantity_to_bytes(&cluster.spec.storage.size.0);
+    let mut expandable_classes = BTreeMap::new();
+    for pvc in pvcs.values() {
+        let smaller = matches!((requested_bytes(pvc), desired), (Some(r), Some(d)) if r < d);
+        let Some(class) = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()) else {
+            continue;
+        };
+        if !smaller || expandable_classes.contains_key(&class) {
+            continue;
+        }
+        let classes: Api<StorageClass> = Api::all(client.clone());
+        let found = classes
+            .get_opt(&class)
+            .await
+            .map_err(|source| ObserveError::StorageClass {
+                class: class.clone(),
+                source,
+            })?;
+        let allows = found.and_then(|c| c.allow_volume_expansion) == Some(true);
+        expandable_classes.insert(class, allows);
+    }
     Ok(KubeObservation {
         pods: pods
             .items
             .into_iter()
             .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
             .collect(),
-        pvcs: pvcs
-            .items
-            .into_iter()
-            .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
-            .collect(),
+        pvcs,
+        expandable_classes,
     })
+}
+
+/// A PVC's requested size in bytes.
+fn requested_bytes(pvc: &PersistentVolumeClaim) -> Option<u128> {
+    let size = pvc
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?;
+    etcd_api::validation::quantity_to_bytes(&size.0)
 }
 
 fn member_label<K: Resource>(object: &K) -> Option<String> {
@@ -225,6 +313,11 @@ pub fn to_observed(
                         .annotations()
                         .get(build::ANNOTATION_CONFIG_HASH)
                         .cloned(),
+                    snapshot_before_upgrade: pod
+                        .annotations()
+                        .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
+                    // Read from the member by the controller (observe_v2_snapshots).
+                    v2_snapshot_saved: false,
                 };
                 (member.clone(), state)
             })
@@ -237,11 +330,30 @@ pub fn to_observed(
                     retained_by_restore: pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
                     terminating: pvc.metadata.deletion_timestamp.is_some(),
                     predates_cluster: predates(pvc, cluster),
+                    snapshot_before_upgrade: pvc
+                        .annotations()
+                        .get(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE)
+                        .and_then(|v| EtcdVersion::parse(v)),
+                    v2_wal_clean: pvc
+                        .annotations()
+                        .get(build::ANNOTATION_V2_WAL_CLEAN)
+                        .is_some_and(|v| v == "true"),
+                    requested_bytes: requested_bytes(pvc),
+                    storage_class: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
+                    class_allows_expansion: pvc
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.storage_class_name.as_ref())
+                        .and_then(|c| kube.expandable_classes.get(c))
+                        .copied()
+                        .unwrap_or(false),
                 };
                 (member.clone(), state)
             })
             .collect(),
         alarms,
+        compacted_revision: None,
+        defragmented_at: BTreeMap::new(),
     }
 }
 
@@ -317,6 +429,12 @@ fn member_from(
             unhealthy_for: unhealthy.unhealthy_for(uid, info.id, now),
         },
     };
+    let db = status.and_then(|s| s.as_ref().ok()).map(|s| DbStats {
+        size: u64::try_from(s.db_size).unwrap_or(0),
+        in_use: u64::try_from(s.db_size_in_use).unwrap_or(0),
+        quota: u64::try_from(s.db_size_quota).unwrap_or(0),
+        revision: s.revision,
+    });
     Member {
         id: info.id,
         name: info.name.clone(),
@@ -324,6 +442,7 @@ fn member_from(
         client_url: info.client_urls.first().cloned(),
         learner: info.learner,
         health,
+        db,
     }
 }
 
@@ -382,6 +501,39 @@ pub fn known_members(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<Strin
     members.sort();
     members.dedup();
     members
+}
+
+/// For each Pod built to take a v2 snapshot before an upgrade (see
+/// [`crate::state::PvcState::snapshot_before_upgrade`]): whether its etcd saved one since it
+/// started, from the member's metrics. Only those Pods are asked; an unanswered question leaves
+/// `false` (the planner waits).
+pub async fn observe_v2_snapshots(
+    observed: &mut crate::state::Observed,
+    timeout: Duration,
+    tls: Option<&etcd_admin::ClientTls>,
+) {
+    let crate::state::Membership::Known(members) = &observed.membership else {
+        return;
+    };
+    let urls: Vec<(String, String)> = observed
+        .pods
+        .iter()
+        .filter(|(_, pod)| pod.snapshot_before_upgrade && !pod.terminating)
+        .filter_map(|(name, _)| {
+            let member = members.iter().find(|m| m.name == *name)?;
+            Some((name.clone(), member.client_url.clone()?))
+        })
+        .collect();
+    for (name, url) in urls {
+        match etcd_admin::v2_snapshots_saved_tls(&url, timeout, tls).await {
+            Ok(saved) => {
+                if let Some(pod) = observed.pods.get_mut(&name) {
+                    pod.v2_snapshot_saved = saved > 0;
+                }
+            }
+            Err(error) => tracing::debug!(%error, member = %name, "v2 snapshots not read"),
+        }
+    }
 }
 
 /// etcd's cluster version (`MAJOR.MINOR`), asked of every member that answered Status: the
@@ -473,6 +625,7 @@ mod tests {
                 pod: None,
                 etcd_options: None,
                 tls: None,
+                maintenance: None,
             },
         );
         cluster.metadata.namespace = Some("db".into());
@@ -484,6 +637,7 @@ mod tests {
         KubeObservation {
             pods: BTreeMap::new(),
             pvcs: BTreeMap::new(),
+            expandable_classes: BTreeMap::new(),
         }
     }
 
@@ -597,6 +751,7 @@ mod tests {
             ]
             .into(),
             pvcs: BTreeMap::new(),
+            expandable_classes: BTreeMap::new(),
         };
         let clock = UnhealthySince::default();
         let observed = to_observed(

@@ -48,6 +48,13 @@ pub struct Observed {
     /// Alarms the members report (NOSPACE, CORRUPT), by the member that raised them; sorted.
     /// Not ill health: a member with an alarm still votes and serves reads.
     pub alarms: Vec<MemberAlarm>,
+    /// The revision this operator process last compacted the key space to (to clear NOSPACE),
+    /// if it did: a key space still at that revision is not compacted again.
+    pub compacted_revision: Option<i64>,
+    /// The revision at which this operator process last defragmented each member under
+    /// NOSPACE: writes are refused until the alarm is disarmed, so the revision does not move,
+    /// and a member is not defragmented twice for the same alarm.
+    pub defragmented_at: BTreeMap<String, i64>,
 }
 
 /// An etcd alarm and the member that raised it.
@@ -83,6 +90,28 @@ pub struct Member {
     pub learner: bool,
     /// Its own answer to a status request.
     pub health: MemberHealth,
+    /// Its backend database, when it answered its status request.
+    pub db: Option<DbStats>,
+}
+
+/// A member's backend database, from its status answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DbStats {
+    /// Size of the database file, bytes.
+    pub size: u64,
+    /// Bytes in use; `size - in_use` is free space a defragmentation gives back.
+    pub in_use: u64,
+    /// Its backend quota (etcd 3.6 reports it; 0 before).
+    pub quota: u64,
+    /// The revision of the key space it reports.
+    pub revision: i64,
+}
+
+impl DbStats {
+    /// Free space in the file: what a defragmentation gives back.
+    pub fn free(&self) -> u64 {
+        self.size.saturating_sub(self.in_use)
+    }
 }
 
 /// A member's answer to a status request.
@@ -114,6 +143,12 @@ pub struct PodState {
     /// The [`crate::build::config_hash`] it was built from (its `etcd.operator.rs/config-hash`
     /// annotation); `None` for a Pod built by an operator that did not record one.
     pub config_hash: Option<String>,
+    /// Built to take a v2 snapshot before an upgrade to etcd 3.6 (`--snapshot-count=1`, see
+    /// [`PvcState::snapshot_before_upgrade`]).
+    pub snapshot_before_upgrade: bool,
+    /// For such a Pod: its etcd saved a v2 snapshot since it started (read from the member's
+    /// metrics; `false` when unknown).
+    pub v2_snapshot_saved: bool,
 }
 
 /// A member PVC.
@@ -126,6 +161,23 @@ pub struct PvcState {
     /// It was created before this EtcdCluster object (API server timestamps): it holds the data
     /// of an earlier cluster of the same name, kept by `reclaimPolicy: Retain` or a restore.
     pub predates_cluster: bool,
+    /// etcd 3.6 refuses to replay v2 requests that etcd 3.4 left in the WAL (its `/health` is a
+    /// v2 read through raft): before a member moves from 3.5 to 3.6 it runs once on 3.5 with
+    /// `--snapshot-count=1` until it saved a v2 snapshot (etcd's 3.5 → 3.6 upgrade guide).
+    /// Recorded on the PVC, which outlives the Pod: the version to run for that (annotation
+    /// [`crate::build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE`]).
+    pub snapshot_before_upgrade: Option<EtcdVersion>,
+    /// The snapshot was taken ([`crate::build::ANNOTATION_V2_WAL_CLEAN`]): the member may
+    /// run etcd 3.6.
+    pub v2_wal_clean: bool,
+    /// Its requested size (`spec.resources.requests.storage`) in bytes; `None` when unset or
+    /// not a quantity.
+    pub requested_bytes: Option<u128>,
+    /// Its StorageClass as the API server recorded it (the default class filled in).
+    pub storage_class: Option<String>,
+    /// Its StorageClass exists and has `allowVolumeExpansion: true`. Only looked up for PVCs
+    /// smaller than `spec.storage.size`; `false` otherwise and when the class is missing.
+    pub class_allows_expansion: bool,
 }
 
 impl Observed {

@@ -28,7 +28,7 @@ use etcd_api::validation::EtcdVersion;
 use etcd_api::{ClusterPhase, EtcdClusterStatus, MemberStatus};
 
 use crate::naming::ClusterName;
-use crate::plan::{Action, PodReason, RemovalReason, WaitReason, quorum};
+use crate::plan::{Action, DefragReason, PodReason, RemovalReason, WaitReason, quorum};
 use crate::state::{Member, Membership, Observed};
 
 #[cfg(test)]
@@ -100,8 +100,27 @@ pub mod reasons {
     pub const MEMBER_UPGRADING: &str = "MemberUpgrading";
     /// Event: a member was taken down to come back with the current configuration.
     pub const MEMBER_ROLLED: &str = "MemberRolled";
+    /// Event: a member was restarted on etcd 3.5 to take a v2 snapshot before moving to 3.6.
+    pub const SNAPSHOT_BEFORE_UPGRADE: &str = "SnapshotBeforeUpgrade";
+    /// Event: that snapshot was taken; the member may move to etcd 3.6.
+    pub const V2_WAL_CLEAN: &str = "V2WalClean";
+    /// Event: the configuration hash was recorded on a Pod an older release built without one.
+    pub const MEMBER_POD_ADOPTED: &str = "MemberPodAdopted";
     /// Event: a released PVC was deleted.
     pub const PVC_DELETED: &str = "PvcDeleted";
+    /// Progressing, event: a member's database is defragmented.
+    pub const DEFRAGMENTING: &str = "Defragmenting";
+    /// Progressing, event: the key space is compacted to clear NOSPACE.
+    pub const COMPACTING: &str = "Compacting";
+    /// Event: the NOSPACE alarm was disarmed.
+    pub const NO_SPACE_DISARMED: &str = "NoSpaceDisarmed";
+    /// Progressing, Degraded, event: NOSPACE and nothing the operator may do frees space.
+    pub const NO_SPACE_CANNOT_BE_FREED: &str = "NoSpaceCannotBeFreed";
+    /// Progressing, event: a member PVC's request is raised to spec.storage.size.
+    pub const EXPANDING_VOLUMES: &str = "ExpandingVolumes";
+    /// Progressing, Degraded, event: spec.storage.size grew but the StorageClass does not
+    /// allow expansion.
+    pub const VOLUME_EXPANSION_NOT_ALLOWED: &str = "VolumeExpansionNotAllowed";
 }
 
 /// An event to publish about the EtcdCluster for an action.
@@ -286,6 +305,18 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::MEMBER_POD_CREATED,
             format!("Recreated the Pod of member {member} (etcd {version}) on its data"),
         ),
+        Action::CreateMemberPod {
+            member,
+            version,
+            reason: PodReason::SnapshotBeforeUpgrade,
+            ..
+        } => normal(
+            reasons::MEMBER_POD_CREATED,
+            format!(
+                "Recreated the Pod of member {member} on etcd {version} with --snapshot-count=1, \
+                 on its data, to take a v2 snapshot before its upgrade"
+            ),
+        ),
         Action::AddLearner { member, peer_url } => normal(
             reasons::MEMBER_ADDED,
             format!("Added member {member} as a learner (peer URL {peer_url}); its Pod follows"),
@@ -347,6 +378,78 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 config_progress(*up_to_date, *voters)
             ),
         ),
+        Action::SnapshotBeforeUpgrade { member, version } => normal(
+            reasons::SNAPSHOT_BEFORE_UPGRADE,
+            format!(
+                "Took member {member} down to restart it on etcd {version} with \
+                 --snapshot-count=1: etcd 3.6 refuses to replay the v2 requests etcd 3.4 left in \
+                 the WAL, and a v2 snapshot taken after them removes them (etcd's 3.5 to 3.6 \
+                 upgrade guide); its upgrade follows"
+            ),
+        ),
+        Action::MarkV2WalClean { member } => normal(
+            reasons::V2_WAL_CLEAN,
+            format!("Member {member} saved a v2 snapshot: it can move to etcd 3.6"),
+        ),
+        Action::AdoptPod { member, hash } => normal(
+            reasons::MEMBER_POD_ADOPTED,
+            format!(
+                "Recorded configuration hash {hash} on Pod {member}, built by an operator release \
+                 that did not record one; not restarted: a later change of spec.pod or \
+                 spec.etcdOptions rolls it"
+            ),
+        ),
+        Action::DefragmentMember {
+            member,
+            free_bytes,
+            reason,
+            ..
+        } => normal(
+            reasons::DEFRAGMENTING,
+            format!(
+                "Defragmented member {member} ({} MiB free in its database file{}); it served \
+                 nothing meanwhile, the others did",
+                free_bytes >> 20,
+                match reason {
+                    DefragReason::NoSpace => ", NOSPACE alarm raised",
+                    DefragReason::Fragmented => ", past spec.maintenance.defrag's threshold",
+                }
+            ),
+        ),
+        Action::CompactKeyspace { revision } => normal(
+            reasons::COMPACTING,
+            format!(
+                "Compacted the key space to revision {revision} to clear the NOSPACE alarm \
+                 (spec.maintenance.compactOnNoSpace): older revisions are gone"
+            ),
+        ),
+        Action::DisarmNoSpace { largest_db, quota } => normal(
+            reasons::NO_SPACE_DISARMED,
+            format!(
+                "Disarmed the NOSPACE alarm: every member was defragmented, the largest database \
+                 file is {} MiB, under the {} MiB quota; writes are accepted again",
+                largest_db >> 20,
+                quota >> 20
+            ),
+        ),
+        Action::Wait(WaitReason::NoSpaceCannotBeFreed { largest_db, quota }) => warning(
+            reasons::NO_SPACE_CANNOT_BE_FREED,
+            no_space_message(*largest_db, *quota),
+        ),
+        Action::ExpandVolume { pvc, from, to } => normal(
+            reasons::EXPANDING_VOLUMES,
+            format!(
+                "Raised the storage request of PVC {pvc} from {from} to {to} (spec.storage.size)"
+            ),
+        ),
+        Action::Wait(WaitReason::VolumeExpansionNotAllowed {
+            pvcs,
+            storage_class,
+            size,
+        }) => warning(
+            reasons::VOLUME_EXPANSION_NOT_ALLOWED,
+            expansion_not_allowed_message(pvcs, storage_class.as_deref(), size),
+        ),
         Action::DeletePvc { name } => normal(
             reasons::PVC_DELETED,
             format!("Deleted PVC {name} of a removed member (reclaimPolicy: Delete)"),
@@ -385,10 +488,35 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::PodTerminating { .. }
             | WaitReason::PodNotReady { .. }
             | WaitReason::LearnerCatchingUp { .. }
-            | WaitReason::ClusterVersionBehind { .. },
+            | WaitReason::ClusterVersionBehind { .. }
+            | WaitReason::V2SnapshotPending { .. },
         )
         | Action::Converged => None,
     }
+}
+
+fn no_space_message(largest_db: u64, quota: u64) -> String {
+    format!(
+        "NOSPACE alarm: every member is defragmented but a database file is {} MiB, at or over \
+         the {} MiB quota, so the alarm stays armed (disarming would only let the next write \
+         raise it). Raise spec.etcdOptions.quotaBackendBytes or spec.storage.size, delete keys, \
+         or set spec.maintenance.compactOnNoSpace",
+        largest_db >> 20,
+        quota >> 20
+    )
+}
+
+fn expansion_not_allowed_message(pvcs: &[String], class: Option<&str>, size: &str) -> String {
+    let class = class.map_or_else(
+        || "no StorageClass".to_owned(),
+        |c| format!("StorageClass {c}"),
+    );
+    format!(
+        "spec.storage.size asks for {size} but PVCs {} cannot grow: {class} does not allow \
+         volume expansion (allowVolumeExpansion) or does not exist. Set spec.storage.size back, \
+         or have the class allow expansion; the configuration roll waits meanwhile",
+        pvcs.join(", ")
+    )
 }
 
 fn config_progress(up_to_date: usize, voters: usize) -> String {
@@ -773,6 +901,29 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 facts.upgrade_progress()
             ),
         ),
+        Action::SnapshotBeforeUpgrade { member, version } => active(
+            reasons::UPGRADING,
+            format!(
+                "Restarting member {member} on etcd {version} with --snapshot-count=1 to take a \
+                 v2 snapshot before its upgrade to {target}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::Wait(WaitReason::V2SnapshotPending { member }) => active(
+            reasons::UPGRADING,
+            format!(
+                "Waiting for member {member} to save a v2 snapshot before its upgrade to \
+                 {target}; {}",
+                facts.upgrade_progress()
+            ),
+        ),
+        Action::MarkV2WalClean { member } => active(
+            reasons::UPGRADING,
+            format!(
+                "Member {member} saved a v2 snapshot; upgrading it to {target} next; {}",
+                facts.upgrade_progress()
+            ),
+        ),
         Action::RollMember { member, .. } => active(
             reasons::ROLLING_CONFIGURATION,
             format!(
@@ -780,6 +931,34 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                  spec.etcdOptions), one member at a time; {}",
                 facts.config_progress()
             ),
+        ),
+        Action::AdoptPod { member, .. } => active(
+            reasons::ROLLING_CONFIGURATION,
+            format!("Recording the configuration hash on Pod {member} (no restart)"),
+        ),
+        Action::DefragmentMember { member, .. } => active(
+            reasons::DEFRAGMENTING,
+            format!("Defragmenting member {member}, one member at a time"),
+        ),
+        Action::CompactKeyspace { revision } => active(
+            reasons::COMPACTING,
+            format!("Compacting the key space to revision {revision} to clear NOSPACE"),
+        ),
+        Action::DisarmNoSpace { .. } => active(
+            reasons::NO_SPACE_DISARMED,
+            "Disarming the NOSPACE alarm".to_owned(),
+        ),
+        Action::Wait(WaitReason::NoSpaceCannotBeFreed { .. }) => still(
+            reasons::NO_SPACE_CANNOT_BE_FREED,
+            "Waiting: the NOSPACE alarm cannot be cleared by defragmentation".to_owned(),
+        ),
+        Action::ExpandVolume { pvc, to, .. } => active(
+            reasons::EXPANDING_VOLUMES,
+            format!("Growing PVC {pvc} to {to} (spec.storage.size)"),
+        ),
+        Action::Wait(WaitReason::VolumeExpansionNotAllowed { .. }) => still(
+            reasons::VOLUME_EXPANSION_NOT_ALLOWED,
+            "Waiting: spec.storage.size cannot be applied to the member volumes".to_owned(),
         ),
         Action::DeletePvc { name } => active(
             reasons::DELETING_VOLUME,
@@ -889,6 +1068,18 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
                 .collect();
             wrong(reasons::CLUSTER_LOST, cluster_lost_message(&lost))
         }
+        Action::Wait(WaitReason::NoSpaceCannotBeFreed { largest_db, quota }) => wrong(
+            reasons::NO_SPACE_CANNOT_BE_FREED,
+            no_space_message(*largest_db, *quota),
+        ),
+        Action::Wait(WaitReason::VolumeExpansionNotAllowed {
+            pvcs,
+            storage_class,
+            size,
+        }) => wrong(
+            reasons::VOLUME_EXPANSION_NOT_ALLOWED,
+            expansion_not_allowed_message(pvcs, storage_class.as_deref(), size),
+        ),
         Action::Wait(WaitReason::WouldLoseQuorum {
             member,
             healthy,
@@ -938,9 +1129,17 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         // A configuration roll restarts members one by one as an upgrade does.
         Action::UpgradeMember { .. }
         | Action::RollMember { .. }
-        | Action::Wait(WaitReason::ClusterVersionBehind { .. } | WaitReason::PodNotReady { .. }) => {
-            true
+        | Action::SnapshotBeforeUpgrade { .. }
+        | Action::MarkV2WalClean { .. }
+        | Action::CreateMemberPod {
+            reason: PodReason::SnapshotBeforeUpgrade,
+            ..
         }
+        | Action::Wait(
+            WaitReason::ClusterVersionBehind { .. }
+            | WaitReason::PodNotReady { .. }
+            | WaitReason::V2SnapshotPending { .. },
+        ) => true,
         Action::CreateMemberPod {
             reason: PodReason::Restart,
             ..
@@ -964,7 +1163,9 @@ fn phase(facts: &Facts, action: &Action) -> ClusterPhase {
         _ if facts.quorum_lost() => ClusterPhase::QuorumLost,
         _ if !facts.observed.alarms.is_empty() => ClusterPhase::Degraded,
         Action::Wait(
-            WaitReason::WouldLoseQuorum { .. } | WaitReason::MembersUnreachable { .. },
+            WaitReason::WouldLoseQuorum { .. }
+            | WaitReason::MembersUnreachable { .. }
+            | WaitReason::VolumeExpansionNotAllowed { .. },
         )
         | Action::RemoveMember {
             reason: RemovalReason::Dead | RemovalReason::LearnerStuck,

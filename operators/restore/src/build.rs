@@ -10,8 +10,8 @@ use etcd_cluster_operator::build::{
 };
 use etcd_cluster_operator::naming::ClusterName;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, PersistentVolumeClaim, Pod, PodReadinessGate,
-    SecretKeySelector, SecurityContext, VolumeMount,
+    Capabilities, Container, EnvVar, EnvVarSource, LocalObjectReference, PersistentVolumeClaim,
+    Pod, PodReadinessGate, SecretKeySelector, SecurityContext, VolumeMount,
 };
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -104,6 +104,7 @@ pub fn seed_pod(
             // The snapshot's size is not known here; the cluster operator's later Pods of the
             // restored members see the seed's database.
             largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
         },
     )?;
     mark(&mut pod.metadata, restore);
@@ -115,6 +116,28 @@ pub fn seed_pod(
         }]);
     }
     Ok(pod)
+}
+
+/// Who the seed Pod runs as and how its image is pulled: `service_account` (e.g. one annotated
+/// for IRSA or GKE/Azure workload identity, so `prepare-seed` reads S3 without a credentials
+/// Secret) and the operator image's pull secrets. Both must exist in the cluster's namespace.
+/// The service account token stays unmounted (the member Pod's setting): identity webhooks
+/// project their own token, and nothing in the seed talks to the Kubernetes API.
+pub fn set_seed_identity(pod: &mut Pod, service_account: Option<&str>, pull_secrets: &[String]) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if let Some(account) = service_account.filter(|a| !a.is_empty()) {
+        spec.service_account_name = Some(account.to_owned());
+    }
+    if !pull_secrets.is_empty() {
+        spec.image_pull_secrets = Some(
+            pull_secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect(),
+        );
+    }
 }
 
 /// The strategic merge patch of the seed Pod's status that opens its readiness gate (Pod
@@ -333,6 +356,7 @@ mod tests {
                 pod: None,
                 etcd_options: None,
                 tls: None,
+                maintenance: None,
             },
         );
         c.metadata.namespace = Some("db".into());
@@ -348,6 +372,7 @@ mod tests {
                 source: RestoreSource::default(),
                 cluster_spec: None,
                 force: false,
+                timeout_seconds: None,
             },
         );
         r.metadata.uid = Some("r-uid".into());
@@ -453,6 +478,34 @@ mod tests {
             pod.metadata.annotations.unwrap()[RESTORED_BY_ANNOTATION],
             "r1"
         );
+    }
+
+    /// Workload identity and private registries: the configured ServiceAccount and pull
+    /// secrets reach the seed Pod; without them the Pod is the member Pod's (namespace default).
+    #[test]
+    fn the_seed_pod_runs_as_the_configured_account_with_pull_secrets() {
+        let plain = seed_pod(&cluster(), &restore(), "main-0", &snapshot(None), "op").unwrap();
+        let mut pod = plain.clone();
+        set_seed_identity(&mut pod, None, &[]);
+        assert_eq!(pod, plain, "nothing configured, nothing changed");
+        set_seed_identity(
+            &mut pod,
+            Some("etcd-restore-irsa"),
+            &["regcred".to_owned(), "mirror".to_owned()],
+        );
+        let spec = pod.spec.unwrap();
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("etcd-restore-irsa")
+        );
+        let secrets: Vec<String> = spec
+            .image_pull_secrets
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(secrets, ["regcred", "mirror"]);
+        assert_eq!(spec.automount_service_account_token, Some(false));
     }
 
     #[test]

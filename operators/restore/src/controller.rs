@@ -39,6 +39,12 @@ pub struct Settings {
     pub namespace: Option<String>,
     /// The image whose binary prepares a seed (the chart's operator image).
     pub seed_image: String,
+    /// The seed Pods' ServiceAccount (in the cluster's namespace), e.g. one annotated for
+    /// workload identity so `prepare-seed` reads S3 with ambient credentials; `None`: the
+    /// namespace's default.
+    pub seed_service_account: Option<String>,
+    /// Secrets (in the cluster's namespace) to pull `seed_image` with.
+    pub seed_image_pull_secrets: Vec<String>,
     /// Timeout of each etcd call.
     pub etcd_timeout: Duration,
     /// This replica's Pod name (events' reporting instance).
@@ -198,6 +204,8 @@ async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, 
         cluster: observation.cluster.as_ref(),
         snapshot: observed.source.as_ref().ok(),
         seed_image: &ctx.settings.seed_image,
+        seed_service_account: ctx.settings.seed_service_account.as_deref(),
+        seed_image_pull_secrets: &ctx.settings.seed_image_pull_secrets,
     };
     executor.execute(&step).await?;
     if !matches!(step, Step::Wait(_)) {

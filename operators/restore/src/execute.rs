@@ -68,6 +68,10 @@ pub struct Executor<'a> {
     pub snapshot: Option<&'a Snapshot>,
     /// The image whose `etcd-restore-operator prepare-seed` prepares the seed.
     pub seed_image: &'a str,
+    /// The seed Pod's ServiceAccount (`None`: the namespace's default).
+    pub seed_service_account: Option<&'a str>,
+    /// The seed Pod's image pull secrets.
+    pub seed_image_pull_secrets: &'a [String],
 }
 
 impl Executor<'_> {
@@ -181,13 +185,18 @@ impl Executor<'_> {
                 let snapshot = self
                     .snapshot
                     .ok_or_else(|| ExecError::Missing("the snapshot source is gone".to_owned()))?;
-                let pod = build::seed_pod(
+                let mut pod = build::seed_pod(
                     self.cluster()?,
                     self.restore,
                     &self.seed()?,
                     snapshot,
                     self.seed_image,
                 )?;
+                build::set_seed_identity(
+                    &mut pod,
+                    self.seed_service_account,
+                    self.seed_image_pull_secrets,
+                );
                 failpoint::around(
                     "restore.seed_pod_create",
                     create_if_absent(&self.api::<Pod>(), "Pod", &pod),

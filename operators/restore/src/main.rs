@@ -4,7 +4,6 @@
 //! - `prepare-seed`: the seed Pod's init container; prepares etcd's data directory from a
 //!   snapshot in S3 (exits 0 if it already holds a member).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use etcd_restore_operator::controller::{self, Settings};
 use etcd_restore_operator::metrics::Metrics;
 use etcd_restore_operator::seed::{SeedOutcome, SeedSpec, prepare_seed, s3_client};
-use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected_with_metrics};
+use operator_runtime::{LogArgs, ShellArgs, run_elected_with_metrics};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -23,12 +22,8 @@ use operator_runtime::{LeaseConfig, LogFormat, init_logging, run_elected_with_me
     about = "Rebuilds a lost etcd cluster from a snapshot in S3"
 )]
 struct Cli {
-    /// Log filter: a level (`info`) or tracing directives.
-    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
-    log_level: String,
-    /// `json` or `text`.
-    #[arg(long, env = "LOG_FORMAT", default_value = "text", global = true)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,27 +40,18 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
+    #[command(flatten)]
+    shell: ShellArgs,
     /// The image of this operator: seed Pods run its `prepare-seed` (and its etcdutl).
     #[arg(long, env = "SEED_IMAGE")]
     seed_image: String,
-    /// Elect one active replica through a Lease (`--leader-elect` or `--leader-elect=true`).
-    #[arg(long, num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
-    leader_elect: bool,
-    /// Namespace of the Lease.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    /// Name of the Lease.
-    #[arg(long, default_value = "etcd-restore-operator")]
-    lease_name: String,
-    /// This replica's identity (the Pod name; default: the hostname, which is the Pod name).
-    #[arg(long, env = "POD_NAME")]
-    pod_name: Option<String>,
-    /// Address of the /healthz, /readyz and /metrics endpoints.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    probe_addr: SocketAddr,
-    /// Watch EtcdRestores in this namespace only (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    namespace: Option<String>,
+    /// The seed Pods' ServiceAccount in the cluster's namespace (workload identity for S3);
+    /// default: that namespace's `default`.
+    #[arg(long, env = "SEED_SERVICE_ACCOUNT")]
+    seed_service_account: Option<String>,
+    /// An image pull secret (in the cluster's namespace) for the seed Pods; repeatable.
+    #[arg(long = "seed-image-pull-secret")]
+    seed_image_pull_secrets: Vec<String>,
     /// Timeout of each etcd call.
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
@@ -137,7 +123,7 @@ impl From<PrepareSeedArgs> for SeedSpec {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(error) = init_logging(&cli.log_level, cli.log_format) {
+    if let Err(error) = cli.log.init() {
         eprintln!("etcd-restore-operator: {error}");
         return ExitCode::from(2);
     }
@@ -159,22 +145,19 @@ async fn run(args: RunArgs) -> ExitCode {
         }
     };
     // Never a shared default: two replicas with one identity would both hold the Lease.
-    let pod_name = match operator_runtime::lease_identity(
-        args.pod_name.as_deref(),
-        operator_runtime::hostname().as_deref(),
-    ) {
+    let pod_name = match args.shell.identity() {
         Ok(name) => name,
         Err(error) => {
             tracing::error!(%error, "no identity for this replica");
             return ExitCode::FAILURE;
         }
     };
-    let election = args
-        .leader_elect
-        .then(|| LeaseConfig::new(&args.lease_namespace, &args.lease_name, &pod_name));
+    let election = args.shell.election("etcd-restore-operator", &pod_name);
     let settings = Settings {
-        namespace: args.namespace,
+        namespace: args.shell.watch_namespace(),
         seed_image: args.seed_image,
+        seed_service_account: args.seed_service_account,
+        seed_image_pull_secrets: args.seed_image_pull_secrets,
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         pod_name: Some(pod_name),
     };
@@ -182,7 +165,7 @@ async fn run(args: RunArgs) -> ExitCode {
     let metrics = Metrics::register(&mut registry);
     run_elected_with_metrics(
         client.clone(),
-        args.probe_addr,
+        args.shell.probe_addr,
         Some(Arc::new(registry)),
         election,
         |stop, readiness| controller::run_with_metrics(client, settings, stop, readiness, metrics),

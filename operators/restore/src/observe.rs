@@ -17,8 +17,8 @@ use kube::{Resource, ResourceExt};
 
 use crate::build::INIT_CONTAINER;
 use crate::plan::{
-    ClusterState, InitFailure, Observed, Outcome, Progress, Quorum, Refusal, SeedPod, SeedState,
-    Snapshot,
+    ClusterState, Deadline, InitFailure, Observed, Outcome, Progress, Quorum, Refusal, SeedPod,
+    SeedState, Snapshot,
 };
 use crate::seed::{SeedReport, is_permanent, parse_report};
 use crate::status::conditions;
@@ -77,6 +77,7 @@ pub async fn observe(
             .any(|f| f == crate::plan::FINALIZER),
         seed: SeedState::default(),
         retained_volumes: Vec::new(),
+        deadline: deadline_of(restore, jiff::Timestamp::now()),
     };
     let Some(found) = &cluster else {
         // Restoring into a new cluster: volumes of an earlier cluster of that name (retained)
@@ -189,6 +190,27 @@ pub fn check_versions(snapshot: Snapshot, target: Option<&str>) -> Result<Snapsh
     match etcd_api::validation::check_restore_versions("spec.source.backupRef", from, to) {
         Ok(()) => Ok(snapshot),
         Err(error) => Err(Refusal::new("IncompatibleVersions", error.to_string())),
+    }
+}
+
+/// The restore's deadline at `now` (pure): `spec.timeoutSeconds` (default
+/// [`etcd_api::restore::DEFAULT_RESTORE_TIMEOUT_SECONDS`]) from `status.startTime`, or from its
+/// creation while it has not started (a restore waiting to learn the old members' quorum).
+pub fn deadline_of(restore: &EtcdRestore, now: jiff::Timestamp) -> Deadline {
+    let timeout_seconds = restore
+        .spec
+        .timeout_seconds
+        .unwrap_or(etcd_api::restore::DEFAULT_RESTORE_TIMEOUT_SECONDS);
+    let since = restore
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .or(restore.metadata.creation_timestamp.as_ref());
+    let passed = since
+        .is_some_and(|since| now.as_second().saturating_sub(since.0.as_second()) > timeout_seconds);
+    Deadline {
+        timeout_seconds,
+        passed,
     }
 }
 
@@ -636,6 +658,7 @@ mod tests {
             artifact: (phase == BackupPhase::Succeeded).then(|| BackupArtifact {
                 uri: "s3://backups/p/main/x.db".into(),
                 size_bytes: 10,
+                size: "10 B".into(),
                 sha256: "ab".repeat(32),
                 revision: 40,
                 etcd_version: "3.5.35".into(),
@@ -644,6 +667,36 @@ mod tests {
             ..Default::default()
         });
         b
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_start_or_else_the_creation() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at = |s: &str| Time(s.parse::<jiff::Timestamp>().unwrap());
+        let mut r: EtcdRestore = serde_json::from_value(serde_json::json!({
+            "apiVersion": "etcd.operator.rs/v1alpha1", "kind": "EtcdRestore",
+            "metadata": {"name": "r1", "namespace": "db",
+                         "creationTimestamp": "2026-11-25T10:00:00Z"},
+            "spec": {"clusterName": "main", "source": {"backupRef": {"name": "b1"}}},
+        }))
+        .unwrap();
+        let now = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        // Not started: from the creation, with the default timeout.
+        let d = deadline_of(&r, now("2026-11-25T10:59:59Z"));
+        assert_eq!((d.timeout_seconds, d.passed), (3600, false));
+        assert!(deadline_of(&r, now("2026-11-25T11:00:01Z")).passed);
+        // Started later: from the start.
+        r.status = Some(etcd_api::EtcdRestoreStatus {
+            start_time: Some(at("2026-11-25T10:30:00Z")),
+            ..Default::default()
+        });
+        assert!(!deadline_of(&r, now("2026-11-25T11:00:01Z")).passed);
+        assert!(deadline_of(&r, now("2026-11-25T11:30:01Z")).passed);
+        // spec.timeoutSeconds overrides the default.
+        r.spec.timeout_seconds = Some(60);
+        let d = deadline_of(&r, now("2026-11-25T10:31:01Z"));
+        assert_eq!((d.timeout_seconds, d.passed), (60, true));
+        assert!(!deadline_of(&r, now("2026-11-25T10:30:59Z")).passed);
     }
 
     #[test]
@@ -834,6 +887,7 @@ mod tests {
                 pod: None,
                 etcd_options: None,
                 tls: None,
+                maintenance: None,
             },
         );
         let pvc = |owned: bool| {
@@ -856,6 +910,7 @@ mod tests {
                 ("main-1".to_owned(), pvc(false)),
             ]
             .into(),
+            expandable_classes: std::collections::BTreeMap::new(),
         };
         let state = cluster_state(&cluster, &kube, Some("main-3"));
         assert_eq!(

@@ -68,6 +68,10 @@ pub mod reasons {
     /// The old members had quorum again at a re-check before a step past which two clusters
     /// could serve.
     pub const QUORUM_REGAINED: &str = "QuorumRegained";
+    /// `spec.timeoutSeconds` ran out before the hand-over (the seed never served clients).
+    pub const TIMED_OUT: &str = "TimedOut";
+    /// `spec.timeoutSeconds` ran out while the cluster grew back from the seed.
+    pub const GROW_BACK_TIMED_OUT: &str = "GrowBackTimedOut";
 }
 
 /// The snapshot the restore reads, resolved from `spec.source`.
@@ -232,6 +236,18 @@ pub struct Observed {
     /// When the cluster does not exist: PVCs that carry its labels (retained from an earlier
     /// cluster of the same name).
     pub retained_volumes: Vec<String>,
+    /// `spec.timeoutSeconds` and whether it has run out.
+    pub deadline: Deadline,
+}
+
+/// How long a restore may wait (`spec.timeoutSeconds`, from `status.startTime`, or from its
+/// creation before it started), and whether that time is up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deadline {
+    /// The timeout in seconds (for the message).
+    pub timeout_seconds: i64,
+    /// It has run out.
+    pub passed: bool,
 }
 
 /// The finalizer that keeps a deleted EtcdRestore until it released its hold on the cluster:
@@ -316,7 +332,61 @@ pub enum Waiting {
 }
 
 /// The next step for `observed`.
+///
+/// A restore in progress that is still waiting when its deadline has passed fails (issue 17,
+/// defect 16): a deadline ends waits, never a sequence of steps (the seed's admission and the
+/// release of the hold always complete). What the failure cleans up follows from where it
+/// stopped: before the hand-over the seed never served clients and goes; after it, nothing is
+/// deleted and the cluster operator keeps growing the cluster.
 pub fn next_step(observed: &Observed) -> Step {
+    let step = next_step_without_deadline(observed);
+    let in_progress = observed.progress.finished.is_none() && !observed.deleting;
+    match step {
+        Step::Wait(waiting) if in_progress && observed.deadline.passed => {
+            Step::Fail(timed_out(&waiting, observed))
+        }
+        step => step,
+    }
+}
+
+/// The failure a passed deadline turns `waiting` into.
+fn timed_out(waiting: &Waiting, observed: &Observed) -> Refusal {
+    let timeout = observed.deadline.timeout_seconds;
+    let seed = observed.progress.seed_member.as_deref().unwrap_or("");
+    let waited_on = match waiting {
+        Waiting::GrowingBack => {
+            let restored = observed.progress.restored_revision.unwrap_or(0);
+            return Refusal::new(
+                reasons::GROW_BACK_TIMED_OUT,
+                format!(
+                    "the cluster did not grow back to spec.size within spec.timeoutSeconds \
+                     ({timeout}s); seed {seed} serves the restored data (revision {restored}) \
+                     and nothing is deleted: the cluster operator goes on growing it, see the \
+                     EtcdCluster's conditions for what holds it"
+                ),
+            );
+        }
+        Waiting::SeedStarting { detail: None } => format!("seed {seed} to start"),
+        Waiting::SeedStarting {
+            detail: Some(detail),
+        } => format!("seed {seed} to start ({detail})"),
+        Waiting::OldPodTerminating(pod) => format!("old member Pod {pod} to stop"),
+        Waiting::SeedTerminating => format!("seed Pod {seed} to stop"),
+        Waiting::QuorumUnknown(detail) => {
+            format!("the old members' quorum to be confirmed or proven lost ({detail})")
+        }
+    };
+    Refusal::new(
+        reasons::TIMED_OUT,
+        format!(
+            "still waiting for {waited_on} after spec.timeoutSeconds ({timeout}s); the seed, \
+             which never served clients, is removed and the cluster released to the cluster \
+             operator"
+        ),
+    )
+}
+
+fn next_step_without_deadline(observed: &Observed) -> Step {
     if observed.deleting {
         return on_deletion(observed);
     }

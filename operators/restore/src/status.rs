@@ -37,6 +37,7 @@ pub fn next_status(
         // The failure is recorded at once; the phase follows once what the restore started is
         // removed and the cluster released (MarkFailed).
         Step::Fail(refusal) => {
+            status.step = Some("Failed".to_owned());
             status.reason = Some(refusal.reason.to_owned());
             status.message = Some(refusal.message.clone());
             set(
@@ -48,6 +49,7 @@ pub fn next_status(
             );
         }
         Step::MarkFailed => {
+            status.step = Some("Failed".to_owned());
             status.phase = Some(RestorePhase::Failed);
             status.completion_time = Some(now.clone());
             let reason = status.reason.clone().unwrap_or_else(|| "Failed".to_owned());
@@ -60,6 +62,7 @@ pub fn next_status(
             );
         }
         Step::Start { seed_member } => {
+            status.step = Some("PreparingSeed".to_owned());
             status.phase = Some(RestorePhase::Running);
             status.start_time = Some(now.clone());
             status.seed_member = Some(seed_member.clone());
@@ -72,6 +75,7 @@ pub fn next_status(
             status.message = Some(format!("building seed member {seed_member} from {from}"));
         }
         Step::RecordSeed { revision } => {
+            status.step = Some("SeedServing".to_owned());
             status.restored_revision = Some(*revision);
             let message = format!(
                 "seed member {} serves the snapshot at revision {revision}",
@@ -87,6 +91,7 @@ pub fn next_status(
             status.message = Some(message);
         }
         Step::HandOver => {
+            status.step = Some("GrowingBack".to_owned());
             let message = "the cluster operator adopted the seed and grows the cluster back";
             set(
                 &mut status,
@@ -98,6 +103,7 @@ pub fn next_status(
             status.message = Some(message.to_owned());
         }
         Step::Succeed => {
+            status.step = Some("Succeeded".to_owned());
             status.phase = Some(RestorePhase::Succeeded);
             status.reason = Some("Succeeded".to_owned());
             status.completion_time = Some(now.clone());
@@ -117,17 +123,30 @@ pub fn next_status(
         // Before the start too: a restore that waits on an unknown quorum says so.
         Step::Wait(waiting @ Waiting::QuorumUnknown(_)) => {
             status.reason = Some("QuorumUnknown".to_owned());
+            status.step = Some(waiting_step(waiting).to_owned());
             status.message = Some(waiting_message(waiting, observed));
         }
         Step::Wait(waiting) if status.phase == Some(RestorePhase::Running) => {
             if status.reason.as_deref() == Some("QuorumUnknown") {
                 status.reason = None;
             }
+            status.step = Some(waiting_step(waiting).to_owned());
             status.message = Some(waiting_message(waiting, observed));
         }
         _ => {}
     }
     status
+}
+
+/// `status.step` while waiting (PascalCase, for the printer column).
+fn waiting_step(waiting: &Waiting) -> &'static str {
+    match waiting {
+        Waiting::OldPodTerminating(_) => "StoppingOldMembers",
+        Waiting::SeedTerminating => "RemovingSeed",
+        Waiting::SeedStarting { .. } => "PreparingSeed",
+        Waiting::QuorumUnknown(_) => "WaitingForQuorumVerdict",
+        Waiting::GrowingBack => "GrowingBack",
+    }
 }
 
 fn waiting_message(waiting: &Waiting, observed: &Observed) -> String {
@@ -278,6 +297,7 @@ mod tests {
             deleting: false,
             finalizer: true,
             retained_volumes: Vec::new(),
+            deadline: Default::default(),
             cluster_name: "main".into(),
             source: Ok(Snapshot {
                 connection: etcd_api::S3Connection {
@@ -312,15 +332,26 @@ mod tests {
         );
         assert_eq!(s.phase, Some(RestorePhase::Running));
         assert_eq!(s.seed_member.as_deref(), Some("main-3"));
+        assert_eq!(s.step.as_deref(), Some("PreparingSeed"));
+        let waiting = next_status(
+            &s,
+            &Step::Wait(Waiting::OldPodTerminating("main-0".into())),
+            &o,
+            &now(),
+        );
+        assert_eq!(waiting.step.as_deref(), Some("StoppingOldMembers"));
         assert!(s.message.as_deref().unwrap().contains("s3://b/k.db"));
         let s = next_status(&s, &Step::RecordSeed { revision: 40 }, &o, &now());
         assert_eq!(s.restored_revision, Some(40));
         assert!(is_condition_true(&s.conditions, conditions::SEED_READY));
+        assert_eq!(s.step.as_deref(), Some("SeedServing"));
         let s = next_status(&s, &Step::HandOver, &o, &now());
         assert!(is_condition_true(&s.conditions, conditions::HANDED_OVER));
         let s = next_status(&s, &Step::Wait(Waiting::GrowingBack), &o, &now());
         assert_eq!(s.phase, Some(RestorePhase::Running));
+        assert_eq!(s.step.as_deref(), Some("GrowingBack"));
         let s = next_status(&s, &Step::Succeed, &o, &now());
+        assert_eq!(s.step.as_deref(), Some("Succeeded"));
         assert_eq!(s.phase, Some(RestorePhase::Succeeded));
         assert!(is_condition_true(&s.conditions, conditions::COMPLETE));
         assert!(s.completion_time.is_some());
@@ -341,6 +372,7 @@ mod tests {
         assert_eq!(s.reason.as_deref(), Some("QuorumHeld"));
         let failed = find_condition(&s.conditions, conditions::FAILED).unwrap();
         assert_eq!(failed.reason, "QuorumHeld");
+        assert_eq!(s.step.as_deref(), Some("Failed"));
         let s = next_status(&s, &Step::MarkFailed, &o, &now());
         assert_eq!(s.phase, Some(RestorePhase::Failed));
         assert!(s.completion_time.is_some());

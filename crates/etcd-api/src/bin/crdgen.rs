@@ -5,6 +5,7 @@
 //! crdgen check charts/etcd-operator   # exit 1 and name the stale files
 //! crdgen print                        # plain multi-document YAML, for kubectl apply -f -
 //! crdgen reference                    # the API reference in Markdown (crates/etcd-api/API.md)
+//! crdgen chart-readme charts/etcd-operator  # the chart's README from values.yaml (make chart-docs)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,8 @@ enum Command {
     Print,
     /// Print the API reference (Markdown) generated from the CRDs.
     Reference,
+    /// Print the chart's README generated from CHART/values.yaml's `# --` comments.
+    ChartReadme { chart: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,11 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     match args.command {
+        Command::ChartReadme { chart } => {
+            let values = std::fs::read_to_string(chart.join("values.yaml"))?;
+            print!("{}", etcd_api::values_doc::readme(&values)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Reference => {
             print!("{}", etcd_api::reference::markdown());
             Ok(ExitCode::SUCCESS)

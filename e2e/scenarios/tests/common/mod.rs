@@ -1,14 +1,13 @@
 //! Shared by the scenarios: a local control plane with the chart installed, waits on EtcdCluster
-//! status, a background writer that records every acknowledged write, and what the backup and
-//! restore scenarios share: the S3 store in a Pod, keys written with their revisions, on-demand
-//! EtcdBackups.
+//! status, concurrent clients whose history is checked (linearizable, no acknowledged write
+//! lost), and what the backup and restore scenarios share: the S3 store in a Pod, keys written
+//! with their revisions, on-demand EtcdBackups.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod prometheus;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
@@ -18,6 +17,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+pub use test_support::kv_workload::{KvWorkload, WorkloadConfig, WorkloadReport};
 pub use test_support::{KubeClients, KubePair, LocalKube};
 
 /// Namespace the chart is installed in.
@@ -242,134 +242,43 @@ impl Env {
     }
 }
 
-/// Writes `key-<n>` one after another through the client Service, recording each write etcd
-/// acknowledged. Failed writes (quorum briefly unavailable, a member restarting) are retried
-/// with the next key; they were never acknowledged, so they may or may not be present.
-pub struct Writer {
-    acknowledged: Arc<Mutex<BTreeMap<String, String>>>,
-    stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-    url: String,
-    /// TLS of an `https://` URL.
-    tls: Option<etcd_client::TlsOptions>,
-}
+/// Concurrent clients through the client Service (test-support's `kv_workload`): puts, gets and
+/// compare-and-swap transactions on a few keys, every operation recorded with its invocation
+/// and response times and its outcome (ok, failed, unknown). At the end the history must be
+/// linearizable and every acknowledged write explained by the final values.
+pub struct Workload(KvWorkload);
 
-impl Writer {
-    pub fn start(url: String) -> Writer {
-        Writer::start_tls(url, None)
+/// How long a read of every key may keep failing (a member restarting behind the Service).
+const READ_PATIENCE: Duration = Duration::from_secs(60);
+
+impl Workload {
+    pub fn start(url: String) -> Workload {
+        Workload::start_tls(url, None)
     }
 
-    /// A writer to an `https://` client URL, with `tls`.
-    pub fn start_tls(url: String, tls: Option<etcd_client::TlsOptions>) -> Writer {
-        let acknowledged = Arc::new(Mutex::new(BTreeMap::new()));
-        let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let record = acknowledged.clone();
-        let target = url.clone();
-        let writer_tls = tls.clone();
-        let task = tokio::spawn(async move {
-            let mut n = 0u64;
-            let mut client: Option<etcd_client::Client> = None;
-            while !*stopped.borrow() {
-                if client.is_none() {
-                    let mut options = etcd_client::ConnectOptions::new()
-                        .with_connect_timeout(Duration::from_secs(2))
-                        .with_timeout(Duration::from_secs(5));
-                    if let Some(tls) = &writer_tls {
-                        options = options.with_tls(tls.clone());
-                    }
-                    client = etcd_client::Client::connect([target.as_str()], Some(options))
-                        .await
-                        .ok();
-                }
-                if let Some(c) = client.as_mut() {
-                    n += 1;
-                    let key = format!("writer/{n:08}");
-                    let value = format!("value-{n}");
-                    match c.put(key.as_str(), value.as_str(), None).await {
-                        Ok(_) => {
-                            record.lock().unwrap().insert(key, value);
-                        }
-                        Err(_) => client = None,
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                    _ = stopped.changed() => {}
-                }
-            }
-        });
-        Writer {
-            acknowledged,
-            stop,
-            task,
-            url,
-            tls,
-        }
+    /// Clients of an `https://` client URL, with `tls`.
+    pub fn start_tls(url: String, tls: Option<etcd_client::TlsOptions>) -> Workload {
+        Workload(KvWorkload::start(vec![url], tls, WorkloadConfig::default()))
     }
 
+    /// Writes acknowledged so far.
     pub fn acknowledged(&self) -> usize {
-        self.acknowledged.lock().unwrap().len()
+        self.0.counts().acknowledged_writes
     }
 
-    /// Every acknowledged write is present with its value (read linearizably through the
-    /// client Service). Returns how many were checked.
+    /// Reads every key now, linearizably, through the client Service; the reads join the
+    /// history, so the final check covers them. Returns the writes acknowledged so far.
     pub async fn check(&self) -> usize {
-        let expected = self.acknowledged.lock().unwrap().clone();
-        // The read goes through the client Service to any member; one that was just restarted
-        // (an upgrade's last member) may reset the connection. A failed read is retried, never
-        // taken for an answer: only a successful linearizable read is checked.
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-        let response = loop {
-            let attempt = async {
-                let options = self
-                    .tls
-                    .clone()
-                    .map(|tls| etcd_client::ConnectOptions::new().with_tls(tls));
-                let mut client = etcd_client::Client::connect([self.url.as_str()], options).await?;
-                client
-                    .get(
-                        "writer/",
-                        Some(etcd_client::GetOptions::new().with_prefix()),
-                    )
-                    .await
-            };
-            match attempt.await {
-                Ok(response) => break response,
-                Err(e) if tokio::time::Instant::now() < deadline => {
-                    eprintln!("writer check: read failed, retrying: {e}");
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                }
-                Err(e) => panic!("writer check: no successful read within 60 s: {e}"),
-            }
-        };
-        let present: BTreeMap<String, String> = response
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
-                    kv.key_str().unwrap().to_owned(),
-                    kv.value_str().unwrap().to_owned(),
-                )
-            })
-            .collect();
-        let missing: Vec<&String> = expected
-            .iter()
-            .filter(|(k, v)| present.get(*k) != Some(*v))
-            .map(|(k, _)| k)
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "{} of {} acknowledged writes missing, e.g. {:?}",
-            missing.len(),
-            expected.len(),
-            &missing[..missing.len().min(5)]
-        );
-        expected.len()
+        self.0.read_all(READ_PATIENCE).await.acknowledged_writes
     }
 
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+    /// Stops the clients, reads every key, prints the one-line summary, and asserts the history
+    /// is linearizable with no acknowledged write lost.
+    pub async fn stop(self) -> WorkloadReport {
+        let report = self.0.finish(READ_PATIENCE).await;
+        eprintln!("{report}");
+        report.assert_ok();
+        report
     }
 }
 

@@ -4,7 +4,9 @@ use etcd_api::validation::EtcdVersion;
 use etcd_api::{
     AutoCompactionMode, EtcdClusterSpec, EtcdOptions, PodPolicy, ReclaimPolicy, StorageSpec,
 };
-use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Capabilities, PodSecurityContext, ResourceRequirements, SecurityContext, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
@@ -25,6 +27,7 @@ fn spec() -> EtcdClusterSpec {
         pod: None,
         etcd_options: None,
         tls: None,
+        maintenance: None,
     }
 }
 
@@ -58,6 +61,7 @@ fn pod_of(cluster: &EtcdCluster, member: &str, state: InitialState) -> Pod {
             initial_cluster,
             state,
             largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
         },
     )
     .unwrap()
@@ -249,6 +253,7 @@ fn member_missing_from_its_initial_cluster_is_refused() {
                 initial_cluster: &list,
                 state: InitialState::Existing,
                 largest_db_bytes: 0,
+                snapshot_before_upgrade: false,
             },
         )
         .unwrap_err();
@@ -328,6 +333,7 @@ fn pod_policy_is_applied_and_our_labels_win() {
             ..Toleration::default()
         }],
         priority_class_name: Some("system-cluster-critical".into()),
+        ..PodPolicy::default()
     });
     let hash = config_hash(&with_policy);
     let pod = pod_of(&etcd(with_policy), "main-1", InitialState::Existing);
@@ -629,6 +635,7 @@ fn the_derived_quota_is_never_below_the_current_database() {
             initial_cluster: &initial,
             state: InitialState::Existing,
             largest_db_bytes: db,
+            snapshot_before_upgrade: false,
         },
     )
     .unwrap();
@@ -668,6 +675,7 @@ fn tls_members_speak_https_with_their_certificates_mounted() {
             initial_cluster: &members,
             state: InitialState::New,
             largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
         },
     )
     .unwrap();
@@ -783,7 +791,8 @@ fn managed_tls_secret_is_owned_and_typed() {
 fn the_config_hash_is_stable_across_runs() {
     // A literal: a change here rolls every member of every cluster when the operator is
     // upgraded. Change it only on purpose (POD_TEMPLATE_REVISION), never by accident.
-    assert_eq!(config_hash(&spec()), "3cd5bab834c2c3b7");
+    // Revision 1 gave "3cd5bab834c2c3b7"; revision 2 (security defaults) rolls every member once.
+    assert_eq!(config_hash(&spec()), "af40e2c22af3003f");
     assert_eq!(config_hash(&spec()), config_hash(&spec().clone()));
 }
 
@@ -852,6 +861,26 @@ fn the_config_hash_changes_with_every_field_that_shapes_a_member_pod() {
             "pod.priorityClassName",
             with_pod(PodPolicy {
                 priority_class_name: Some("high".into()),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.securityContext",
+            with_pod(PodPolicy {
+                security_context: Some(PodSecurityContext {
+                    run_as_user: Some(1000),
+                    ..PodSecurityContext::default()
+                }),
+                ..PodPolicy::default()
+            }),
+        ),
+        (
+            "pod.containerSecurityContext",
+            with_pod(PodPolicy {
+                container_security_context: Some(SecurityContext {
+                    read_only_root_filesystem: Some(false),
+                    ..SecurityContext::default()
+                }),
                 ..PodPolicy::default()
             }),
         ),
@@ -969,10 +998,236 @@ fn member_pods_record_the_config_hash_over_a_users_annotation() {
                 initial_cluster: &members,
                 state: InitialState::Existing,
                 largest_db_bytes: 0,
+                snapshot_before_upgrade: false,
             },
         )
         .unwrap();
         let annotations = pod.metadata.annotations.unwrap();
         assert_eq!(annotations.get(ANNOTATION_CONFIG_HASH), Some(&expected));
     }
+}
+
+/// The Pod that takes a v2 snapshot before an upgrade to 3.6 runs `--snapshot-count=1` (and not
+/// the spec's count), is marked for the observer, and keeps the spec's configuration hash: the
+/// upgrade that follows replaces it, no configuration roll does.
+#[test]
+fn the_snapshot_before_upgrade_pod_runs_snapshot_count_one() {
+    let mut with_count = spec();
+    with_count.etcd_options = Some(EtcdOptions {
+        snapshot_count: Some(10_000),
+        ..EtcdOptions::default()
+    });
+    let cluster = etcd(with_count);
+    let initial = initial(&["main-0", "main-1"]);
+    let build = |snapshot_before_upgrade| {
+        member_pod(
+            &cluster,
+            &MemberPod {
+                member: "main-1",
+                version: v35(),
+                initial_cluster: &initial,
+                state: InitialState::Existing,
+                largest_db_bytes: 0,
+                snapshot_before_upgrade,
+            },
+        )
+        .unwrap()
+    };
+    let normal = build(false);
+    let snapshotting = build(true);
+    let counts = |pod: &Pod| {
+        args(pod)
+            .into_iter()
+            .filter(|a| a.starts_with("--snapshot-count="))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&normal), ["--snapshot-count=10000"]);
+    assert_eq!(counts(&snapshotting), ["--snapshot-count=1"]);
+    let annotations = |pod: &Pod| pod.metadata.annotations.clone().unwrap();
+    assert_eq!(
+        annotations(&snapshotting)
+            .get(ANNOTATION_SNAPSHOT_BEFORE_UPGRADE)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(!annotations(&normal).contains_key(ANNOTATION_SNAPSHOT_BEFORE_UPGRADE));
+    assert_eq!(
+        annotations(&snapshotting).get(ANNOTATION_CONFIG_HASH),
+        annotations(&normal).get(ANNOTATION_CONFIG_HASH)
+    );
+}
+
+// === security context ===
+
+/// What the `restricted` Pod Security level (Kubernetes' pod-security-admission checks, as of
+/// 1.37) refuses in a Pod, one message per violation: the same rules the API server's PodSecurity
+/// admission applies (the e2e configuration scenario checks the real one).
+fn restricted_violations(pod: &Pod) -> Vec<String> {
+    let spec = pod.spec.as_ref().unwrap();
+    let pod_sc = spec.security_context.clone().unwrap_or_default();
+    let mut violations = vec![];
+    if spec.host_network == Some(true) || spec.host_pid == Some(true) || spec.host_ipc == Some(true)
+    {
+        violations.push("host namespaces".to_owned());
+    }
+    for volume in spec.volumes.iter().flatten() {
+        let allowed = volume.persistent_volume_claim.is_some()
+            || volume.secret.is_some()
+            || volume.config_map.is_some()
+            || volume.empty_dir.is_some()
+            || volume.projected.is_some()
+            || volume.downward_api.is_some()
+            || volume.csi.is_some()
+            || volume.ephemeral.is_some();
+        if !allowed {
+            violations.push(format!("volume {} has a restricted type", volume.name));
+        }
+    }
+    let pod_seccomp = pod_sc.seccomp_profile.as_ref().map(|p| p.type_.as_str());
+    for c in &spec.containers {
+        let sc = c.security_context.clone().unwrap_or_default();
+        if sc.privileged == Some(true) {
+            violations.push(format!("{} privileged", c.name));
+        }
+        if sc.allow_privilege_escalation != Some(false) {
+            violations.push(format!("{} allowPrivilegeEscalation != false", c.name));
+        }
+        let caps = sc.capabilities.clone().unwrap_or_default();
+        if !caps.drop.iter().flatten().any(|d| d == "ALL") {
+            violations.push(format!("{} does not drop ALL capabilities", c.name));
+        }
+        if caps.add.iter().flatten().any(|a| a != "NET_BIND_SERVICE") {
+            violations.push(format!("{} adds capabilities", c.name));
+        }
+        let non_root = sc.run_as_non_root.or(pod_sc.run_as_non_root);
+        if non_root != Some(true) {
+            violations.push(format!("{} runAsNonRoot != true", c.name));
+        }
+        if sc.run_as_user.or(pod_sc.run_as_user) == Some(0) {
+            violations.push(format!("{} runAsUser=0", c.name));
+        }
+        let seccomp = sc
+            .seccomp_profile
+            .as_ref()
+            .map(|p| p.type_.as_str())
+            .or(pod_seccomp);
+        if !matches!(seccomp, Some("RuntimeDefault" | "Localhost")) {
+            violations.push(format!("{} seccompProfile not RuntimeDefault", c.name));
+        }
+        for port in c.ports.iter().flatten() {
+            if port.host_port.is_some_and(|p| p != 0) {
+                violations.push(format!("{} hostPort", c.name));
+            }
+        }
+    }
+    violations
+}
+
+#[test]
+fn member_pods_meet_the_restricted_pod_security_level() {
+    use etcd_api::{ClientTls, PeerTls, TlsSpec};
+    let tls = etcd(EtcdClusterSpec {
+        tls: Some(TlsSpec {
+            peer: Some(PeerTls::default()),
+            client: Some(ClientTls::default()),
+        }),
+        ..spec()
+    });
+    let tls_names = ClusterName::new("db", "main").with_tls(true, true);
+    let tls_members = [("main-0".to_owned(), tls_names.peer_url("main-0"))];
+    let tls_pod = member_pod(
+        &tls,
+        &MemberPod {
+            member: "main-0",
+            version: v35(),
+            initial_cluster: &tls_members,
+            state: InitialState::New,
+            largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
+        },
+    )
+    .unwrap();
+    for pod in [
+        pod_of(&etcd(spec()), "main-1", InitialState::Existing),
+        tls_pod,
+    ] {
+        assert_eq!(restricted_violations(&pod), Vec::<String>::new());
+        let spec = pod.spec.unwrap();
+        let pod_sc = spec.security_context.unwrap();
+        assert_eq!(pod_sc.run_as_user, Some(65532));
+        assert_eq!(pod_sc.run_as_group, Some(65532));
+        // The kubelet gives the data volume this group, writable: etcd (uid 65532) can write.
+        assert_eq!(pod_sc.fs_group, Some(65532));
+        assert_eq!(
+            pod_sc.fs_group_change_policy.as_deref(),
+            Some("OnRootMismatch")
+        );
+        let sc = spec.containers[0].security_context.clone().unwrap();
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        // etcd writes nothing outside its data volume (and the certificates are read-only).
+        let mounts = spec.containers[0].volume_mounts.clone().unwrap();
+        let writable: Vec<&str> = mounts
+            .iter()
+            .filter(|m| m.read_only != Some(true))
+            .map(|m| m.mount_path.as_str())
+            .collect();
+        assert_eq!(writable, vec![DATA_MOUNT]);
+    }
+}
+
+#[test]
+fn the_users_security_context_overrides_only_the_fields_it_sets() {
+    let mut custom = spec();
+    custom.pod = Some(PodPolicy {
+        security_context: Some(PodSecurityContext {
+            run_as_user: Some(1001),
+            fs_group: Some(2000),
+            ..PodSecurityContext::default()
+        }),
+        container_security_context: Some(SecurityContext {
+            capabilities: Some(Capabilities {
+                add: Some(vec!["NET_BIND_SERVICE".into()]),
+                drop: None,
+            }),
+            ..SecurityContext::default()
+        }),
+        ..PodPolicy::default()
+    });
+    let pod = pod_of(&etcd(custom), "main-0", InitialState::New);
+    let spec = pod.spec.as_ref().unwrap();
+    let pod_sc = spec.security_context.clone().unwrap();
+    assert_eq!(pod_sc.run_as_user, Some(1001));
+    assert_eq!(pod_sc.fs_group, Some(2000));
+    // Unset by the user: the defaults stay.
+    assert_eq!(pod_sc.run_as_group, Some(65532));
+    assert_eq!(pod_sc.run_as_non_root, Some(true));
+    assert_eq!(pod_sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    let caps = spec.containers[0]
+        .security_context
+        .clone()
+        .unwrap()
+        .capabilities
+        .unwrap();
+    assert_eq!(caps.drop, Some(vec!["ALL".to_owned()]));
+    assert_eq!(caps.add, Some(vec!["NET_BIND_SERVICE".to_owned()]));
+    assert_eq!(restricted_violations(&pod), Vec::<String>::new());
+}
+
+#[test]
+fn running_as_root_is_possible_and_the_restricted_level_then_refuses_it() {
+    // For storage that ignores fsGroup and whose volumes only root may write.
+    let mut root = spec();
+    root.pod = Some(PodPolicy {
+        security_context: Some(PodSecurityContext {
+            run_as_user: Some(0),
+            run_as_non_root: Some(false),
+            ..PodSecurityContext::default()
+        }),
+        ..PodPolicy::default()
+    });
+    let pod = pod_of(&etcd(root), "main-0", InitialState::New);
+    assert_eq!(
+        restricted_violations(&pod),
+        vec!["etcd runAsNonRoot != true", "etcd runAsUser=0"]
+    );
 }

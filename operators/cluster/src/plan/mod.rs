@@ -20,9 +20,13 @@
 //!    that missed its deadline; remove a dead member if quorum survives it; wait on quorum loss
 //!    or an unhealthy member; promote a learner (only while every voter answers); add one
 //!    learner (scale up / replacement); remove one member (scale down, never the leader when a
-//!    follower can go); upgrade one member (followers first); roll one member whose Pod was
-//!    built from another configuration (followers first, see `rollout.rs`); delete PVCs the
-//!    policy releases.
+//!    follower can go); upgrade one member (followers first); grow member volumes to
+//!    `spec.storage.size` (see `volumes.rs`); record the configuration hash on
+//!    Pods an older release built without one; roll one member whose Pod was built from another
+//!    configuration (followers first, see `rollout.rs`); delete PVCs the policy releases;
+//!    defragment a member past `spec.maintenance.defrag`'s threshold. Under a NOSPACE alarm,
+//!    after the health checks: compact (if allowed), defragment every member, disarm
+//!    (`maintenance.rs`).
 //!
 //! Destructive actions (remove a member, take a member down to upgrade it) are only built after
 //! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
@@ -35,9 +39,11 @@ use etcd_api::validation::{self, EtcdVersion, FieldError};
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
+mod maintenance;
 mod rollout;
 #[cfg(test)]
 mod tests;
+mod volumes;
 
 /// Tunables of the planner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,6 +138,71 @@ pub enum Action {
         /// Voters.
         voters: usize,
     },
+    /// Before a member moves from etcd 3.5 to 3.6: record on its PVC that its Pod runs `version`
+    /// (3.5) with `--snapshot-count=1`, then delete the Pod, which comes back that way. etcd 3.6
+    /// panics replaying v2 requests etcd 3.4 left in the WAL (`detected disallowed v2 WAL`); a
+    /// v2 snapshot taken on 3.5 after them is the remedy etcd's upgrade guide gives. Checked to
+    /// keep quorum while the member is down, as [`Action::UpgradeMember`].
+    SnapshotBeforeUpgrade {
+        /// Member name.
+        member: String,
+        /// The version it runs (and runs again, to take the snapshot).
+        version: EtcdVersion,
+    },
+    /// The member's Pod built by [`Action::SnapshotBeforeUpgrade`] saved a v2 snapshot: record
+    /// on its PVC that it may run etcd 3.6 (the upgrade follows).
+    MarkV2WalClean {
+        /// Member name.
+        member: String,
+    },
+    /// Record `hash` on the Pod of a member that an operator release without configuration
+    /// hashes built: the Pod is adopted as built from the current spec (annotation patched, no
+    /// restart), so a later change of the spec rolls it like every other member.
+    AdoptPod {
+        /// Member name (also its Pod's).
+        member: String,
+        /// The current [`crate::build::config_hash`].
+        hash: String,
+    },
+    /// Raise a member PVC's storage request to `spec.storage.size`; its StorageClass allows
+    /// expansion. Not disruptive: the volume grows under the running member (or, for drivers
+    /// that resize offline, at its next restart).
+    ExpandVolume {
+        /// PVC name (the member's).
+        pvc: String,
+        /// Its request now.
+        from: String,
+        /// `spec.storage.size`.
+        to: String,
+    },
+    /// Defragment one member's database (it serves nothing meanwhile). Checked to keep quorum
+    /// while it is busy, as [`Action::RollMember`], but under NOSPACE.
+    DefragmentMember {
+        /// Member name.
+        member: String,
+        /// Its client URL, where the call goes (etcd defragments the member it is sent to).
+        client_url: String,
+        /// Free bytes in its database file, which the defragmentation gives back.
+        free_bytes: u64,
+        /// The key space's revision it reports.
+        revision: i64,
+        /// Why now.
+        reason: DefragReason,
+    },
+    /// Compact the key space to `revision`, the current one (`spec.maintenance.compactOnNoSpace`
+    /// under a NOSPACE alarm): old revisions' space becomes free for the defragmentation.
+    CompactKeyspace {
+        /// The revision every member reports.
+        revision: i64,
+    },
+    /// Disarm the NOSPACE alarm: every member was defragmented and its database file is back
+    /// under the quota.
+    DisarmNoSpace {
+        /// The largest database file of a member, bytes.
+        largest_db: u64,
+        /// The quota, bytes.
+        quota: u64,
+    },
     /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
     DeletePvc {
         /// PVC name.
@@ -152,6 +223,19 @@ pub enum PodReason {
     NewMember,
     /// The member's Pod is gone; its data survived on the PVC.
     Restart,
+    /// As [`PodReason::Restart`], on the version its PVC names, with `--snapshot-count=1`:
+    /// [`Action::SnapshotBeforeUpgrade`].
+    SnapshotBeforeUpgrade,
+}
+
+/// Why a member is defragmented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefragReason {
+    /// A NOSPACE alarm is raised: every member with free space is defragmented before the
+    /// alarm is disarmed.
+    NoSpace,
+    /// Its free space passed `spec.maintenance.defrag`'s threshold.
+    Fragmented,
 }
 
 /// Why a member is removed.
@@ -228,6 +312,28 @@ pub enum WaitReason {
     },
     /// A member's data is gone and the cluster cannot be repaired without it; needs a restore.
     ClusterLost,
+    /// `spec.storage.size` asks for more than these PVCs hold and their StorageClass does not
+    /// allow expansion (or does not exist). Nothing after it (configuration roll, which would
+    /// raise the quota derived from the size) happens until the size is set back or the class
+    /// allows expansion.
+    VolumeExpansionNotAllowed {
+        /// The PVCs that cannot grow.
+        pvcs: Vec<String>,
+        /// Their StorageClass (the first one's; `None`: no class).
+        storage_class: Option<String>,
+        /// `spec.storage.size`.
+        size: String,
+    },
+    /// A NOSPACE alarm is raised but nothing the operator may do frees enough space: every
+    /// member is defragmented and a database file is still at or over the quota (compaction
+    /// not allowed, or done without freeing enough). Raise `etcdOptions.quotaBackendBytes`
+    /// (or `storage.size`), delete keys, or allow `spec.maintenance.compactOnNoSpace`.
+    NoSpaceCannotBeFreed {
+        /// The largest database file of a member, bytes.
+        largest_db: u64,
+        /// The quota, bytes.
+        quota: u64,
+    },
     /// The next minor waits for etcd's cluster version to reach the minor every member runs
     /// (the leader moves it some seconds after the last member upgraded).
     ClusterVersionBehind {
@@ -235,6 +341,12 @@ pub enum WaitReason {
         cluster_version: Option<(u64, u64)>,
         /// The cluster version the next minor needs.
         needed: (u64, u64),
+    },
+    /// The member runs etcd 3.5 with `--snapshot-count=1` and has not saved a v2 snapshot yet
+    /// ([`Action::SnapshotBeforeUpgrade`]).
+    V2SnapshotPending {
+        /// Member name.
+        member: String,
     },
 }
 
@@ -350,11 +462,12 @@ fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
     let has_data = |member: &String| observed.pvcs.get(member).is_some_and(|p| !p.terminating);
     for member in &observed.last_known_members {
         if !observed.pods.contains_key(member) && has_data(member) {
+            let (version, reason) = restart_version(observed, member, version);
             return Action::CreateMemberPod {
                 member: member.clone(),
                 initial_cluster: initial_cluster.clone(),
                 version,
-                reason: PodReason::Restart,
+                reason,
             };
         }
     }
@@ -416,15 +529,16 @@ fn plan_with_members(
         // Pods are created at the target version: for a member taken down by `UpgradeMember`
         // this is the upgrade itself; etcd runs adjacent minor versions side by side.
         if !member.started() || pvc.is_some() {
+            let (version, reason) = if member.started() {
+                restart_version(observed, &name, target)
+            } else {
+                (target, PodReason::NewMember)
+            };
             return Action::CreateMemberPod {
                 initial_cluster: initial_cluster(&name),
                 member: name,
-                version: target,
-                reason: if member.started() {
-                    PodReason::Restart
-                } else {
-                    PodReason::NewMember
-                },
+                version,
+                reason,
             };
         }
         // Started before, data gone: it must be removed and replaced (rule 4).
@@ -539,6 +653,13 @@ fn plan_with_members(
         });
     }
 
+    // 6b. A NOSPACE alarm (the cluster takes no writes): compact if allowed, defragment every
+    //     member, disarm (maintenance.rs). Before scaling or rolling: nothing else matters as
+    //     much as writes coming back.
+    if let Some(step) = maintenance::no_space_recovery(observed, &voters) {
+        return step;
+    }
+
     // 7. Scale up (or replace a removed member): one learner at a time.
     let size = usize::try_from(observed.spec.size).unwrap_or(0);
     if voters.len() < size {
@@ -586,6 +707,19 @@ fn plan_with_members(
             needed: behind.needed,
         });
     }
+    // A member whose v2 snapshot was taken is marked so on its PVC, upgrade or not.
+    if let Some((name, _)) = observed.pods.iter().find(|(name, pod)| {
+        pod.snapshot_before_upgrade
+            && pod.v2_snapshot_saved
+            && observed
+                .pvcs
+                .get(*name)
+                .is_some_and(|pvc| pvc.snapshot_before_upgrade.is_some())
+    }) {
+        return Action::MarkV2WalClean {
+            member: name.clone(),
+        };
+    }
     let behind = |m: &&&Member| m.version().is_some_and(|v| v < target);
     let next = voters
         .iter()
@@ -593,11 +727,35 @@ fn plan_with_members(
         .min_by_key(|m| (m.leader(), ordinal_key(cluster, m)));
     if let Some(member) = next {
         let from = member.version().unwrap_or(target);
+        let name = name_of(member);
+        let pvc = observed.pvcs.get(&name);
+        let needs_v2_snapshot = from.major == 3
+            && from.minor == 5
+            && (target.major, target.minor) >= (3, 6)
+            && pvc.is_some_and(|pvc| !pvc.v2_wal_clean);
+        let pod_snapshotting = observed
+            .pods
+            .get(&name)
+            .is_some_and(|pod| pod.snapshot_before_upgrade && !pod.terminating);
+        if needs_v2_snapshot
+            && pod_snapshotting
+            && pvc.is_some_and(|p| p.snapshot_before_upgrade.is_some())
+        {
+            // Up on 3.5 with --snapshot-count=1; marked clean (above) once it saved one.
+            return Action::Wait(WaitReason::V2SnapshotPending { member: name });
+        }
         return if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
-            Action::UpgradeMember {
-                member: name_of(member),
-                from,
-                to: target,
+            if needs_v2_snapshot {
+                Action::SnapshotBeforeUpgrade {
+                    member: name,
+                    version: from,
+                }
+            } else {
+                Action::UpgradeMember {
+                    member: name,
+                    from,
+                    to: target,
+                }
             }
         } else {
             Action::Wait(WaitReason::WouldLoseQuorum {
@@ -608,7 +766,17 @@ fn plan_with_members(
         };
     }
 
-    // 9b. Configuration drift: roll members whose Pod was built from another spec (rollout.rs).
+    // 9a. Volume growth, before the roll: the roll applies the quota derived from the new size,
+    //     which must not exceed what the volumes hold.
+    if let Some(grow) = volumes::next_growth(observed, members) {
+        return grow;
+    }
+
+    // 9b. Configuration drift: first record the hash on Pods built without one (adopted, not
+    //     restarted), then roll members whose Pod was built from another spec (rollout.rs).
+    if let Some(adopt) = rollout::next_adoption(observed, members) {
+        return adopt;
+    }
     if let Some(roll) = rollout::next_roll(observed, &voters, healthy_voters) {
         return roll;
     }
@@ -627,6 +795,11 @@ fn plan_with_members(
         if let Some((name, _)) = released {
             return Action::DeletePvc { name: name.clone() };
         }
+    }
+
+    // 11. Scheduled maintenance: defragment a member whose free space passed the threshold.
+    if let Some(defrag) = maintenance::next_defrag(observed, &voters, healthy_voters) {
+        return defrag;
     }
     Action::Converged
 }
@@ -649,6 +822,23 @@ fn next_ordinal(observed: &Observed, members: &[Member]) -> u32 {
 }
 
 /// Sort key for choosing among members: by ordinal, members that are not ours last.
+/// The version and reason of a restarting member's Pod: the version its PVC names for a v2
+/// snapshot before an upgrade ([`Action::SnapshotBeforeUpgrade`]), else `version`.
+fn restart_version(
+    observed: &Observed,
+    member: &str,
+    version: EtcdVersion,
+) -> (EtcdVersion, PodReason) {
+    match observed
+        .pvcs
+        .get(member)
+        .and_then(|pvc| pvc.snapshot_before_upgrade)
+    {
+        Some(snapshot_on) => (snapshot_on, PodReason::SnapshotBeforeUpgrade),
+        None => (version, PodReason::Restart),
+    }
+}
+
 fn ordinal_key(cluster: &ClusterName, member: &Member) -> u32 {
     member
         .member_name(cluster)

@@ -9,12 +9,36 @@
 //!
 //! A Pod without the hash annotation (built by an operator release that did not record one) is
 //! adopted as it is: upgrading the operator never restarts an etcd member by itself (`helm
-//! upgrade` keeps every member running, which the chart scenario checks). Such a Pod takes the
-//! annotation the next time it is re-created (a repair, an upgrade, a roll of its neighbours
-//! does not touch it); a configuration change made before then does not reach it — known gap,
-//! noted in issue 21 (recording the adopted hash in the status would close it).
+//! upgrade` keeps every member running, which the chart scenario checks). [`next_adoption`]
+//! records the current hash on it (an annotation patch, no restart): from then on it is judged
+//! like any other Pod, and a later change of the spec rolls it. What it cannot know is what
+//! such a Pod was really built from: a spec change made between the operator upgrade and the
+//! adoption (which comes once the cluster is healthy, at full size and version) is taken as
+//! already applied to it.
 
 use super::{Action, WaitReason, ordinal_key, quorum_after_losing_one};
+
+/// Record the current hash on the first member Pod (by name) that has none and is not being
+/// deleted; `None` when every member Pod has one. Reached only with every member healthy and
+/// its Pod present (plan/mod.rs), after upgrades: a Pod an upgrade re-creates gets the hash
+/// from the builder. Learners count too: their Pod is a member Pod like any other.
+pub(super) fn next_adoption(observed: &Observed, members: &[Member]) -> Option<Action> {
+    let cluster = &observed.cluster;
+    members
+        .iter()
+        .filter_map(|m| m.member_name(cluster))
+        .filter(|name| {
+            observed
+                .pods
+                .get(name)
+                .is_some_and(|pod| pod.config_hash.is_none() && !pod.terminating)
+        })
+        .min()
+        .map(|member| Action::AdoptPod {
+            member,
+            hash: build::config_hash(&observed.spec),
+        })
+}
 use crate::build;
 use crate::state::{Member, Observed};
 
@@ -289,11 +313,8 @@ mod tests {
         );
     }
 
-    /// Plays the whole roll as Kubernetes and etcd would answer it, one observation per step,
-    /// for Pods built by an older operator (no hash): never two members down at once, followers
-    /// first, the leader last, and once every Pod carries the hash nothing more is rolled.
     /// Upgrading the operator restarts no member: Pods an older release built (no hash) are
-    /// adopted as they are.
+    /// adopted as they are, the current hash recorded on them.
     #[test]
     fn pods_without_a_hash_are_adopted_not_rolled() {
         let mut observed = cluster(3, V35)
@@ -304,10 +325,68 @@ mod tests {
         for pod in observed.pods.values_mut() {
             pod.config_hash = None;
         }
-        let action = plan(&observed);
-        assert!(!matches!(action, Action::RollMember { .. }), "{action:?}");
+        let hash = current_hash(&observed).unwrap();
+        // One Pod at a time, by name, none restarted; then nothing is left to do.
+        for ordinal in [0, 1, 2] {
+            assert_eq!(
+                plan(&observed),
+                Action::AdoptPod {
+                    member: name(ordinal),
+                    hash: hash.clone()
+                }
+            );
+            observed.pods.get_mut(&name(ordinal)).unwrap().config_hash = Some(hash.clone());
+        }
+        assert_eq!(plan(&observed), Action::Converged);
     }
 
+    /// The gap adoption closes: a spec change after the adoption rolls the adopted Pods.
+    #[test]
+    fn adopted_pods_roll_on_a_later_change() {
+        let mut observed = cluster(3, V35)
+            .members(on(V35, &[0, 1, 2], 0))
+            .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
+            .pvcs(&[0, 1, 2]);
+        let adopted = current_hash(&observed);
+        for pod in observed.pods.values_mut() {
+            pod.config_hash = adopted.clone(); // what AdoptPod recorded
+        }
+        assert_eq!(plan(&observed), Action::Converged);
+        let observed = change_resources(observed);
+        assert_eq!(plan(&observed), roll(1, 0));
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_not_adopted_and_repairs_come_first() {
+        // Member 1's Pod (no hash) is stopping: it comes back from the builder, with the hash.
+        let mut observed = cluster(3, V35)
+            .members(on(V35, &[0, 1, 2], 0))
+            .pods(&[0, 1, 2])
+            .terminating(1)
+            .pvcs(&[0, 1, 2]);
+        observed.pods.get_mut(&name(1)).unwrap().config_hash = None;
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::PodTerminating { member: name(1) })
+        );
+        // An unhealthy member is waited for before any adoption.
+        let mut observed = drifted(0);
+        for pod in observed.pods.values_mut() {
+            pod.config_hash = None;
+        }
+        if let crate::state::Membership::Known(members) = &mut observed.membership {
+            members[2] = unhealthy(2, 3);
+        }
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::MemberUnhealthy { member: name(2) })
+        );
+    }
+
+    /// Plays the whole roll as Kubernetes and etcd would answer it, one observation per step,
+    /// for Pods built from an older spec: never two members down at once, followers first, the
+    /// leader last, and once every Pod carries the hash nothing more is rolled.
     #[test]
     fn a_whole_roll_never_takes_two_members_down_and_ends() {
         let mut observed = cluster(3, V35)
@@ -345,6 +424,8 @@ mod tests {
                             terminating: false,
                             ready: false,
                             config_hash: hash.clone(),
+                            snapshot_before_upgrade: false,
+                            v2_snapshot_saved: false,
                         },
                     );
                 }

@@ -714,7 +714,9 @@ fn upgrade_path_table() {
             .members(members)
             .cluster_version(*cluster_version)
             .pods(&[0, 1, 2])
-            .pvcs(&[0, 1, 2]);
+            .pvcs(&[0, 1, 2])
+            // The v2 snapshot before 3.6 has its own test below.
+            .v2_wal_clean(&[0, 1, 2]);
         assert_eq!(
             &plan(&observed),
             want,
@@ -1167,4 +1169,109 @@ fn an_unreachable_member_whose_pod_is_ready_is_not_removed() {
             reason: RemovalReason::Dead,
         }
     );
+}
+
+/// etcd 3.6 panics replaying v2 requests etcd 3.4 left in the WAL (`detected disallowed v2 WAL`,
+/// seen here: a cluster born on 3.4, whose `/health` probes are v2 reads through raft, upgraded
+/// to 3.5 then 3.6 crash-looped its first 3.6 member). Before a member moves from 3.5 to 3.6 it
+/// runs once on 3.5 with `--snapshot-count=1` until it saved a v2 snapshot (etcd's 3.5 → 3.6
+/// upgrade guide); the PVC records each step, so a restart of the operator resumes it.
+#[test]
+fn a_member_takes_a_v2_snapshot_on_3_5_before_it_moves_to_3_6() {
+    let base = || {
+        cluster(3, V36)
+            .members(on(V35, &[0, 1, 2], 0))
+            .cluster_version(Some((3, 5)))
+            .pods(&[0, 1, 2])
+            .pvcs(&[0, 1, 2])
+    };
+    // 1. Not marked clean: restart the first follower on 3.5 for the snapshot.
+    assert_eq!(
+        plan(&base()),
+        Action::SnapshotBeforeUpgrade {
+            member: name(1),
+            version: v(V35),
+        }
+    );
+    // 2. Its PVC names 3.5, its Pod is gone: the Pod comes back on 3.5, on its data.
+    let mut observed = base();
+    observed
+        .pvcs
+        .get_mut(&name(1))
+        .unwrap()
+        .snapshot_before_upgrade = Some(v(V35));
+    observed.pods.remove(&name(1));
+    let Membership::Known(members) = &mut observed.membership else {
+        unreachable!()
+    };
+    members[1] = unhealthy(1, 1);
+    assert_eq!(
+        plan(&observed),
+        Action::CreateMemberPod {
+            member: name(1),
+            initial_cluster: initial_cluster(&[0, 1, 2]),
+            version: v(V35),
+            reason: PodReason::SnapshotBeforeUpgrade,
+        }
+    );
+    // A crash between the PVC's annotation and the Pod's deletion: the old Pod is deleted again.
+    let mut observed = base();
+    observed
+        .pvcs
+        .get_mut(&name(1))
+        .unwrap()
+        .snapshot_before_upgrade = Some(v(V35));
+    assert_eq!(
+        plan(&observed),
+        Action::SnapshotBeforeUpgrade {
+            member: name(1),
+            version: v(V35),
+        }
+    );
+    // 3. Up on 3.5 with --snapshot-count=1: wait for the snapshot, then mark the PVC.
+    let pod = observed.pods.get_mut(&name(1)).unwrap();
+    pod.snapshot_before_upgrade = true;
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::V2SnapshotPending { member: name(1) })
+    );
+    observed.pods.get_mut(&name(1)).unwrap().v2_snapshot_saved = true;
+    assert_eq!(plan(&observed), Action::MarkV2WalClean { member: name(1) });
+    // 4. Marked clean: the upgrade itself.
+    let pvc = observed.pvcs.get_mut(&name(1)).unwrap();
+    pvc.snapshot_before_upgrade = None;
+    pvc.v2_wal_clean = true;
+    assert_eq!(
+        plan(&observed),
+        Action::UpgradeMember {
+            member: name(1),
+            from: v(V35),
+            to: v(V36),
+        }
+    );
+    // Taking the member down for the snapshot keeps quorum as an upgrade does.
+    let Membership::Known(all) = &base().membership else {
+        unreachable!()
+    };
+    let degraded = cluster(3, V36)
+        .members(vec![all[0].clone(), all[1].clone(), unhealthy(2, 1)])
+        .cluster_version(Some((3, 5)))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert!(
+        !matches!(plan(&degraded), Action::SnapshotBeforeUpgrade { .. }),
+        "{:?}",
+        plan(&degraded)
+    );
+    // Other minors have no v2 WAL to clean: 3.4 -> 3.5 and 3.6 -> 3.7 upgrade at once.
+    let observed = cluster(3, V35)
+        .members(on(V34, &[0, 1, 2], 0))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert!(matches!(plan(&observed), Action::UpgradeMember { .. }));
+    let observed = cluster(3, V37)
+        .members(on(V36, &[0, 1, 2], 0))
+        .pods(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert!(matches!(plan(&observed), Action::UpgradeMember { .. }));
 }

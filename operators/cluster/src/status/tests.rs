@@ -71,6 +71,19 @@ struct Case {
     degraded_mentions: &'static [&'static str],
 }
 
+/// `observed` with member 1's PVC asking for a v2 snapshot on 3.5, and its Pod (if any) built
+/// for it, having saved one or not.
+fn snapshotting(mut observed: Observed, saved: bool) -> Observed {
+    if let Some(pvc) = observed.pvcs.get_mut(&name(1)) {
+        pvc.snapshot_before_upgrade = Some(v(V35));
+    }
+    if let Some(pod) = observed.pods.get_mut(&name(1)) {
+        pod.snapshot_before_upgrade = true;
+        pod.v2_snapshot_saved = saved;
+    }
+    observed
+}
+
 fn cases() -> Vec<Case> {
     let none = EtcdClusterStatus::default;
     let seed = || cluster(3, V35).pods(&[0]).pvcs(&[0]);
@@ -275,6 +288,86 @@ fn cases() -> Vec<Case> {
             progressing: (true, "Upgrading"),
             degraded: (false, "Healthy"),
             event: Some((false, "MemberUpgrading")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "3.5 to 3.6: a follower restarts on 3.5 to take a v2 snapshot first",
+            observed: cluster(3, V36)
+                .pods(&[0, 1, 2])
+                .pvcs(&[0, 1, 2])
+                .members(three(V35)),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::SnapshotBeforeUpgrade {
+                member: name(1),
+                version: v(V35),
+            },
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "SnapshotBeforeUpgrade")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "3.5 to 3.6: its Pod comes back on 3.5 with --snapshot-count=1",
+            observed: snapshotting(
+                cluster(3, V36).pods(&[0, 2]).pvcs(&[0, 1, 2]).members(vec![
+                    healthy(0, V35, true),
+                    unhealthy(1, 5),
+                    healthy(2, V35, false),
+                ]),
+                false,
+            ),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::CreateMemberPod {
+                member: name(1),
+                initial_cluster: [0, 1, 2]
+                    .map(|o| (name(o), main().peer_url(&name(o))))
+                    .to_vec(),
+                version: v(V35),
+                reason: PodReason::SnapshotBeforeUpgrade,
+            },
+            phase: ClusterPhase::Upgrading,
+            available: (false, "MembersUnhealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (true, "MemberUnhealthy"),
+            event: Some((false, "MemberPodCreated")),
+            degraded_mentions: &["main-1"],
+        },
+        Case {
+            name: "3.5 to 3.6: waiting for the v2 snapshot",
+            observed: snapshotting(
+                cluster(3, V36)
+                    .pods(&[0, 1, 2])
+                    .pvcs(&[0, 1, 2])
+                    .members(three(V35)),
+                false,
+            ),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::Wait(WaitReason::V2SnapshotPending { member: name(1) }),
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "3.5 to 3.6: the snapshot was taken",
+            observed: snapshotting(
+                cluster(3, V36)
+                    .pods(&[0, 1, 2])
+                    .pvcs(&[0, 1, 2])
+                    .members(three(V35)),
+                true,
+            ),
+            previous: previous_of(&[0, 1, 2], V35),
+            action: Action::MarkV2WalClean { member: name(1) },
+            phase: ClusterPhase::Upgrading,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "Upgrading"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "V2WalClean")),
             degraded_mentions: &[],
         },
         Case {
@@ -750,14 +843,17 @@ fn the_table_covers_every_action_and_wait_reason() {
             "Converged",
             "CreateMemberPod::NewMember",
             "CreateMemberPod::Restart",
+            "CreateMemberPod::SnapshotBeforeUpgrade",
             "DeletePod",
             "DeletePvc",
+            "MarkV2WalClean",
             "PromoteLearner",
             "Refuse",
             "RemoveMember::Dead",
             "RemoveMember::LearnerStuck",
             "RemoveMember::ScaleDown",
             "RollMember",
+            "SnapshotBeforeUpgrade",
             "UpgradeMember",
             "Wait::ClusterLost",
             "Wait::LearnerCatchingUp",
@@ -769,6 +865,7 @@ fn the_table_covers_every_action_and_wait_reason() {
             "Wait::QuorumLost",
             "Wait::Restoring",
             "Wait::SeedStarting",
+            "Wait::V2SnapshotPending",
             "Wait::WouldLoseQuorum",
         ]
     );
@@ -795,6 +892,7 @@ fn members_list_etcd_members_then_pods_by_ordinal() {
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::ZERO,
         },
+        db: None,
     };
     let observed = cluster(3, V35)
         .pods(&[0, 2, 10, 11])

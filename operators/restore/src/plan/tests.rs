@@ -43,6 +43,10 @@ fn fresh() -> Observed {
         deleting: false,
         finalizer: true,
         retained_volumes: Vec::new(),
+        deadline: Deadline {
+            timeout_seconds: 600,
+            passed: false,
+        },
     }
 }
 
@@ -570,4 +574,111 @@ fn a_seed_volume_this_restore_did_not_build_is_refused_and_kept() {
     assert_eq!(reason(next_step(&o)), reasons::RETAINED_VOLUMES);
     o.progress.finished = Some(Outcome::Failing);
     assert_eq!(next_step(&o), Step::Release);
+}
+
+/// Issue 17 (defect 16): a restore waiting on something that never comes has a deadline
+/// (`spec.timeoutSeconds`). Before the hand-over the seed never served clients, so timing out
+/// cleans up as any failure does: the seed goes, the hold is released.
+#[test]
+fn a_restore_stuck_before_the_hand_over_times_out_and_cleans_up() {
+    // The seed never starts (its image cannot be pulled).
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(SeedPod {
+        waiting: Some("ImagePullBackOff".into()),
+        ..seed_pod()
+    });
+    assert!(matches!(
+        next_step(&o),
+        Step::Wait(Waiting::SeedStarting { .. })
+    ));
+    o.deadline.passed = true;
+    let Step::Fail(refusal) = next_step(&o) else {
+        panic!("expected a failure, got {:?}", next_step(&o));
+    };
+    assert_eq!(refusal.reason, reasons::TIMED_OUT);
+    assert!(
+        refusal.message.contains("ImagePullBackOff") && refusal.message.contains("600"),
+        "the message names what it waited on and the timeout: {}",
+        refusal.message
+    );
+    // Then the clean-up any failure gets: the seed that never served goes, the hold is released.
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::DeleteSeedPod);
+    o.seed.pod = None;
+    assert_eq!(next_step(&o), Step::DeleteSeedPvc);
+    o.seed.pvc = false;
+    assert_eq!(next_step(&o), Step::Release);
+
+    // An old member Pod that never finishes terminating.
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    o.seed.serving_revision = Some(40);
+    o.progress.restored_revision = Some(40);
+    let cluster = o.cluster.as_mut().unwrap();
+    cluster
+        .old_pvcs
+        .values_mut()
+        .for_each(|retained| *retained = true);
+    cluster.old_pods = [("main-0".to_owned(), true)].into();
+    assert_eq!(
+        next_step(&o),
+        Step::Wait(Waiting::OldPodTerminating("main-0".into()))
+    );
+    o.deadline.passed = true;
+    assert_eq!(reason(next_step(&o)), reasons::TIMED_OUT);
+
+    // A quorum neither confirmed nor proven lost, before anything was started.
+    let mut o = fresh();
+    o.cluster.as_mut().unwrap().quorum = Quorum::Unknown("main-1 unreached, Ready".into());
+    o.deadline.passed = true;
+    assert_eq!(reason(next_step(&o)), reasons::TIMED_OUT);
+}
+
+/// After the hand-over the seed serves clients: a deadline fails the restore but deletes
+/// nothing and never interrupts the admission and release of the seed.
+#[test]
+fn a_restore_that_handed_over_times_out_without_deleting_anything() {
+    let mut o = started();
+    o.seed.pvc = true;
+    o.seed.pod = Some(seed_pod());
+    o.seed.serving_revision = Some(40);
+    o.progress.restored_revision = Some(40);
+    o.progress.handed_over = true;
+    o.cluster.as_mut().unwrap().old_pods.clear();
+    o.deadline.passed = true;
+    assert_eq!(
+        next_step(&o),
+        Step::AdmitSeed,
+        "a deadline ends waits, not steps"
+    );
+    o.seed.pod.as_mut().unwrap().admitted = true;
+    assert_eq!(next_step(&o), Step::Release);
+    o.cluster.as_mut().unwrap().held_by = None;
+    assert_eq!(reason(next_step(&o)), reasons::GROW_BACK_TIMED_OUT);
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::MarkFailed, "nothing is deleted");
+}
+
+/// A deadline ends only a restore in progress: one that finished, or is being deleted, goes on
+/// as before.
+#[test]
+fn a_deadline_does_not_touch_a_finished_or_deleted_restore() {
+    let mut o = started();
+    o.deadline.passed = true;
+    o.progress.finished = Some(Outcome::Succeeded);
+    assert_eq!(next_step(&o), Step::Done);
+    let mut o = started();
+    o.deadline.passed = true;
+    o.seed.pvc = true;
+    o.seed.pod = Some(SeedPod {
+        terminating: true,
+        ..seed_pod()
+    });
+    o.progress.finished = Some(Outcome::Failing);
+    assert_eq!(next_step(&o), Step::Wait(Waiting::SeedTerminating));
+    o.progress.finished = None;
+    o.deleting = true;
+    assert_eq!(next_step(&o), Step::Wait(Waiting::SeedTerminating));
 }

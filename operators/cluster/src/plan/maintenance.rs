@@ -1,0 +1,439 @@
+//! Database maintenance: clearing a NOSPACE alarm, and defragmentation past a threshold.
+//!
+//! Both run only with every voter answering, no learner and no Pod stopping (plan/mod.rs
+//! rules 1-6 passed). A defragmenting member serves nothing for the duration (seconds per GiB),
+//! so one member at a time, followers first and the leader last (defragmenting the leader
+//! stalls every write; last, it stalls them once). The executor's call returns when the
+//! member is done, and the next pass observes it again: never two members busy at once.
+//!
+//! NOSPACE: etcd refuses writes until the alarm is disarmed, and disarming before the database
+//! file is back under the quota only lets the next write raise it again. So:
+//! 1. `compactOnNoSpace`: compact the key space to the current revision, once per revision
+//!    (a compaction that freed nothing is not repeated: the revision does not move while
+//!    writes are refused);
+//! 2. defragment, once per revision (writes are refused, the revision does not move), each
+//!    member whose file is near the quota or has free space worth it, followers first, the
+//!    leader last. Near the quota counts whatever `dbSizeInUse` says: after a compaction it
+//!    shows the freed pages only once the member's backend commits again, which refused writes
+//!    do not cause (measured on 3.6: two members of three still showed them in use 20 s on);
+//! 3. then: disarm if every database file is under the quota, else wait and say what would
+//!    help ([`WaitReason::NoSpaceCannotBeFreed`]).
+
+use super::{Action, DefragReason, WaitReason, ordinal_key, quorum_after_losing_one};
+use crate::state::{DbStats, Member, Observed};
+
+/// Under NOSPACE, free space worth a defragmentation: at least 1 MiB and a tenth of the file
+/// (a freshly defragmented file keeps a few free pages; they are not worth another pass).
+const NO_SPACE_WORTH_BYTES: u64 = 1 << 20;
+
+/// The next NOSPACE step, `None` when no NOSPACE alarm is raised.
+pub(super) fn no_space_recovery(observed: &Observed, voters: &[&Member]) -> Option<Action> {
+    if !observed.alarms.iter().any(|a| a.alarm == "NOSPACE") {
+        return None;
+    }
+    // Every voter answered (rule 5), so each has its database figures.
+    let stats: Vec<(&Member, DbStats)> = voters.iter().filter_map(|m| Some((*m, m.db?))).collect();
+    if stats.len() < voters.len() {
+        return None;
+    }
+    let maintenance = observed.spec.maintenance.clone().unwrap_or_default();
+    let revision = stats.iter().map(|(_, db)| db.revision).max().unwrap_or(0);
+    if maintenance.compact_on_no_space
+        && revision > 0
+        && observed
+            .compacted_revision
+            .is_none_or(|done| done < revision)
+    {
+        return Some(Action::CompactKeyspace { revision });
+    }
+    let quota = quota_bytes(observed, &stats);
+    let worth = |db: &DbStats| {
+        let free = db.free() >= NO_SPACE_WORTH_BYTES && db.free() * 10 >= db.size;
+        let near_quota = u128::from(db.size) * 10 >= u128::from(quota) * 9;
+        free || near_quota
+    };
+    let cluster = &observed.cluster;
+    if let Some((member, db)) = stats
+        .iter()
+        .filter(|(m, db)| {
+            worth(db)
+                && observed.defragmented_at.get(&m.display_name(cluster)) != Some(&db.revision)
+        })
+        .min_by_key(|(m, _)| (m.leader(), ordinal_key(cluster, m)))
+        && let Some(client_url) = member.client_url.clone()
+    {
+        return Some(Action::DefragmentMember {
+            member: member.display_name(cluster),
+            client_url,
+            free_bytes: db.free(),
+            revision: db.revision,
+            reason: DefragReason::NoSpace,
+        });
+    }
+    let largest_db = stats.iter().map(|(_, db)| db.size).max().unwrap_or(0);
+    Some(if largest_db < quota {
+        Action::DisarmNoSpace { largest_db, quota }
+    } else {
+        Action::Wait(WaitReason::NoSpaceCannotBeFreed { largest_db, quota })
+    })
+}
+
+/// The members' backend quota: what etcd reports (3.6 and later), else what the operator gives
+/// the Pods (`etcdOptions.quotaBackendBytes`, or the quota derived from the volume).
+fn quota_bytes(observed: &Observed, stats: &[(&Member, DbStats)]) -> u64 {
+    let reported = stats
+        .iter()
+        .map(|(_, db)| db.quota)
+        .filter(|q| *q > 0)
+        .min();
+    if let Some(quota) = reported {
+        return quota;
+    }
+    let explicit = observed
+        .spec
+        .etcd_options
+        .as_ref()
+        .and_then(|o| o.quota_backend_bytes)
+        .and_then(|q| u64::try_from(q).ok());
+    let largest = stats.iter().map(|(_, db)| db.size).max().unwrap_or(0);
+    explicit
+        .or_else(|| {
+            crate::build::default_quota_for(&observed.spec.storage.size.0, largest)
+                .and_then(|q| u64::try_from(q).ok())
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// The next member to defragment under `spec.maintenance.defrag`, `None` when it is unset or
+/// no member's free space passes its threshold.
+pub(super) fn next_defrag(
+    observed: &Observed,
+    voters: &[&Member],
+    healthy_voters: usize,
+) -> Option<Action> {
+    let defrag = observed.spec.maintenance.as_ref()?.defrag.clone()?;
+    let percent = u64::try_from(defrag.threshold_percent.clamp(1, 100)).unwrap_or(50);
+    let min_bytes = u64::try_from(defrag.min_fragmented_bytes).unwrap_or(0);
+    let due = |db: &DbStats| db.free() >= min_bytes && db.free() * 100 >= db.size * percent;
+    let cluster = &observed.cluster;
+    let (member, db) = voters
+        .iter()
+        .filter_map(|m| Some((*m, m.db?)))
+        .filter(|(_, db)| due(db))
+        .min_by_key(|(m, _)| (m.leader(), ordinal_key(cluster, m)))?;
+    let client_url = member.client_url.clone()?;
+    let name = member.display_name(cluster);
+    // A busy member is a member down for quorum's sake: the others must keep it. A
+    // one-member cluster pauses for the duration, as the user chose with size 1.
+    Some(
+        if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
+            Action::DefragmentMember {
+                member: name,
+                client_url,
+                free_bytes: db.free(),
+                revision: db.revision,
+                reason: DefragReason::Fragmented,
+            }
+        } else {
+            Action::Wait(WaitReason::WouldLoseQuorum {
+                member: name,
+                healthy: healthy_voters,
+                voters: voters.len(),
+            })
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use etcd_api::{DefragSpec, EtcdOptions, MaintenanceSpec};
+
+    use crate::fixtures::*;
+    use crate::plan::{Action, DefragReason, Policy, WaitReason, next_action};
+    use crate::state::{DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed};
+
+    const MIB: u64 = 1 << 20;
+
+    fn plan(observed: &Observed) -> Action {
+        next_action(observed, &Policy::default())
+    }
+
+    /// A settled cluster of three on 3.5, member `leader` leading, each database `db`.
+    fn settled(leader: u32, db: DbStats) -> Observed {
+        let members: Vec<Member> = [0, 1, 2]
+            .iter()
+            .map(|&o| Member {
+                db: Some(db),
+                ..healthy(o, V35, o == leader)
+            })
+            .collect();
+        cluster(3, V35)
+            .members(members)
+            .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
+            .pvcs(&[0, 1, 2])
+    }
+
+    fn members(observed: &mut Observed) -> &mut Vec<Member> {
+        let Membership::Known(members) = &mut observed.membership else {
+            unreachable!()
+        };
+        members
+    }
+
+    /// Full at a 100 MiB quota: the file is at the quota, `in_use` of it holds live data.
+    fn full(in_use: u64) -> DbStats {
+        DbStats {
+            size: 100 * MIB,
+            in_use,
+            quota: 0,
+            revision: 5000,
+        }
+    }
+
+    fn no_space(leader: u32, db: DbStats, compact: bool) -> Observed {
+        let mut observed = settled(leader, db);
+        observed.spec.etcd_options = Some(EtcdOptions {
+            quota_backend_bytes: Some(i64::try_from(100 * MIB).unwrap()),
+            ..EtcdOptions::default()
+        });
+        // The fixture Pods were built before the option: the roll must not be what we see.
+        let hash = Some(crate::build::config_hash(&observed.spec));
+        for pod in observed.pods.values_mut() {
+            pod.config_hash = hash.clone();
+        }
+        observed.spec.maintenance = Some(MaintenanceSpec {
+            defrag: None,
+            compact_on_no_space: compact,
+        });
+        // etcd lists every alarm on every member; the observer records who raised it.
+        observed.alarms = vec![MemberAlarm {
+            member: name(1),
+            alarm: "NOSPACE".into(),
+        }];
+        observed
+    }
+
+    /// Plays a NOSPACE recovery as etcd would answer it: compaction frees history, each
+    /// defragmentation shrinks that member's file to what is in use, the disarm clears the
+    /// alarm. Checks the order and that no two members are ever busy at once.
+    fn play(mut observed: Observed, live: u64) -> Vec<String> {
+        let mut steps = vec![];
+        for _ in 0..20 {
+            let action = plan(&observed);
+            match &action {
+                Action::CompactKeyspace { revision } => {
+                    steps.push("compact".to_owned());
+                    observed.compacted_revision = Some(*revision);
+                    // The history is free space now, but `dbSizeInUse` does not show it yet
+                    // (measured): only the defragmentation tells.
+                }
+                Action::DefragmentMember {
+                    member,
+                    reason,
+                    revision,
+                    ..
+                } => {
+                    assert_eq!(*reason, DefragReason::NoSpace);
+                    steps.push(format!("defrag {member}"));
+                    observed.defragmented_at.insert(member.clone(), *revision);
+                    let m = members(&mut observed)
+                        .iter_mut()
+                        .find(|m| &m.name == member)
+                        .unwrap();
+                    let db = m.db.as_mut().unwrap();
+                    // The file keeps what is really in use (the in-use figure may have lagged).
+                    db.size = db.in_use.min(live) + MIB / 4;
+                    db.in_use = db.size;
+                }
+                Action::DisarmNoSpace { .. } => {
+                    steps.push("disarm".to_owned());
+                    observed.alarms.clear();
+                }
+                Action::Converged => break,
+                other => {
+                    steps.push(format!("{other:?}"));
+                    break;
+                }
+            }
+            // Each step is one call the executor finishes before the next observation: every
+            // member answers again by then (none busy, none down).
+            assert!(members(&mut observed).iter().all(Member::healthy));
+        }
+        steps
+    }
+
+    #[test]
+    fn no_space_compacts_when_allowed_then_defragments_followers_first_then_disarms() {
+        let observed = no_space(0, full(95 * MIB), true);
+        assert_eq!(
+            play(observed, 10 * MIB),
+            vec![
+                "compact",
+                "defrag main-1",
+                "defrag main-2",
+                "defrag main-0",
+                "disarm"
+            ]
+        );
+    }
+
+    #[test]
+    fn without_compaction_the_free_space_is_defragmented_and_the_alarm_disarmed() {
+        // Auto-compaction already freed 60 MiB of each file.
+        let observed = no_space(2, full(40 * MIB), false);
+        assert_eq!(
+            play(observed, 40 * MIB),
+            vec!["defrag main-0", "defrag main-1", "defrag main-2", "disarm"]
+        );
+    }
+
+    #[test]
+    fn nothing_to_free_waits_and_says_so_instead_of_disarming_into_the_next_alarm() {
+        // Every byte is live: each member is defragmented once, then the operator waits.
+        let observed = no_space(0, full(100 * MIB), false);
+        let steps = play(observed, 100 * MIB);
+        assert_eq!(
+            &steps[..3],
+            ["defrag main-1", "defrag main-2", "defrag main-0"]
+        );
+        assert!(steps[3].contains("NoSpaceCannotBeFreed"), "{steps:?}");
+    }
+
+    #[test]
+    fn a_compaction_that_freed_nothing_is_not_repeated() {
+        let mut observed = no_space(0, full(100 * MIB), true);
+        observed.compacted_revision = Some(5000);
+        for ordinal in [0, 1, 2] {
+            observed.defragmented_at.insert(name(ordinal), 5000);
+        }
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::NoSpaceCannotBeFreed {
+                largest_db: 100 * MIB,
+                quota: 100 * MIB
+            })
+        );
+    }
+
+    #[test]
+    fn no_space_waits_for_an_unhealthy_member() {
+        let mut observed = no_space(0, full(40 * MIB), false);
+        members(&mut observed)[2].health = MemberHealth::Unhealthy {
+            unhealthy_for: std::time::Duration::from_secs(3),
+        };
+        members(&mut observed)[2].db = None;
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::MemberUnhealthy { member: name(2) })
+        );
+    }
+
+    fn fragmented(leader: u32) -> Observed {
+        let mut observed = settled(
+            leader,
+            DbStats {
+                size: 400 * MIB,
+                in_use: 100 * MIB,
+                quota: 0,
+                revision: 9,
+            },
+        );
+        observed.spec.maintenance = Some(MaintenanceSpec {
+            defrag: Some(DefragSpec::default()),
+            compact_on_no_space: false,
+        });
+        observed
+    }
+
+    #[test]
+    fn defragmentation_past_the_threshold_goes_followers_first_and_the_leader_last() {
+        let mut observed = fragmented(1);
+        let mut order = vec![];
+        while let Action::DefragmentMember { member, reason, .. } = plan(&observed) {
+            assert_eq!(reason, DefragReason::Fragmented);
+            order.push(member.clone());
+            let m = members(&mut observed)
+                .iter_mut()
+                .find(|m| m.name == member)
+                .unwrap();
+            m.db.as_mut().unwrap().size = 101 * MIB;
+            assert!(order.len() <= 3);
+        }
+        assert_eq!(order, vec![name(0), name(2), name(1)]);
+        assert_eq!(plan(&observed), Action::Converged);
+    }
+
+    #[test]
+    fn below_the_threshold_or_unset_nothing_is_defragmented() {
+        let mut observed = fragmented(0);
+        observed.spec.maintenance = None;
+        assert_eq!(plan(&observed), Action::Converged);
+        let mut observed = fragmented(0);
+        // 75% free, but the threshold asks for 80%.
+        observed.spec.maintenance = Some(MaintenanceSpec {
+            defrag: Some(DefragSpec {
+                threshold_percent: 80,
+                ..DefragSpec::default()
+            }),
+            compact_on_no_space: false,
+        });
+        assert_eq!(plan(&observed), Action::Converged);
+        // A small database is not worth the pause, whatever its share of free space.
+        let mut observed = fragmented(0);
+        for m in members(&mut observed) {
+            m.db = Some(DbStats {
+                size: 40 * MIB,
+                in_use: MIB,
+                quota: 0,
+                revision: 9,
+            });
+        }
+        assert_eq!(plan(&observed), Action::Converged);
+    }
+
+    #[test]
+    fn defragmentation_never_takes_a_second_member_away() {
+        // Two voters: the one defragmenting would leave the other without quorum.
+        let members2: Vec<Member> = [0, 1]
+            .iter()
+            .map(|&o| Member {
+                db: fragmented(0).membership_db(),
+                ..healthy(o, V35, o == 0)
+            })
+            .collect();
+        let mut observed = cluster(2, V35)
+            .members(members2)
+            .pods(&[0, 1])
+            .ready(&[0, 1])
+            .pvcs(&[0, 1]);
+        observed.spec.maintenance = fragmented(0).spec.maintenance;
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::WouldLoseQuorum {
+                member: name(1),
+                healthy: 2,
+                voters: 2
+            })
+        );
+        // A member that does not answer (busy, or down): nothing else is defragmented.
+        let mut observed = fragmented(0);
+        members(&mut observed)[1].health = MemberHealth::Unhealthy {
+            unhealthy_for: std::time::Duration::from_secs(1),
+        };
+        assert!(!matches!(plan(&observed), Action::DefragmentMember { .. }));
+    }
+
+    trait Db {
+        fn membership_db(&self) -> Option<DbStats>;
+    }
+
+    impl Db for Observed {
+        fn membership_db(&self) -> Option<DbStats> {
+            let Membership::Known(members) = &self.membership else {
+                return None;
+            };
+            members[0].db
+        }
+    }
+}
