@@ -114,6 +114,13 @@ test: deps ## Install what tests need, lint, build once, and run every test (all
 	$(call timed,doctests,cargo test --workspace --doc)
 	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
 
+# Every failpoint of the cluster operator, before and after its side effect: crash there, restart
+# without it, check convergence (e2e/scenarios/tests/chaos.rs). `make test` runs a subset.
+.PHONY: chaos
+chaos: deps ## Crash the cluster operator at each of its failpoints, restart it, check it converges; one table
+	cargo build -q --workspace --bins   # the chart's operators run these
+	$(call timed,chaos,CHAOS_FULL=1 cargo nextest run -p e2e-scenarios --test chaos --no-capture)
+
 # Each bench prints its own tables and appends its headline figures to BENCH_RESULTS (JSON
 # lines, crates/test-support/src/bench.rs); bench-report then prints them all as one table. The
 # path is made absolute (also when given on the command line) because cargo runs each bench in

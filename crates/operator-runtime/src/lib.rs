@@ -14,7 +14,7 @@
 //! - [`shell`] — the flags every binary shares (`LogArgs`, `ShellArgs`): one set of names,
 //!   env vars and defaults.
 //! - [`shutdown`] — SIGTERM/SIGINT.
-//! - [`objects`] — idempotent create and delete of one object (I/O).
+//! - [`objects`] — idempotent create, delete and server-side apply of one object (I/O).
 //! - [`elected`] — `run_elected`: the above wired into an operator's `run` (backup, restore).
 //!
 //! A binary's `main` wires them roughly as: `init_logging`, install the rustls provider, build
@@ -43,7 +43,7 @@ pub use leader::{
 };
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
 pub use metrics::ReconcileMetrics;
-pub use objects::{ObjectError, create_if_absent, delete_if_present};
+pub use objects::{ObjectError, apply_object, create_if_absent, delete_if_present};
 pub use probes::{ProbeServer, Readiness, serve_probes, serve_probes_and_metrics};
 pub use shell::{LogArgs, ShellArgs};
 pub use shutdown::shutdown_signal;

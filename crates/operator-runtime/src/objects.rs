@@ -1,8 +1,11 @@
-//! Idempotent create and delete of one object: a step repeated after a crash finds its object
-//! already there (or already gone), which is success. I/O.
+//! Idempotent create, delete and server-side apply of one object: a step repeated after a crash
+//! finds its object already there (or already gone), which is success. I/O.
+//!
+//! The operators call these (never the raw `Api` methods) inside `failpoint::around`, one named
+//! failpoint per call site; the failpoint crate's source scan checks that.
 
 use kube::Resource;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -10,7 +13,7 @@ use serde::de::DeserializeOwned;
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} {kind} {name}: {source}")]
 pub struct ObjectError {
-    /// `create`, `delete`.
+    /// `create`, `delete`, `apply`.
     pub verb: &'static str,
     /// The object's kind.
     pub kind: &'static str,
@@ -60,4 +63,28 @@ where
             source,
         }),
     }
+}
+
+/// Server-side applies `object` under `field_manager`, with force: the operator owns the fields
+/// it sets, and a stale manager's value must not win.
+pub async fn apply_object<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    field_manager: &str,
+    object: &K,
+) -> Result<(), ObjectError>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    let params = PatchParams::apply(field_manager).force();
+    api.patch(&name, &params, &Patch::Apply(object))
+        .await
+        .map(|_| ())
+        .map_err(|source| ObjectError {
+            verb: "apply",
+            kind,
+            name,
+            source,
+        })
 }

@@ -244,13 +244,16 @@ async fn reconcile_once(
     let write = |status: EtcdBackupStatus| {
         let (api, name, namespace) = (api.clone(), name.clone(), namespace.clone());
         async move {
-            apply_status(&api, &name, FIELD_MANAGER, &status)
-                .await
-                .map_err(|e| ReconcileError::StatusWrite {
-                    namespace,
-                    name,
-                    source: Box::new(e),
-                })
+            failpoint::around(
+                "backup.status",
+                apply_status(&api, &name, FIELD_MANAGER, &status),
+            )
+            .await
+            .map_err(|e| ReconcileError::StatusWrite {
+                namespace,
+                name,
+                source: Box::new(e),
+            })
         }
     };
     let action = match step {
@@ -386,7 +389,12 @@ async fn run_backup(
     let deadline = tokio::time::Instant::now() + OUTCOME_WRITE_DEADLINE;
     let mut delay = Duration::from_millis(500);
     loop {
-        match apply_status(&api, &name, FIELD_MANAGER, &final_status).await {
+        match failpoint::around(
+            "backup.status_outcome",
+            apply_status(&api, &name, FIELD_MANAGER, &final_status),
+        )
+        .await
+        {
             Ok(_) => break,
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 tracing::info!(%namespace, %name, "backup deleted while running; outcome not recorded");

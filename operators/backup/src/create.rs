@@ -146,14 +146,16 @@ pub async fn create_backup(
     request: &CreateBackup,
 ) -> Result<Outcome, CreateError> {
     let api: Api<EtcdBackup> = Api::namespaced(client.clone(), &request.namespace);
-    let created = api
-        .create(&PostParams::default(), &scheduled_backup(request))
-        .await
-        .map_err(|e| CreateError::Create {
-            namespace: request.namespace.clone(),
-            cluster: request.cluster.clone(),
-            source: Box::new(e),
-        })?;
+    let created = failpoint::around(
+        "backup.backup_create",
+        api.create(&PostParams::default(), &scheduled_backup(request)),
+    )
+    .await
+    .map_err(|e| CreateError::Create {
+        namespace: request.namespace.clone(),
+        cluster: request.cluster.clone(),
+        source: Box::new(e),
+    })?;
     let name = created.metadata.name.clone().unwrap_or_default();
     tracing::info!(namespace = %request.namespace, %name, "created EtcdBackup");
     let mut outcome = Outcome {
@@ -251,19 +253,27 @@ pub async fn apply_retention(
                     source: Box::new(e),
                 })?;
             let s3 = s3_client(&target).await;
-            s3.delete_object()
-                .bucket(&object.bucket)
-                .key(&object.key)
-                .send()
-                .await
-                .map_err(|e| CreateError::DeleteObject {
-                    name: doomed.name.clone(),
-                    uri: format!("s3://{}/{}", object.bucket, object.key),
-                    detail: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-                })?;
+            failpoint::around(
+                "backup.retention_s3_delete",
+                s3.delete_object()
+                    .bucket(&object.bucket)
+                    .key(&object.key)
+                    .send(),
+            )
+            .await
+            .map_err(|e| CreateError::DeleteObject {
+                name: doomed.name.clone(),
+                uri: format!("s3://{}/{}", object.bucket, object.key),
+                detail: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+            })?;
             tracing::info!(name = %doomed.name, bucket = %object.bucket, key = %object.key, "deleted snapshot object");
         }
-        match api.delete(&doomed.name, &DeleteParams::default()).await {
+        match failpoint::around(
+            "backup.retention_backup_delete",
+            api.delete(&doomed.name, &DeleteParams::default()),
+        )
+        .await
+        {
             Ok(_) => tracing::info!(name = %doomed.name, "deleted EtcdBackup (retention)"),
             // Someone else deleted it meanwhile: the goal is reached.
             Err(kube::Error::Api(e)) if e.code == 404 => {}

@@ -110,6 +110,8 @@ async fn main() -> ExitCode {
         eprintln!("etcd-backup-operator: {error}");
         return ExitCode::from(2);
     }
+    // Says on stderr which failpoint ETCD_OPERATOR_FAILPOINT arms, if any (tests only).
+    failpoint::announce();
     let client = match kube::Client::try_default().await {
         Ok(client) => client,
         Err(error) => {

@@ -366,16 +366,19 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     if changed {
         let api: Api<EtcdCluster> =
             Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
-        apply_status(&api, &cluster.name_any(), build::FIELD_MANAGER, &status)
-            .await
-            .map_err(|source| ReconcileError::Status {
-                cluster: format!(
-                    "{}/{}",
-                    cluster.namespace().unwrap_or_default(),
-                    cluster.name_any()
-                ),
-                source,
-            })?;
+        failpoint::around(
+            "cluster.status",
+            apply_status(&api, &cluster.name_any(), build::FIELD_MANAGER, &status),
+        )
+        .await
+        .map_err(|source| ReconcileError::Status {
+            cluster: format!(
+                "{}/{}",
+                cluster.namespace().unwrap_or_default(),
+                cluster.name_any()
+            ),
+            source,
+        })?;
     }
     // A failed step is a Warning event when it is news (the status changed with it).
     if changed && let Some(failure) = &failure {

@@ -15,8 +15,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use operator_runtime::{apply_object, create_if_absent, delete_if_present};
 
 use crate::build::{self, InitialState, MemberPod};
 use crate::plan::{Action, PodReason};
@@ -174,12 +173,25 @@ impl Executor<'_> {
         let peer = self.built(build::peer_service(self.cluster))?;
         let client = self.built(build::client_service(self.cluster))?;
         let pdb = self.built(build::pod_disruption_budget(self.cluster, voters))?;
-        apply(&self.api::<Service>(), "Service", &peer).await?;
-        apply(&self.api::<Service>(), "Service", &client).await?;
-        apply(
-            &self.api::<PodDisruptionBudget>(),
-            "PodDisruptionBudget",
-            &pdb,
+        let services = self.api::<Service>();
+        failpoint::around(
+            "cluster.peer_service_apply",
+            apply_object(&services, "Service", build::FIELD_MANAGER, &peer),
+        )
+        .await?;
+        failpoint::around(
+            "cluster.client_service_apply",
+            apply_object(&services, "Service", build::FIELD_MANAGER, &client),
+        )
+        .await?;
+        failpoint::around(
+            "cluster.pdb_apply",
+            apply_object(
+                &self.api::<PodDisruptionBudget>(),
+                "PodDisruptionBudget",
+                build::FIELD_MANAGER,
+                &pdb,
+            ),
         )
         .await?;
         Ok(())
@@ -215,14 +227,17 @@ impl Executor<'_> {
             }
             let name = pvc.name_any();
             let patch = serde_json::json!({"metadata": {"ownerReferences": wanted}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|source| ExecError::Kube {
-                    verb: "patch",
-                    kind: "PersistentVolumeClaim",
-                    name,
-                    source,
-                })?;
+            failpoint::around(
+                "cluster.pvc_owner_patch",
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await
+            .map_err(|source| ExecError::Kube {
+                verb: "patch",
+                kind: "PersistentVolumeClaim",
+                name,
+                source,
+            })?;
         }
         Ok(())
     }
@@ -298,19 +313,25 @@ impl Executor<'_> {
             }
             Action::DeletePod { member }
             | Action::UpgradeMember { member, .. }
-            | Action::RollMember { member, .. } => delete(&self.api::<Pod>(), "Pod", member).await,
-            Action::SnapshotBeforeUpgrade { member, version } => {
-                // The PVC first: it tells the next Pod how to start even if this process stops
-                // between the two writes.
-                self.annotate_pvc(
-                    member,
-                    serde_json::json!({
-                        build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: version.to_string(),
-                        build::ANNOTATION_V2_WAL_CLEAN: null,
-                    }),
+            | Action::RollMember { member, .. }
+            | Action::SnapshotBeforeUpgrade { member, .. } => {
+                if let Action::SnapshotBeforeUpgrade { version, .. } = action {
+                    // The PVC first: it tells the next Pod how to start even if this process
+                    // stops between the two writes.
+                    self.annotate_pvc(
+                        member,
+                        serde_json::json!({
+                            build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE: version.to_string(),
+                            build::ANNOTATION_V2_WAL_CLEAN: null,
+                        }),
+                    )
+                    .await?;
+                }
+                Ok(failpoint::around(
+                    "cluster.pod_delete",
+                    delete_if_present(&self.api::<Pod>(), "Pod", member),
                 )
-                .await?;
-                delete(&self.api::<Pod>(), "Pod", member).await
+                .await?)
             }
             Action::MarkV2WalClean { member } => {
                 self.annotate_pvc(
@@ -328,16 +349,19 @@ impl Executor<'_> {
                 let patch = serde_json::json!({
                     "metadata": {"annotations": {build::ANNOTATION_CONFIG_HASH: hash}}
                 });
-                self.api::<Pod>()
-                    .patch(member, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ())
-                    .map_err(|source| ExecError::Kube {
-                        verb: "patch",
-                        kind: "Pod",
-                        name: member.clone(),
-                        source,
-                    })
+                failpoint::around(
+                    "cluster.pod_annotate",
+                    self.api::<Pod>()
+                        .patch(member, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch",
+                    kind: "Pod",
+                    name: member.clone(),
+                    source,
+                })
             }
             Action::DefragmentMember {
                 member, client_url, ..
@@ -376,25 +400,32 @@ impl Executor<'_> {
                 let patch = serde_json::json!({
                     "spec": {"resources": {"requests": {"storage": to}}}
                 });
-                self.api::<PersistentVolumeClaim>()
-                    .patch(pvc, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ())
-                    .map_err(|source| ExecError::Kube {
-                        verb: "patch",
-                        kind: "PersistentVolumeClaim",
-                        name: pvc.clone(),
-                        source,
-                    })
+                failpoint::around(
+                    "cluster.pvc_resize",
+                    self.api::<PersistentVolumeClaim>().patch(
+                        pvc,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    ),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch",
+                    kind: "PersistentVolumeClaim",
+                    name: pvc.clone(),
+                    source,
+                })
             }
-            Action::DeletePvc { name } => {
-                delete(
+            Action::DeletePvc { name } => Ok(failpoint::around(
+                "cluster.pvc_delete",
+                delete_if_present(
                     &self.api::<PersistentVolumeClaim>(),
                     "PersistentVolumeClaim",
                     name,
-                )
-                .await
-            }
+                ),
+            )
+            .await?),
             Action::Wait(_) | Action::Refuse(_) | Action::Converged => Ok(()),
         }
     }
@@ -406,16 +437,22 @@ impl Executor<'_> {
         annotations: serde_json::Value,
     ) -> Result<(), ExecError> {
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-        self.api::<PersistentVolumeClaim>()
-            .patch(member, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|source| ExecError::Kube {
-                verb: "patch",
-                kind: "PersistentVolumeClaim",
-                name: member.to_owned(),
-                source,
-            })
+        failpoint::around(
+            "cluster.pvc_annotate",
+            self.api::<PersistentVolumeClaim>().patch(
+                member,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            ),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| ExecError::Kube {
+            verb: "patch",
+            kind: "PersistentVolumeClaim",
+            name: member.to_owned(),
+            source,
+        })
     }
 
     /// Creates the member's PVC (if missing and `volume` allows it) before its Pod, so the Pod
@@ -431,7 +468,13 @@ impl Executor<'_> {
         let pvc = self.built(build::member_pvc(self.cluster, member))?;
         let api = self.api::<PersistentVolumeClaim>();
         match volume {
-            VolumeStep::Create => create(&api, "PersistentVolumeClaim", &pvc).await?,
+            VolumeStep::Create => {
+                failpoint::around(
+                    "cluster.pvc_create",
+                    create_if_absent(&api, "PersistentVolumeClaim", &pvc),
+                )
+                .await?
+            }
             VolumeStep::MustExist => {
                 let name = pvc.name_any();
                 let found = api.get_opt(&name).await.map_err(|source| ExecError::Kube {
@@ -461,7 +504,12 @@ impl Executor<'_> {
             .await?;
         }
         let pod = self.built(build::member_pod(self.cluster, pod))?;
-        create(&self.api::<Pod>(), "Pod", &pod).await
+        failpoint::around(
+            "cluster.pod_create",
+            create_if_absent(&self.api::<Pod>(), "Pod", &pod),
+        )
+        .await?;
+        Ok(())
     }
 
     async fn admin(&self, member: &str, step: &'static str) -> Result<EtcdAdmin, ExecError> {
@@ -481,38 +529,6 @@ impl Executor<'_> {
             source,
         }
     }
-}
-
-async fn create<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
-where
-    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
-    Ok(operator_runtime::create_if_absent(api, kind, object).await?)
-}
-
-async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<(), ExecError>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    Ok(operator_runtime::delete_if_present(api, kind, name).await?)
-}
-
-/// Server-side applies `object` under the operator's field manager.
-async fn apply<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
-where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    let params = PatchParams::apply(build::FIELD_MANAGER).force();
-    api.patch(&name, &params, &Patch::Apply(object))
-        .await
-        .map(|_| ())
-        .map_err(|source| ExecError::Kube {
-            verb: "apply",
-            kind,
-            name,
-            source,
-        })
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ async fn main() -> ExitCode {
         eprintln!("etcd-cluster-operator: --log-level: {e}");
         return ExitCode::from(2);
     }
+    // Says on stderr which failpoint ETCD_OPERATOR_FAILPOINT arms, if any (tests only).
+    failpoint::announce();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -121,9 +121,14 @@ impl Secrets {
     }
 
     /// Creates `secret`; if another writer created it first, theirs is returned.
-    async fn create(&self, secret: Secret) -> Result<Secret, TlsError> {
+    async fn create_or_get(&self, secret: Secret) -> Result<Secret, TlsError> {
         let name = secret.name_any();
-        match self.api.create(&PostParams::default(), &secret).await {
+        match failpoint::around(
+            "cluster.secret_create",
+            self.api.create(&PostParams::default(), &secret),
+        )
+        .await
+        {
             Ok(created) => Ok(created),
             Err(kube::Error::Api(status)) if status.code == 409 => self
                 .get(&name)
@@ -214,7 +219,7 @@ pub async fn prepare(
             None if known_members.is_empty() => {
                 let issued = certs::new_ca(&names, now)?;
                 let secret = build::tls_secret(cluster, &name, &issued, None)?;
-                let created = secrets.create(secret).await?;
+                let created = secrets.create_or_get(secret).await?;
                 ca = issued_of(&data_of(&created));
             }
             None => invalid.push(FieldError {
@@ -347,7 +352,7 @@ async fn ensure_operator_client(
         None => {
             let issued = certs::issue_operator_client(ca, names, now)?;
             let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
-            secrets.create(secret).await?
+            secrets.create_or_get(secret).await?
         }
     };
     let data = data_of(&secret);
@@ -378,7 +383,7 @@ pub async fn ensure_member_secret(
         None => {
             let issued = certs::issue_member(ca, &names, member, now)?;
             let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
-            secrets.create(secret).await?
+            secrets.create_or_get(secret).await?
         }
     };
     let problems = certs::check_secret(

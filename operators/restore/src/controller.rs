@@ -190,9 +190,12 @@ async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, 
     if status_changed(&previous, &status) {
         let api: Api<EtcdRestore> =
             Api::namespaced(ctx.client.clone(), &restore.namespace().unwrap_or_default());
-        current = apply_status(&api, &restore.name_any(), FIELD_MANAGER, &status)
-            .await
-            .map_err(ReconcileError::Status)?;
+        current = failpoint::around(
+            "restore.status",
+            apply_status(&api, &restore.name_any(), FIELD_MANAGER, &status),
+        )
+        .await
+        .map_err(ReconcileError::Status)?;
         ctx.metrics.observe(&current, Timestamp::now());
     }
     let executor = Executor {

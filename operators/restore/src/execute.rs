@@ -6,8 +6,7 @@ use etcd_api::{EtcdCluster, EtcdRestore};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use operator_runtime::{create_if_absent, delete_if_present};
 
 use crate::build::{self, SeedBuildError};
 use crate::plan::{FINALIZER, Snapshot, Step};
@@ -111,24 +110,39 @@ impl Executor<'_> {
                 let namespace = self.namespace();
                 let cluster = build::new_cluster(self.restore, &namespace)
                     .ok_or_else(|| ExecError::Missing("spec.clusterSpec is not set".to_owned()))?;
-                create(&self.api::<EtcdCluster>(), "EtcdCluster", &cluster).await
+                failpoint::around(
+                    "restore.cluster_create",
+                    create_if_absent(&self.api::<EtcdCluster>(), "EtcdCluster", &cluster),
+                )
+                .await?;
+                Ok(())
             }
             Step::Hold => self.annotate(Some(self.restore.name_any())).await,
             Step::Release => self.annotate(None).await,
             Step::RetainPvc { name } => {
                 let patch = build::retain_patch(&self.restore.name_any());
-                self.api::<PersistentVolumeClaim>()
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ())
-                    .map_err(|source| ExecError::Kube {
-                        verb: "label",
-                        kind: "PersistentVolumeClaim",
-                        name: name.clone(),
-                        source,
-                    })
+                let pvcs = self.api::<PersistentVolumeClaim>();
+                failpoint::around(
+                    "restore.pvc_retain",
+                    pvcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|source| ExecError::Kube {
+                    verb: "label",
+                    kind: "PersistentVolumeClaim",
+                    name: name.clone(),
+                    source,
+                })
             }
-            Step::DeleteOldPod { name } => delete(&self.api::<Pod>(), "Pod", name).await,
+            Step::DeleteOldPod { name } => {
+                failpoint::around(
+                    "restore.old_pod_delete",
+                    delete_if_present(&self.api::<Pod>(), "Pod", name),
+                )
+                .await?;
+                Ok(())
+            }
             Step::AdmitSeed => {
                 let seed = self.seed()?;
                 // Serialized as Kubernetes writes times (RFC 3339, whole seconds).
@@ -136,29 +150,36 @@ impl Executor<'_> {
                     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
                 )
                 .unwrap_or_default();
-                self.api::<Pod>()
-                    .patch_status(
+                let pods = self.api::<Pod>();
+                failpoint::around(
+                    "restore.seed_admit",
+                    pods.patch_status(
                         &seed,
                         &PatchParams::default(),
                         &Patch::Strategic(build::admit_patch(&now)),
-                    )
-                    .await
-                    .map(|_| ())
-                    .map_err(|source| ExecError::Kube {
-                        verb: "patch status of",
-                        kind: "Pod",
-                        name: seed,
-                        source,
-                    })
+                    ),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch status of",
+                    kind: "Pod",
+                    name: seed,
+                    source,
+                })
             }
             Step::CreateSeedPvc => {
                 let pvc = build::seed_pvc(self.cluster()?, self.restore, &self.seed()?)?;
-                create(
-                    &self.api::<PersistentVolumeClaim>(),
-                    "PersistentVolumeClaim",
-                    &pvc,
+                failpoint::around(
+                    "restore.seed_pvc_create",
+                    create_if_absent(
+                        &self.api::<PersistentVolumeClaim>(),
+                        "PersistentVolumeClaim",
+                        &pvc,
+                    ),
                 )
-                .await
+                .await?;
+                Ok(())
             }
             Step::CreateSeedPod => {
                 let snapshot = self
@@ -176,17 +197,34 @@ impl Executor<'_> {
                     self.seed_service_account,
                     self.seed_image_pull_secrets,
                 );
-                create(&self.api::<Pod>(), "Pod", &pod).await
+                failpoint::around(
+                    "restore.seed_pod_create",
+                    create_if_absent(&self.api::<Pod>(), "Pod", &pod),
+                )
+                .await?;
+                Ok(())
             }
-            Step::DeleteSeedPod => delete(&self.api::<Pod>(), "Pod", &self.seed()?).await,
+            Step::DeleteSeedPod => {
+                let seed = self.seed()?;
+                failpoint::around(
+                    "restore.seed_pod_delete",
+                    delete_if_present(&self.api::<Pod>(), "Pod", &seed),
+                )
+                .await?;
+                Ok(())
+            }
             Step::DeleteSeedPvc => {
                 let seed = self.seed()?;
-                delete(
-                    &self.api::<PersistentVolumeClaim>(),
-                    "PersistentVolumeClaim",
-                    &seed,
+                failpoint::around(
+                    "restore.seed_pvc_delete",
+                    delete_if_present(
+                        &self.api::<PersistentVolumeClaim>(),
+                        "PersistentVolumeClaim",
+                        &seed,
+                    ),
                 )
-                .await
+                .await?;
+                Ok(())
             }
             Step::AddFinalizer | Step::RemoveFinalizer => {
                 self.set_finalizer(matches!(step, Step::AddFinalizer)).await
@@ -221,10 +259,12 @@ impl Executor<'_> {
             "finalizers": finalizers,
             "resourceVersion": self.restore.resource_version(),
         }});
-        match self
-            .api::<EtcdRestore>()
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
+        let restores = self.api::<EtcdRestore>();
+        match failpoint::around(
+            "restore.finalizer_patch",
+            restores.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
         {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 && !present => Ok(()),
@@ -243,11 +283,16 @@ impl Executor<'_> {
             .cluster
             .and_then(|c| c.metadata.resource_version.as_deref());
         let patch = build::hold_patch(value.as_deref(), observed_version);
-        match self
-            .api::<EtcdCluster>()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let clusters = self.api::<EtcdCluster>();
+        let params = PatchParams::default();
+        let patch = Patch::Merge(&patch);
+        // One failpoint per step: the hold and the release are the same call.
+        let result = if value.is_some() {
+            failpoint::around("restore.hold", clusters.patch(name, &params, &patch)).await
+        } else {
+            failpoint::around("restore.release", clusters.patch(name, &params, &patch)).await
+        };
+        match result {
             Ok(_) => Ok(()),
             // Releasing a cluster that is gone: nothing is held.
             Err(kube::Error::Api(e)) if e.code == 404 && value.is_none() => Ok(()),
@@ -259,18 +304,4 @@ impl Executor<'_> {
             }),
         }
     }
-}
-
-async fn create<K>(api: &Api<K>, kind: &'static str, object: &K) -> Result<(), ExecError>
-where
-    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
-    Ok(operator_runtime::create_if_absent(api, kind, object).await?)
-}
-
-async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<(), ExecError>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    Ok(operator_runtime::delete_if_present(api, kind, name).await?)
 }

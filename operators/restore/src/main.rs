@@ -127,6 +127,8 @@ async fn main() -> ExitCode {
         eprintln!("etcd-restore-operator: {error}");
         return ExitCode::from(2);
     }
+    // Says on stderr which failpoint ETCD_OPERATOR_FAILPOINT arms, if any (tests only).
+    failpoint::announce();
     match cli.command {
         Command::Run(args) => run(args).await,
         Command::PrepareSeed(args) => prepare(args.into()).await,
