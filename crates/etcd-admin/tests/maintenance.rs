@@ -37,14 +37,24 @@ async fn no_space_is_cleared_by_compaction_defragmentation_and_disarm() {
         }
     };
     assert!(refusal.contains("database space exceeded"), "{refusal}");
-    let view = observe(&endpoints, TIMEOUT).await;
-    let statuses: Vec<_> = view.statuses.values().map(|s| s.clone().unwrap()).collect();
-    assert!(
-        statuses
+    // The alarm goes through raft: a member reports it once it applied that entry (seen: the
+    // leader two entries behind right after the refusal), so wait until every member does.
+    let alarmed_since = Instant::now();
+    let statuses = loop {
+        let view = observe(&endpoints, TIMEOUT).await;
+        let statuses: Vec<_> = view.statuses.values().map(|s| s.clone().unwrap()).collect();
+        if statuses
             .iter()
-            .all(|s| s.alarms().iter().any(|a| a.kind == "NOSPACE")),
-        "{statuses:#?}"
-    );
+            .all(|s| s.alarms().iter().any(|a| a.kind == "NOSPACE"))
+        {
+            break statuses;
+        }
+        assert!(
+            alarmed_since.elapsed() < Duration::from_secs(15),
+            "not every member reports NOSPACE: {statuses:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert!(
         statuses.iter().all(|s| s.db_size_quota == QUOTA),
         "{statuses:#?}"
