@@ -79,6 +79,21 @@ impl From<operator_runtime::ObjectError> for ExecError {
 }
 
 impl ExecError {
+    /// Maps a failed Kubernetes call on the object `kind`/`name` (`verb` as RBAC names it).
+    fn kube(
+        verb: &'static str,
+        kind: &'static str,
+        name: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> ExecError {
+        let name = name.into();
+        move |source| ExecError::Kube {
+            verb,
+            kind,
+            name,
+            source,
+        }
+    }
+
     /// PascalCase cause, for metrics and events.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -356,12 +371,7 @@ impl Executor<'_> {
                 )
                 .await
                 .map(|_| ())
-                .map_err(|source| ExecError::Kube {
-                    verb: "patch",
-                    kind: "Pod",
-                    name: member.clone(),
-                    source,
-                })
+                .map_err(ExecError::kube("patch", "Pod", member.as_str()))
             }
             Action::DefragmentMember {
                 member, client_url, ..
@@ -410,12 +420,11 @@ impl Executor<'_> {
                 )
                 .await
                 .map(|_| ())
-                .map_err(|source| ExecError::Kube {
-                    verb: "patch",
-                    kind: "PersistentVolumeClaim",
-                    name: pvc.clone(),
-                    source,
-                })
+                .map_err(ExecError::kube(
+                    "patch",
+                    "PersistentVolumeClaim",
+                    pvc.as_str(),
+                ))
             }
             Action::DeletePvc { name } => Ok(failpoint::around(
                 "cluster.pvc_delete",
@@ -447,12 +456,7 @@ impl Executor<'_> {
         )
         .await
         .map(|_| ())
-        .map_err(|source| ExecError::Kube {
-            verb: "patch",
-            kind: "PersistentVolumeClaim",
-            name: member.to_owned(),
-            source,
-        })
+        .map_err(ExecError::kube("patch", "PersistentVolumeClaim", member))
     }
 
     /// Creates the member's PVC (if missing and `volume` allows it) before its Pod, so the Pod
@@ -477,12 +481,11 @@ impl Executor<'_> {
             }
             VolumeStep::MustExist => {
                 let name = pvc.name_any();
-                let found = api.get_opt(&name).await.map_err(|source| ExecError::Kube {
-                    verb: "get",
-                    kind: "PersistentVolumeClaim",
-                    name: name.clone(),
-                    source,
-                })?;
+                let found = api.get_opt(&name).await.map_err(ExecError::kube(
+                    "get",
+                    "PersistentVolumeClaim",
+                    name.as_str(),
+                ))?;
                 if found.is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
                     return Err(ExecError::VolumeMissing {
                         member: member.to_owned(),
