@@ -52,6 +52,9 @@ pub struct Context {
     pub compactions: crate::observe::Compactions,
     /// Prometheus series (served by the probe server).
     pub metrics: Metrics,
+    /// Lifetime of the member and client certificates the operator issues (renewed with a
+    /// third of it left).
+    pub certificate_validity: time::Duration,
 }
 
 /// A failed reconcile.
@@ -199,12 +202,23 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let mut with_volume: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
     with_volume.sort();
     with_volume.dedup();
+    // Pods an older operator built, without the certificate hash: adopted before any renewal.
+    let unadopted: Vec<String> = kube
+        .pods
+        .iter()
+        .filter(|(_, pod)| !pod.annotations().contains_key(build::ANNOTATION_TLS_HASH))
+        .map(|(member, _)| member.clone())
+        .collect();
     let (tls, tls_refusal) = match crate::tls::prepare(
         &ctx.client,
         cluster,
-        &known_members,
-        &with_volume,
+        &crate::tls::MemberSets {
+            known: &known_members,
+            with_volume: &with_volume,
+            unadopted: &unadopted,
+        },
         time::OffsetDateTime::now_utc(),
+        ctx.certificate_validity,
     )
     .await?
     {
@@ -221,6 +235,27 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         view = observe::observe_etcd(&all, ctx.etcd_timeout, etcd_tls).await;
     }
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    observed.tls_hashes = kube
+        .pods
+        .keys()
+        .filter_map(|member| {
+            build::member_tls_hash(cluster, member, &tls.secret_digests)
+                .map(|hash| (member.clone(), hash))
+        })
+        .collect();
+    for secret in &tls.renewed {
+        info!(secret, "renewed a certificate");
+        ctx.events
+            .normal(
+                &cluster.object_ref(&()),
+                status::reasons::CERTIFICATE_RENEWED,
+                format!(
+                    "Renewed the certificate in Secret {secret} (a third of its lifetime was \
+                     left); members that mount it are rolled one at a time"
+                ),
+            )
+            .await;
+    }
     observed.cluster_version =
         observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
     observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;

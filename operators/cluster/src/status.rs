@@ -106,6 +106,8 @@ pub mod reasons {
     pub const V2_WAL_CLEAN: &str = "V2WalClean";
     /// Event: the configuration hash was recorded on a Pod an older release built without one.
     pub const MEMBER_POD_ADOPTED: &str = "MemberPodAdopted";
+    /// An operator-managed certificate was re-issued before its expiry.
+    pub const CERTIFICATE_RENEWED: &str = "CertificateRenewed";
     /// Event: a released PVC was deleted.
     pub const PVC_DELETED: &str = "PvcDeleted";
     /// Progressing, event: a member's database is defragmented.
@@ -391,12 +393,28 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::V2_WAL_CLEAN,
             format!("Member {member} saved a v2 snapshot: it can move to etcd 3.6"),
         ),
-        Action::AdoptPod { member, hash } => normal(
+        Action::AdoptPod {
+            member,
+            hash,
+            tls_hash,
+        } => normal(
             reasons::MEMBER_POD_ADOPTED,
             format!(
-                "Recorded configuration hash {hash} on Pod {member}, built by an operator release \
-                 that did not record one; not restarted: a later change of spec.pod or \
-                 spec.etcdOptions rolls it"
+                "Recorded {} on Pod {member}, built by an operator release that did not record \
+                 it; not restarted: a later change of spec.pod or spec.etcdOptions{} rolls it",
+                [
+                    hash.as_ref().map(|h| format!("configuration hash {h}")),
+                    tls_hash.as_ref().map(|h| format!("certificate hash {h}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" and "),
+                if tls_hash.is_some() {
+                    " or of its certificate Secrets"
+                } else {
+                    ""
+                }
             ),
         ),
         Action::DefragmentMember {

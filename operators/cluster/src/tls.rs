@@ -5,6 +5,13 @@
 //!
 //! A Secret that is missing or wrong is reported as a refusal naming the Secret and the problem
 //! ([`Prepared::Invalid`]): nothing is created, deleted or restarted until it is fixed.
+//!
+//! Renewal: an operator-managed member or client certificate with less than a third of its
+//! lifetime left ([`certs::renewal_due`]) is re-issued in place (same Secret, same key names).
+//! The operator reads its own client certificate on every reconcile; a member gets its new
+//! certificate through a roll: its Pod records [`build::member_tls_hash`] of the Secrets it
+//! mounted, and the planner rolls, one at a time and quorum-gated, every member whose Secrets
+//! changed since.
 
 use std::collections::BTreeMap;
 
@@ -17,7 +24,7 @@ use etcd_api::validation::FieldError;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use time::OffsetDateTime;
+use time::{Duration, OffsetDateTime};
 
 use crate::build;
 use crate::certs::{self, CertProblem, IssueError, Issued, Use};
@@ -30,6 +37,13 @@ pub struct ClusterTls {
     pub etcd: Option<ClientTls>,
     /// The CA that issues member certificates, when some side is operator-managed.
     pub ca: Option<Issued>,
+    /// Lifetime of the certificates the operator issues (with [`Self::ca`]).
+    pub leaf_validity: Duration,
+    /// [`build::secret_digest`] of the certificate Secrets members mount, by Secret name: the
+    /// Secrets you provide and the member Secrets of members with a Pod or PVC.
+    pub secret_digests: BTreeMap<String, String>,
+    /// Secrets whose certificate this reconcile renewed (for an event each).
+    pub renewed: Vec<String>,
 }
 
 /// The outcome of [`prepare`].
@@ -47,7 +61,7 @@ pub enum TlsError {
     /// An API call on a Secret failed.
     #[error("{verb} Secret {name}: {source}")]
     Kube {
-        /// get or create.
+        /// get, create or replace.
         verb: &'static str,
         /// namespace/name.
         name: String,
@@ -144,6 +158,37 @@ impl Secrets {
             }),
         }
     }
+
+    /// Replaces `old`'s data with `issued` (a renewal). The resourceVersion of `old` makes a
+    /// concurrent writer's change fail this one (409), to be looked at again next reconcile.
+    async fn renew(
+        &self,
+        cluster: &EtcdCluster,
+        old: &Secret,
+        issued: &Issued,
+        ca_pem: &str,
+    ) -> Result<Secret, TlsError> {
+        let name = old.name_any();
+        let mut secret = build::tls_secret(cluster, &name, issued, Some(ca_pem))?;
+        secret.metadata.resource_version = old.metadata.resource_version.clone();
+        failpoint::around(
+            "cluster.secret_replace",
+            self.api.replace(&name, &PostParams::default(), &secret),
+        )
+        .await
+        .map_err(|source| TlsError::Kube {
+            verb: "replace",
+            name: self.id(&name),
+            source,
+        })
+    }
+}
+
+/// Whether an operator-managed certificate Secret must be re-issued at `now`: a third of its
+/// lifetime or less left, or not readable as a certificate.
+pub fn needs_renewal(data: &BTreeMap<String, Vec<u8>>, now: OffsetDateTime) -> bool {
+    data.get(secret_keys::CERT)
+        .is_none_or(|cert| certs::renewal_due(&String::from_utf8_lossy(cert), now))
 }
 
 fn secrets(client: &kube::Client, cluster: &EtcdCluster) -> Secrets {
@@ -170,14 +215,22 @@ pub fn hosts_to_cover(names: &ClusterName, known_members: &[String], size: i32) 
 /// the certificate of every member in `with_volume`. `known_members`: every member name with a
 /// Pod, a PVC or an etcd entry; `with_volume`: those with a Pod or PVC (a restore's seed gets its
 /// certificate this way: the restore operator creates its PVC, then its Pod, which waits for the
-/// Secret; the restore operator writes no Secret).
+/// Secret; the restore operator writes no Secret). Certificates due for renewal are re-issued
+/// with `leaf_validity`, but not those of members in `unadopted` (a Pod an older operator
+/// built, without [`build::ANNOTATION_TLS_HASH`]: the planner records the hash first, so the
+/// renewal that follows rolls it).
 pub async fn prepare(
     client: &kube::Client,
     cluster: &EtcdCluster,
-    known_members: &[String],
-    with_volume: &[String],
+    members: &MemberSets<'_>,
     now: OffsetDateTime,
+    leaf_validity: Duration,
 ) -> Result<Prepared, TlsError> {
+    let MemberSets {
+        known: known_members,
+        with_volume,
+        unadopted,
+    } = *members;
     let Some(tls) = &cluster.spec.tls else {
         return Ok(Prepared::Ready(ClusterTls::default()));
     };
@@ -277,13 +330,27 @@ pub async fn prepare(
             }
         }
     }
+    let mut secret_digests: BTreeMap<String, String> = read
+        .iter()
+        .map(|(name, data)| (name.clone(), build::secret_digest(data)))
+        .collect();
+    let mut renewed = Vec::new();
     // How the operator itself connects.
     let mut etcd = None;
     if let Some(operator) = cluster.operator_client_secret() {
         let managed = tls.client.as_ref().is_some_and(|c| c.secret_ref.is_none());
         if managed {
             if let Some(ca) = &ca {
-                let data = ensure_operator_client(&secrets, cluster, &names, ca, now).await?;
+                let data = ensure_operator_client(
+                    &secrets,
+                    cluster,
+                    &names,
+                    ca,
+                    now,
+                    leaf_validity,
+                    &mut renewed,
+                )
+                .await?;
                 etcd = ClientTls::from_secret_data(&data, true).ok();
             }
         } else if let Some(data) = read.get(&operator.name) {
@@ -295,10 +362,46 @@ pub async fn prepare(
     }
     if let Some(ca) = &ca {
         for member in with_volume {
-            ensure_member_secret(client, cluster, ca, member, now).await?;
+            let renewal = if unadopted.contains(member) {
+                Renewal::Never
+            } else {
+                Renewal::WhenDue(leaf_validity)
+            };
+            let (name, data, was_renewed) =
+                ensure_member_secret(client, cluster, ca, member, now, renewal).await?;
+            if was_renewed {
+                renewed.push(name.clone());
+            }
+            secret_digests.insert(name, build::secret_digest(&data));
         }
     }
-    Ok(Prepared::Ready(ClusterTls { etcd, ca }))
+    Ok(Prepared::Ready(ClusterTls {
+        etcd,
+        ca,
+        leaf_validity,
+        secret_digests,
+        renewed,
+    }))
+}
+
+/// The members [`prepare`] looks at, by name.
+#[derive(Clone, Copy, Debug)]
+pub struct MemberSets<'a> {
+    /// Every member with a Pod, a PVC or an etcd entry.
+    pub known: &'a [String],
+    /// Those with a Pod or a PVC: their certificate Secret is ensured.
+    pub with_volume: &'a [String],
+    /// Those whose Pod has no [`build::ANNOTATION_TLS_HASH`] yet: not renewed before adoption.
+    pub unadopted: &'a [String],
+}
+
+/// Whether [`ensure_member_secret`] may re-issue a certificate there is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// When [`needs_renewal`], with this lifetime (also the lifetime of a new one).
+    WhenDue(Duration),
+    /// Not now (a missing Secret is still created, with [`certs::LEAF_VALIDITY`]).
+    Never,
 }
 
 /// How another operator (restore) reaches the cluster's client port: read from the Secret the
@@ -345,12 +448,23 @@ async fn ensure_operator_client(
     names: &ClusterName,
     ca: &Issued,
     now: OffsetDateTime,
+    validity: Duration,
+    renewed: &mut Vec<String>,
 ) -> Result<BTreeMap<String, Vec<u8>>, TlsError> {
     let name = operator_client_secret_name(&names.name);
     let secret = match secrets.get(&name).await? {
+        // The operators read it on every call: renewing needs no restart of anything.
+        Some(secret) if needs_renewal(&data_of(&secret), now) => {
+            let issued = certs::issue_operator_client(ca, names, now, validity)?;
+            let secret = secrets
+                .renew(cluster, &secret, &issued, &ca.cert_pem)
+                .await?;
+            renewed.push(name.clone());
+            secret
+        }
         Some(secret) => secret,
         None => {
-            let issued = certs::issue_operator_client(ca, names, now)?;
+            let issued = certs::issue_operator_client(ca, names, now, validity)?;
             let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
             secrets.create_or_get(secret).await?
         }
@@ -367,32 +481,43 @@ async fn ensure_operator_client(
 }
 
 /// Creates `member`'s certificate Secret if it is missing (before its Pod, which mounts it),
-/// and checks the one there is.
+/// renews the one there is when `renewal` allows and it is due, and checks it. Returns the
+/// Secret's name and data, and whether it was renewed.
 pub async fn ensure_member_secret(
     client: &kube::Client,
     cluster: &EtcdCluster,
     ca: &Issued,
     member: &str,
     now: OffsetDateTime,
-) -> Result<(), TlsError> {
+    renewal: Renewal,
+) -> Result<(String, BTreeMap<String, Vec<u8>>, bool), TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let secrets = secrets(client, cluster);
     let name = member_secret_name(member);
-    let secret = match secrets.get(&name).await? {
-        Some(secret) => secret,
-        None => {
-            let issued = certs::issue_member(ca, &names, member, now)?;
+    let mut renewed = false;
+    let secret = match (secrets.get(&name).await?, renewal) {
+        (Some(secret), Renewal::WhenDue(validity)) if needs_renewal(&data_of(&secret), now) => {
+            let issued = certs::issue_member(ca, &names, member, now, validity)?;
+            renewed = true;
+            secrets
+                .renew(cluster, &secret, &issued, &ca.cert_pem)
+                .await?
+        }
+        (Some(secret), _) => secret,
+        (None, renewal) => {
+            let validity = match renewal {
+                Renewal::WhenDue(validity) => validity,
+                Renewal::Never => certs::LEAF_VALIDITY,
+            };
+            let issued = certs::issue_member(ca, &names, member, now, validity)?;
             let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
             secrets.create_or_get(secret).await?
         }
     };
-    let problems = certs::check_secret(
-        &data_of(&secret),
-        &Use::Peer(vec![names.member_host(member)]),
-        now,
-    );
+    let data = data_of(&secret);
+    let problems = certs::check_secret(&data, &Use::Peer(vec![names.member_host(member)]), now);
     if problems.is_empty() {
-        Ok(())
+        Ok((name, data, renewed))
     } else {
         Err(TlsError::BadManagedSecret {
             name: secrets.id(&name),
