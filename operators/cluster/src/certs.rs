@@ -114,8 +114,15 @@ fn params(
 pub fn new_ca(names: &ClusterName, now: OffsetDateTime) -> Result<Issued, IssueError> {
     let what = format!("the CA of {}/{}", names.namespace, names.name);
     let key = KeyPair::generate().map_err(issue_err(&what))?;
+    // The issuance time in the name: during a rotation two CAs of the cluster are trusted at
+    // once, and verifiers look issuers up by subject name.
     let mut params = params(
-        &format!("etcd-ca {}/{}", names.namespace, names.name),
+        &format!(
+            "etcd-ca {}/{} {}",
+            names.namespace,
+            names.name,
+            now.unix_timestamp()
+        ),
         now,
         CA_VALIDITY,
     )

@@ -202,27 +202,20 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let mut with_volume: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
     with_volume.sort();
     with_volume.dedup();
-    // Pods an older operator built, without the certificate hash: adopted before any renewal.
-    let unadopted: Vec<String> = kube
-        .pods
-        .iter()
-        .filter(|(_, pod)| !pod.annotations().contains_key(build::ANNOTATION_TLS_HASH))
-        .map(|(member, _)| member.clone())
-        .collect();
     let (tls, tls_refusal) = match crate::tls::prepare(
         &ctx.client,
         cluster,
         &crate::tls::MemberSets {
             known: &known_members,
             with_volume: &with_volume,
-            unadopted: &unadopted,
+            pods: &kube.pods,
         },
         time::OffsetDateTime::now_utc(),
         ctx.certificate_validity,
     )
     .await?
     {
-        crate::tls::Prepared::Ready(tls) => (tls, None),
+        crate::tls::Prepared::Ready(tls) => (*tls, None),
         crate::tls::Prepared::Invalid(errors) => (crate::tls::ClusterTls::default(), Some(errors)),
     };
     let etcd_tls = tls.etcd.as_ref();
@@ -243,17 +236,10 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
                 .map(|hash| (member.clone(), hash))
         })
         .collect();
-    for secret in &tls.renewed {
-        info!(secret, "renewed a certificate");
+    for (reason, note) in &tls.changes {
+        info!(reason, note, "certificate Secrets changed");
         ctx.events
-            .normal(
-                &cluster.object_ref(&()),
-                status::reasons::CERTIFICATE_RENEWED,
-                format!(
-                    "Renewed the certificate in Secret {secret} (a third of its lifetime was \
-                     left); members that mount it are rolled one at a time"
-                ),
-            )
+            .normal(&cluster.object_ref(&()), reason, note.clone())
             .await;
     }
     observed.cluster_version =

@@ -106,8 +106,6 @@ pub mod reasons {
     pub const V2_WAL_CLEAN: &str = "V2WalClean";
     /// Event: the configuration hash was recorded on a Pod an older release built without one.
     pub const MEMBER_POD_ADOPTED: &str = "MemberPodAdopted";
-    /// An operator-managed certificate was re-issued before its expiry.
-    pub const CERTIFICATE_RENEWED: &str = "CertificateRenewed";
     /// Event: a released PVC was deleted.
     pub const PVC_DELETED: &str = "PvcDeleted";
     /// Progressing, event: a member's database is defragmented.

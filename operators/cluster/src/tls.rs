@@ -12,6 +12,12 @@
 //! certificate through a roll: its Pod records [`build::member_tls_hash`] of the Secrets it
 //! mounted, and the planner rolls, one at a time and quorum-gated, every member whose Secrets
 //! changed since.
+//!
+//! CA rotation ([`crate::plan::ca_rotation`]): the CA Secret records the phase; each pass
+//! brings every member Secret and the operators' client Secret to it (trust bundle in
+//! `ca.crt`, certificate issued by the issuing CA), and advances the phase once every member
+//! rolled onto the current one. Requested by setting the EtcdCluster annotation
+//! [`ROTATE_CA_ANNOTATION`] to a new value, or by the CA nearing expiry.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +27,8 @@ use etcd_api::tls::{
     ca_secret_name, member_secret_name, operator_client_secret_name, operator_managed, secret_keys,
 };
 use etcd_api::validation::FieldError;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use time::{Duration, OffsetDateTime};
@@ -29,6 +36,150 @@ use time::{Duration, OffsetDateTime};
 use crate::build;
 use crate::certs::{self, CertProblem, IssueError, Issued, Use};
 use crate::naming::ClusterName;
+use crate::plan::ca_rotation::{self, CaPhase, CaStep, MemberCerts};
+
+/// EtcdCluster annotation: set it to a new value (a date, a ticket) to rotate the
+/// operator-managed CA. The value served last is recorded in the CA Secret; setting the same
+/// value again does nothing.
+pub const ROTATE_CA_ANNOTATION: &str = "etcd.operator.rs/rotate-ca";
+
+/// Keys of the operator-managed CA Secret beyond `tls.crt`/`tls.key` (the issuing CA) and
+/// `ca.crt` (the CAs members trust; absent in Secrets written before rotation existed: then
+/// `tls.crt` alone).
+mod ca_keys {
+    /// During the `Trusting` phase: the next CA, trusted but not issuing yet.
+    pub const NEXT_CERT: &str = "next.crt";
+    /// Its key.
+    pub const NEXT_KEY: &str = "next.key";
+    /// During the `Issuing` phase: the previous CA, still trusted.
+    pub const PREVIOUS_CERT: &str = "previous.crt";
+    /// The value of [`super::ROTATE_CA_ANNOTATION`] last served.
+    pub const ROTATION_REQUEST: &str = "rotation-request";
+}
+
+/// The operator-managed CA as its Secret records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedCa {
+    /// The CA that issues member and client certificates.
+    pub issuing: Issued,
+    /// The CA certificates members and the operators trust (PEM bundle), written as every
+    /// member's `ca.crt`.
+    pub trust_pem: String,
+    /// `Trusting`: the next CA.
+    pub next: Option<Issued>,
+    /// `Issuing`: the previous CA's certificate.
+    pub previous_pem: Option<String>,
+    /// The rotation request served last.
+    pub served_request: Option<String>,
+}
+
+impl ManagedCa {
+    /// A CA that was never rotated.
+    pub fn new(issuing: Issued) -> Self {
+        ManagedCa {
+            trust_pem: issuing.cert_pem.clone(),
+            issuing,
+            next: None,
+            previous_pem: None,
+            served_request: None,
+        }
+    }
+
+    fn from_data(data: &BTreeMap<String, Vec<u8>>) -> Option<Self> {
+        let text = |key: &str| {
+            data.get(key)
+                .filter(|v| !v.is_empty())
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        let issuing = Issued {
+            cert_pem: text(secret_keys::CERT)?,
+            key_pem: text(secret_keys::KEY)?,
+        };
+        let next = match (text(ca_keys::NEXT_CERT), text(ca_keys::NEXT_KEY)) {
+            (Some(cert_pem), Some(key_pem)) => Some(Issued { cert_pem, key_pem }),
+            _ => None,
+        };
+        Some(ManagedCa {
+            trust_pem: text(secret_keys::CA).unwrap_or_else(|| issuing.cert_pem.clone()),
+            issuing,
+            next,
+            previous_pem: text(ca_keys::PREVIOUS_CERT),
+            served_request: text(ca_keys::ROTATION_REQUEST),
+        })
+    }
+
+    fn to_data(&self) -> BTreeMap<String, ByteString> {
+        let mut data = BTreeMap::new();
+        let mut put = |key: &str, value: &str| {
+            data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
+        };
+        put(secret_keys::CERT, &self.issuing.cert_pem);
+        put(secret_keys::KEY, &self.issuing.key_pem);
+        put(secret_keys::CA, &self.trust_pem);
+        if let Some(next) = &self.next {
+            put(ca_keys::NEXT_CERT, &next.cert_pem);
+            put(ca_keys::NEXT_KEY, &next.key_pem);
+        }
+        if let Some(previous) = &self.previous_pem {
+            put(ca_keys::PREVIOUS_CERT, previous);
+        }
+        if let Some(request) = &self.served_request {
+            put(ca_keys::ROTATION_REQUEST, request);
+        }
+        data
+    }
+
+    /// The rotation phase this Secret records.
+    pub fn phase(&self) -> CaPhase {
+        if self.next.is_some() {
+            CaPhase::Trusting
+        } else if self.previous_pem.is_some() {
+            CaPhase::Issuing
+        } else {
+            CaPhase::Stable
+        }
+    }
+
+    /// The CA after `step`; `next_ca` is the new CA [`CaStep::StartRotation`] introduces.
+    /// `None` when the step does not apply to this phase.
+    pub fn advanced(
+        &self,
+        step: CaStep,
+        next_ca: impl FnOnce() -> Result<Issued, IssueError>,
+        request: Option<&str>,
+    ) -> Result<Option<ManagedCa>, IssueError> {
+        let bundle = |a: &str, b: &str| format!("{}\n{}\n", a.trim_end(), b.trim_end());
+        Ok(match (step, self.phase()) {
+            (CaStep::StartRotation, CaPhase::Stable) => {
+                let next = next_ca()?;
+                Some(ManagedCa {
+                    issuing: self.issuing.clone(),
+                    trust_pem: bundle(&self.issuing.cert_pem, &next.cert_pem),
+                    next: Some(next),
+                    previous_pem: None,
+                    served_request: request
+                        .map(str::to_owned)
+                        .or_else(|| self.served_request.clone()),
+                })
+            }
+            (CaStep::SwitchIssuer, CaPhase::Trusting) => self.next.clone().map(|next| ManagedCa {
+                trust_pem: bundle(&self.issuing.cert_pem, &next.cert_pem),
+                previous_pem: Some(self.issuing.cert_pem.clone()),
+                issuing: next,
+                next: None,
+                served_request: self.served_request.clone(),
+            }),
+            (CaStep::DropPrevious, CaPhase::Issuing) => Some(ManagedCa {
+                trust_pem: self.issuing.cert_pem.clone(),
+                issuing: self.issuing.clone(),
+                next: None,
+                previous_pem: None,
+                served_request: self.served_request.clone(),
+            }),
+            _ => None,
+        })
+    }
+}
 
 /// What a reconcile needs of TLS.
 #[derive(Clone, Debug, Default)]
@@ -36,21 +187,26 @@ pub struct ClusterTls {
     /// How the operator reaches `https://` client URLs; `None` for plain HTTP.
     pub etcd: Option<ClientTls>,
     /// The CA that issues member certificates, when some side is operator-managed.
-    pub ca: Option<Issued>,
+    pub ca: Option<ManagedCa>,
     /// Lifetime of the certificates the operator issues (with [`Self::ca`]).
     pub leaf_validity: Duration,
     /// [`build::secret_digest`] of the certificate Secrets members mount, by Secret name: the
     /// Secrets you provide and the member Secrets of members with a Pod or PVC.
     pub secret_digests: BTreeMap<String, String>,
-    /// Secrets whose certificate this reconcile renewed (for an event each).
-    pub renewed: Vec<String>,
+    /// What this pass changed in the Secrets, as (event reason, note), for an event each.
+    pub changes: Vec<(&'static str, String)>,
 }
+
+/// Event reason of a renewed certificate.
+pub const CERTIFICATE_RENEWED: &str = "CertificateRenewed";
+/// Event reason of a CA rotation step.
+pub const CA_ROTATION: &str = "CARotation";
 
 /// The outcome of [`prepare`].
 #[derive(Debug)]
 pub enum Prepared {
     /// Usable (and for a cluster without TLS, empty).
-    Ready(ClusterTls),
+    Ready(Box<ClusterTls>),
     /// A Secret is missing or unusable: each error names the field, the Secret and why.
     Invalid(Vec<FieldError>),
 }
@@ -159,17 +315,22 @@ impl Secrets {
         }
     }
 
-    /// Replaces `old`'s data with `issued` (a renewal). The resourceVersion of `old` makes a
-    /// concurrent writer's change fail this one (409), to be looked at again next reconcile.
-    async fn renew(
+    /// Replaces `old`'s data with `issued` and `ca_pem` (a renewal, a new trust bundle), or
+    /// with `data` (the CA Secret). The resourceVersion of `old` makes a concurrent writer's
+    /// change fail this one (409), to be looked at again next reconcile.
+    async fn replace(
         &self,
         cluster: &EtcdCluster,
         old: &Secret,
         issued: &Issued,
-        ca_pem: &str,
+        ca_pem: Option<&str>,
+        data: Option<BTreeMap<String, ByteString>>,
     ) -> Result<Secret, TlsError> {
         let name = old.name_any();
-        let mut secret = build::tls_secret(cluster, &name, issued, Some(ca_pem))?;
+        let mut secret = build::tls_secret(cluster, &name, issued, ca_pem)?;
+        if data.is_some() {
+            secret.data = data;
+        }
         secret.metadata.resource_version = old.metadata.resource_version.clone();
         failpoint::around(
             "cluster.secret_replace",
@@ -184,11 +345,61 @@ impl Secrets {
     }
 }
 
-/// Whether an operator-managed certificate Secret must be re-issued at `now`: a third of its
-/// lifetime or less left, or not readable as a certificate.
-pub fn needs_renewal(data: &BTreeMap<String, Vec<u8>>, now: OffsetDateTime) -> bool {
-    data.get(secret_keys::CERT)
-        .is_none_or(|cert| certs::renewal_due(&String::from_utf8_lossy(cert), now))
+/// What an operator-managed certificate Secret needs at `now` to match `ca`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conformance {
+    /// Nothing.
+    Fine,
+    /// A new certificate: a third of its lifetime or less left, unreadable, or not issued by
+    /// the issuing CA (a CA rotation's `Issuing` phase).
+    Reissue,
+    /// The same certificate with the current trust bundle in `ca.crt`.
+    NewTrust,
+}
+
+/// Decides [`Conformance`] for a certificate Secret's data. Pure.
+pub fn conformance(
+    data: &BTreeMap<String, Vec<u8>>,
+    ca: &ManagedCa,
+    now: OffsetDateTime,
+) -> Conformance {
+    let text = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    match text(secret_keys::CERT) {
+        Some(cert)
+            if !certs::renewal_due(&cert, now) && certs::signed_by(&cert, &ca.issuing.cert_pem) =>
+        {
+            if text(secret_keys::CA).as_deref() == Some(ca.trust_pem.as_str()) {
+                Conformance::Fine
+            } else {
+                Conformance::NewTrust
+            }
+        }
+        _ => Conformance::Reissue,
+    }
+}
+
+/// The members' Pods, as far as a CA rotation goes: every member with a Pod or a PVC.
+fn member_certs(
+    cluster: &EtcdCluster,
+    with_volume: &[String],
+    pods: &BTreeMap<String, Pod>,
+    digests: &BTreeMap<String, String>,
+) -> Vec<MemberCerts> {
+    with_volume
+        .iter()
+        .map(|member| {
+            let pod = pods.get(member);
+            MemberCerts {
+                ready: pod.is_some_and(crate::observe::pod_ready),
+                pod_hash: pod
+                    .and_then(|p| p.annotations().get(build::ANNOTATION_TLS_HASH).cloned()),
+                current_hash: build::member_tls_hash(cluster, member, digests),
+            }
+        })
+        .collect()
 }
 
 fn secrets(client: &kube::Client, cluster: &EtcdCluster) -> Secrets {
@@ -229,10 +440,10 @@ pub async fn prepare(
     let MemberSets {
         known: known_members,
         with_volume,
-        unadopted,
+        pods,
     } = *members;
     let Some(tls) = &cluster.spec.tls else {
-        return Ok(Prepared::Ready(ClusterTls::default()));
+        return Ok(Prepared::Ready(Box::default()));
     };
     let names = crate::observe::cluster_name(cluster);
     let secrets = secrets(client, cluster);
@@ -251,7 +462,8 @@ pub async fn prepare(
     };
 
     // The operator-managed CA.
-    let mut ca = None;
+    let mut ca: Option<ManagedCa> = None;
+    let mut ca_secret: Option<Secret> = None;
     if operator_managed(tls) {
         let name = ca_secret_name(&names.name);
         match secrets.get(&name).await? {
@@ -259,7 +471,8 @@ pub async fn prepare(
                 let data = data_of(&secret);
                 let problems = certs::check_secret(&data, &Use::ManagedCa, now);
                 if problems.is_empty() {
-                    ca = issued_of(&data);
+                    ca = ManagedCa::from_data(&data);
+                    ca_secret = Some(secret);
                 } else {
                     invalid.push(refusal(
                         "spec.tls",
@@ -273,7 +486,7 @@ pub async fn prepare(
                 let issued = certs::new_ca(&names, now)?;
                 let secret = build::tls_secret(cluster, &name, &issued, None)?;
                 let created = secrets.create_or_get(secret).await?;
-                ca = issued_of(&data_of(&created));
+                ca = ManagedCa::from_data(&data_of(&created));
             }
             None => invalid.push(FieldError {
                 field: "spec.tls".into(),
@@ -334,7 +547,7 @@ pub async fn prepare(
         .iter()
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
         .collect();
-    let mut renewed = Vec::new();
+    let mut changes = Vec::new();
     // How the operator itself connects.
     let mut etcd = None;
     if let Some(operator) = cluster.operator_client_secret() {
@@ -348,7 +561,7 @@ pub async fn prepare(
                     ca,
                     now,
                     leaf_validity,
-                    &mut renewed,
+                    &mut changes,
                 )
                 .await?;
                 etcd = ClientTls::from_secret_data(&data, true).ok();
@@ -362,26 +575,78 @@ pub async fn prepare(
     }
     if let Some(ca) = &ca {
         for member in with_volume {
-            let renewal = if unadopted.contains(member) {
+            // A Pod an older operator built (no certificate hash) is adopted first, so the
+            // change that follows rolls it.
+            let unadopted = pods
+                .get(member)
+                .is_some_and(|p| !p.annotations().contains_key(build::ANNOTATION_TLS_HASH));
+            let renewal = if unadopted {
                 Renewal::Never
             } else {
                 Renewal::WhenDue(leaf_validity)
             };
-            let (name, data, was_renewed) =
+            let (name, data, change) =
                 ensure_member_secret(client, cluster, ca, member, now, renewal).await?;
-            if was_renewed {
-                renewed.push(name.clone());
+            if let Some(change) = change {
+                changes.push(change);
             }
             secret_digests.insert(name, build::secret_digest(&data));
         }
     }
-    Ok(Prepared::Ready(ClusterTls {
+    // The next CA rotation step, once the members rolled onto the current one.
+    if let (Some(managed), Some(secret)) = (&ca, &ca_secret) {
+        let request = cluster
+            .annotations()
+            .get(ROTATE_CA_ANNOTATION)
+            .filter(|v| !v.is_empty());
+        let wanted = request.is_some_and(|r| managed.served_request.as_ref() != Some(r))
+            || certs::renewal_due(&managed.issuing.cert_pem, now);
+        let settled = ca_rotation::members_settled(&member_certs(
+            cluster,
+            with_volume,
+            pods,
+            &secret_digests,
+        ));
+        let step = ca_rotation::next_ca_step(managed.phase(), wanted, settled);
+        if let Some(advanced) = managed.advanced(
+            step,
+            || certs::new_ca(&names, now),
+            request.map(String::as_str),
+        )? {
+            secrets
+                .replace(
+                    cluster,
+                    secret,
+                    &advanced.issuing,
+                    None,
+                    Some(advanced.to_data()),
+                )
+                .await?;
+            changes.push((
+                CA_ROTATION,
+                match step {
+                    CaStep::StartRotation => format!(
+                        "CA rotation started: a new CA is trusted next to the current one \
+                         (Secret {}); members roll onto the bundle one at a time",
+                        secrets.id(&secret.name_any())
+                    ),
+                    CaStep::SwitchIssuer => "CA rotation: every member trusts both CAs; member \
+                        and client certificates are re-issued by the new CA, members roll"
+                        .to_owned(),
+                    _ => "CA rotation: every member holds a certificate of the new CA; the \
+                          previous CA is no longer trusted, members roll a last time"
+                        .to_owned(),
+                },
+            ));
+        }
+    }
+    Ok(Prepared::Ready(Box::new(ClusterTls {
         etcd,
         ca,
         leaf_validity,
         secret_digests,
-        renewed,
-    }))
+        changes,
+    })))
 }
 
 /// The members [`prepare`] looks at, by name.
@@ -391,9 +656,18 @@ pub struct MemberSets<'a> {
     pub known: &'a [String],
     /// Those with a Pod or a PVC: their certificate Secret is ensured.
     pub with_volume: &'a [String],
-    /// Those whose Pod has no [`build::ANNOTATION_TLS_HASH`] yet: not renewed before adoption.
-    pub unadopted: &'a [String],
+    /// Member Pods by member name (a Pod without [`build::ANNOTATION_TLS_HASH`] is adopted
+    /// before its certificates change; a CA rotation advances once every Pod is settled).
+    pub pods: &'a BTreeMap<String, Pod>,
 }
+
+/// What [`ensure_member_secret`] returns: the Secret's name, its data, and the change made to
+/// it as (event reason, note), if any.
+pub type MemberSecret = (
+    String,
+    BTreeMap<String, Vec<u8>>,
+    Option<(&'static str, String)>,
+);
 
 /// Whether [`ensure_member_secret`] may re-issue a certificate there is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -446,26 +720,45 @@ async fn ensure_operator_client(
     secrets: &Secrets,
     cluster: &EtcdCluster,
     names: &ClusterName,
-    ca: &Issued,
+    ca: &ManagedCa,
     now: OffsetDateTime,
     validity: Duration,
-    renewed: &mut Vec<String>,
+    changes: &mut Vec<(&'static str, String)>,
 ) -> Result<BTreeMap<String, Vec<u8>>, TlsError> {
     let name = operator_client_secret_name(&names.name);
+    let trust = Some(ca.trust_pem.as_str());
+    // The operators read it on every call: changing it needs no restart of anything.
     let secret = match secrets.get(&name).await? {
-        // The operators read it on every call: renewing needs no restart of anything.
-        Some(secret) if needs_renewal(&data_of(&secret), now) => {
-            let issued = certs::issue_operator_client(ca, names, now, validity)?;
-            let secret = secrets
-                .renew(cluster, &secret, &issued, &ca.cert_pem)
-                .await?;
-            renewed.push(name.clone());
-            secret
-        }
-        Some(secret) => secret,
+        Some(secret) => match conformance(&data_of(&secret), ca, now) {
+            Conformance::Fine => secret,
+            Conformance::Reissue => {
+                let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
+                let secret = secrets
+                    .replace(cluster, &secret, &issued, trust, None)
+                    .await?;
+                changes.push((
+                    CERTIFICATE_RENEWED,
+                    format!(
+                        "Issued a new operators' client certificate in Secret {}",
+                        secrets.id(&name)
+                    ),
+                ));
+                secret
+            }
+            Conformance::NewTrust => {
+                let same =
+                    issued_of(&data_of(&secret)).ok_or_else(|| TlsError::BadManagedSecret {
+                        name: secrets.id(&name),
+                        problems: "has no tls.crt or tls.key".into(),
+                    })?;
+                secrets
+                    .replace(cluster, &secret, &same, trust, None)
+                    .await?
+            }
+        },
         None => {
-            let issued = certs::issue_operator_client(ca, names, now, validity)?;
-            let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
+            let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
+            let secret = build::tls_secret(cluster, &name, &issued, trust)?;
             secrets.create_or_get(secret).await?
         }
     };
@@ -486,38 +779,61 @@ async fn ensure_operator_client(
 pub async fn ensure_member_secret(
     client: &kube::Client,
     cluster: &EtcdCluster,
-    ca: &Issued,
+    ca: &ManagedCa,
     member: &str,
     now: OffsetDateTime,
     renewal: Renewal,
-) -> Result<(String, BTreeMap<String, Vec<u8>>, bool), TlsError> {
+) -> Result<MemberSecret, TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let secrets = secrets(client, cluster);
     let name = member_secret_name(member);
-    let mut renewed = false;
+    let trust = Some(ca.trust_pem.as_str());
+    let mut change = None;
     let secret = match (secrets.get(&name).await?, renewal) {
-        (Some(secret), Renewal::WhenDue(validity)) if needs_renewal(&data_of(&secret), now) => {
-            let issued = certs::issue_member(ca, &names, member, now, validity)?;
-            renewed = true;
-            secrets
-                .renew(cluster, &secret, &issued, &ca.cert_pem)
-                .await?
+        (Some(secret), Renewal::Never) => secret,
+        (Some(secret), Renewal::WhenDue(validity)) => {
+            match conformance(&data_of(&secret), ca, now) {
+                Conformance::Fine => secret,
+                Conformance::Reissue => {
+                    let issued = certs::issue_member(&ca.issuing, &names, member, now, validity)?;
+                    change = Some((
+                        CERTIFICATE_RENEWED,
+                        format!(
+                            "Issued a new certificate for member {member} in Secret {}; the \
+                             member rolls onto it when quorum allows",
+                            secrets.id(&name)
+                        ),
+                    ));
+                    secrets
+                        .replace(cluster, &secret, &issued, trust, None)
+                        .await?
+                }
+                Conformance::NewTrust => {
+                    let same =
+                        issued_of(&data_of(&secret)).ok_or_else(|| TlsError::BadManagedSecret {
+                            name: secrets.id(&name),
+                            problems: "has no tls.crt or tls.key".into(),
+                        })?;
+                    secrets
+                        .replace(cluster, &secret, &same, trust, None)
+                        .await?
+                }
+            }
         }
-        (Some(secret), _) => secret,
         (None, renewal) => {
             let validity = match renewal {
                 Renewal::WhenDue(validity) => validity,
                 Renewal::Never => certs::LEAF_VALIDITY,
             };
-            let issued = certs::issue_member(ca, &names, member, now, validity)?;
-            let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
+            let issued = certs::issue_member(&ca.issuing, &names, member, now, validity)?;
+            let secret = build::tls_secret(cluster, &name, &issued, trust)?;
             secrets.create_or_get(secret).await?
         }
     };
     let data = data_of(&secret);
     let problems = certs::check_secret(&data, &Use::Peer(vec![names.member_host(member)]), now);
     if problems.is_empty() {
-        Ok((name, data, renewed))
+        Ok((name, data, change))
     } else {
         Err(TlsError::BadManagedSecret {
             name: secrets.id(&name),
@@ -529,6 +845,149 @@ pub async fn ensure_member_secret(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
+    }
+
+    fn names() -> ClusterName {
+        ClusterName::new("db", "main").with_tls(true, true)
+    }
+
+    fn secret_data(issued: &Issued, trust: &str) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([
+            ("tls.crt".to_owned(), issued.cert_pem.clone().into_bytes()),
+            ("tls.key".to_owned(), issued.key_pem.clone().into_bytes()),
+            ("ca.crt".to_owned(), trust.as_bytes().to_vec()),
+        ])
+    }
+
+    fn round_trip(ca: &ManagedCa) -> ManagedCa {
+        let data = ca
+            .to_data()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect::<BTreeMap<_, _>>();
+        ManagedCa::from_data(&data).unwrap()
+    }
+
+    /// The CA Secret carries the whole rotation state: each phase survives a write and a read
+    /// (a crash between steps resumes from it), and the three steps walk A -> A+B -> B.
+    #[test]
+    fn a_ca_rotation_walks_trust_then_issuer_then_drops_the_old_ca() {
+        let a = certs::new_ca(&names(), now()).unwrap();
+        let b = certs::new_ca(&names(), now()).unwrap();
+        let stable = ManagedCa::new(a.clone());
+        assert_eq!(stable.phase(), CaPhase::Stable);
+        assert_eq!(round_trip(&stable), stable);
+        // A Secret written before rotation existed (no ca.crt) reads as trusting tls.crt.
+        let legacy = BTreeMap::from([
+            ("tls.crt".to_owned(), a.cert_pem.clone().into_bytes()),
+            ("tls.key".to_owned(), a.key_pem.clone().into_bytes()),
+        ]);
+        assert_eq!(ManagedCa::from_data(&legacy).unwrap(), stable);
+        // Steps that do not fit the phase do nothing.
+        let never = || -> Result<Issued, IssueError> { panic!("no new CA here") };
+        assert_eq!(
+            stable.advanced(CaStep::SwitchIssuer, never, None).unwrap(),
+            None
+        );
+        assert_eq!(
+            stable.advanced(CaStep::DropPrevious, never, None).unwrap(),
+            None
+        );
+        assert_eq!(stable.advanced(CaStep::Keep, never, None).unwrap(), None);
+
+        let trusting = stable
+            .advanced(CaStep::StartRotation, || Ok(b.clone()), Some("2026-11-26"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(trusting.phase(), CaPhase::Trusting);
+        assert_eq!(trusting.issuing, a, "A still issues");
+        assert!(trusting.trust_pem.contains(a.cert_pem.trim()));
+        assert!(trusting.trust_pem.contains(b.cert_pem.trim()));
+        assert_eq!(trusting.served_request.as_deref(), Some("2026-11-26"));
+        assert_eq!(round_trip(&trusting), trusting);
+
+        let issuing = trusting
+            .advanced(CaStep::SwitchIssuer, never, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(issuing.phase(), CaPhase::Issuing);
+        assert_eq!(issuing.issuing, b, "B issues");
+        assert_eq!(issuing.trust_pem, trusting.trust_pem, "A still trusted");
+        assert_eq!(round_trip(&issuing), issuing);
+
+        let done = issuing
+            .advanced(CaStep::DropPrevious, never, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.phase(), CaPhase::Stable);
+        assert_eq!(done.issuing, b);
+        assert_eq!(done.trust_pem, b.cert_pem);
+        assert_eq!(done.served_request.as_deref(), Some("2026-11-26"));
+        assert_eq!(round_trip(&done), done);
+    }
+
+    /// What a member (or client) Secret needs in each phase: a new certificate when it is due
+    /// or of another CA than the issuing one, a new trust bundle when only that differs.
+    #[test]
+    fn conformance_per_phase() {
+        let a = certs::new_ca(&names(), now()).unwrap();
+        let b = certs::new_ca(&names(), now()).unwrap();
+        let validity = certs::LEAF_VALIDITY;
+        let by_a = certs::issue_member(&a, &names(), "main-0", now(), validity).unwrap();
+        let by_b = certs::issue_member(&b, &names(), "main-0", now(), validity).unwrap();
+        let stable_a = ManagedCa::new(a.clone());
+        let trusting = stable_a
+            .advanced(CaStep::StartRotation, || Ok(b.clone()), None)
+            .unwrap()
+            .unwrap();
+        let issuing = trusting
+            .advanced(CaStep::SwitchIssuer, || unreachable!(), None)
+            .unwrap()
+            .unwrap();
+        let stable_b = issuing
+            .advanced(CaStep::DropPrevious, || unreachable!(), None)
+            .unwrap()
+            .unwrap();
+        let bundle = trusting.trust_pem.clone();
+        let cases = [
+            (
+                &stable_a,
+                secret_data(&by_a, &a.cert_pem),
+                Conformance::Fine,
+            ),
+            (
+                &trusting,
+                secret_data(&by_a, &a.cert_pem),
+                Conformance::NewTrust,
+            ),
+            (&trusting, secret_data(&by_a, &bundle), Conformance::Fine),
+            (&issuing, secret_data(&by_a, &bundle), Conformance::Reissue),
+            (&issuing, secret_data(&by_b, &bundle), Conformance::Fine),
+            (
+                &stable_b,
+                secret_data(&by_b, &bundle),
+                Conformance::NewTrust,
+            ),
+            (
+                &stable_b,
+                secret_data(&by_b, &b.cert_pem),
+                Conformance::Fine,
+            ),
+            (&stable_b, BTreeMap::new(), Conformance::Reissue),
+        ];
+        for (i, (ca, data, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(conformance(&data, ca, now()), expected, "case {i}");
+        }
+        // Due for renewal: a new certificate whatever the phase.
+        let later = now() + time::Duration::days(2 * 365 + 1);
+        assert_eq!(
+            conformance(&secret_data(&by_a, &a.cert_pem), &stable_a, later),
+            Conformance::Reissue
+        );
+    }
 
     #[test]
     fn hosts_cover_known_members_and_the_first_size_names() {

@@ -39,6 +39,7 @@ use etcd_api::validation::{self, EtcdVersion, FieldError};
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
+pub mod ca_rotation;
 mod maintenance;
 mod rollout;
 #[cfg(test)]
