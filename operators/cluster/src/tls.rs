@@ -381,23 +381,20 @@ pub fn conformance(
     }
 }
 
-/// The members' Pods, as far as a CA rotation goes: every member with a Pod or a PVC.
+/// The member Pods, as far as a CA rotation goes. A Pod being deleted, or a member without a
+/// Pod (being restarted, or a PVC kept after a scale-down), holds no stale certificate in
+/// memory: its next Pod mounts the Secrets as this pass left them.
 fn member_certs(
     cluster: &EtcdCluster,
-    with_volume: &[String],
     pods: &BTreeMap<String, Pod>,
     digests: &BTreeMap<String, String>,
 ) -> Vec<MemberCerts> {
-    with_volume
-        .iter()
-        .map(|member| {
-            let pod = pods.get(member);
-            MemberCerts {
-                ready: pod.is_some_and(crate::observe::pod_ready),
-                pod_hash: pod
-                    .and_then(|p| p.annotations().get(build::ANNOTATION_TLS_HASH).cloned()),
-                current_hash: build::member_tls_hash(cluster, member, digests),
-            }
+    pods.iter()
+        .filter(|(_, pod)| pod.metadata.deletion_timestamp.is_none())
+        .map(|(member, pod)| MemberCerts {
+            ready: crate::observe::pod_ready(pod),
+            pod_hash: pod.annotations().get(build::ANNOTATION_TLS_HASH).cloned(),
+            current_hash: build::member_tls_hash(cluster, member, digests),
         })
         .collect()
 }
@@ -601,12 +598,7 @@ pub async fn prepare(
             .filter(|v| !v.is_empty());
         let wanted = request.is_some_and(|r| managed.served_request.as_ref() != Some(r))
             || certs::renewal_due(&managed.issuing.cert_pem, now);
-        let settled = ca_rotation::members_settled(&member_certs(
-            cluster,
-            with_volume,
-            pods,
-            &secret_digests,
-        ));
+        let settled = ca_rotation::members_settled(&member_certs(cluster, pods, &secret_digests));
         let step = ca_rotation::next_ca_step(managed.phase(), wanted, settled);
         if let Some(advanced) = managed.advanced(
             step,

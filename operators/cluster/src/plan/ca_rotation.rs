@@ -18,9 +18,11 @@
 //!   Stable (issue B, trust B)      ca.crt B everywhere; members roll
 //! ```
 //!
-//! "Settled": every member has its Pod, Ready, built from the certificate Secrets as they are
-//! now (its `etcd.operator.rs/tls-hash` matches): the previous step's roll is complete. The
-//! rolls themselves are the planner's ordinary quorum-gated, one-at-a-time rolls (`rollout.rs`).
+//! "Settled": every member Pod (not being deleted) is Ready and was built from the certificate
+//! Secrets as they are now (its `etcd.operator.rs/tls-hash` matches): the previous step's roll
+//! is complete. A member without a Pod holds nothing stale: its next Pod mounts the Secrets as
+//! they are. The rolls themselves are the planner's ordinary quorum-gated, one-at-a-time rolls
+//! (`rollout.rs`).
 
 /// Where a rotation of the operator-managed CA stands (read from the CA Secret).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,15 +51,15 @@ pub enum CaStep {
 /// A member's Pod, as far as its certificates go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberCerts {
-    /// Its Pod exists and is Ready.
+    /// Its Pod is Ready.
     pub ready: bool,
-    /// The certificate hash its Pod records (`None`: no Pod, or none recorded).
+    /// The certificate hash its Pod records (`None`: none recorded).
     pub pod_hash: Option<String>,
     /// The hash of its certificate Secrets as they are now (`None`: unknown).
     pub current_hash: Option<String>,
 }
 
-/// Every member runs on its certificate Secrets as they are now, Ready.
+/// Every member Pod runs on its certificate Secrets as they are now, Ready.
 pub fn members_settled(members: &[MemberCerts]) -> bool {
     members
         .iter()
@@ -111,7 +113,7 @@ mod tests {
             ),
             // Rolled but not Ready yet.
             (&[member(false, Some("a"), Some("a"))], false),
-            // No Pod (being restarted), or a Pod without a hash (not adopted yet).
+            // A Pod without a hash (not adopted yet), Ready or not.
             (&[member(false, None, Some("a"))], false),
             (&[member(true, None, None)], false),
         ];
