@@ -318,7 +318,7 @@ impl Secrets {
     /// Replaces `old`'s data with `issued` and `ca_pem` (a renewal, a new trust bundle), or
     /// with `data` (the CA Secret). The resourceVersion of `old` makes a concurrent writer's
     /// change fail this one (409), to be looked at again next reconcile.
-    async fn replace(
+    async fn overwrite(
         &self,
         cluster: &EtcdCluster,
         old: &Secret,
@@ -606,7 +606,7 @@ pub async fn prepare(
             request.map(String::as_str),
         )? {
             secrets
-                .replace(
+                .overwrite(
                     cluster,
                     secret,
                     &advanced.issuing,
@@ -726,7 +726,7 @@ async fn ensure_operator_client(
             Conformance::Reissue => {
                 let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
                 let secret = secrets
-                    .replace(cluster, &secret, &issued, trust, None)
+                    .overwrite(cluster, &secret, &issued, trust, None)
                     .await?;
                 changes.push((
                     CERTIFICATE_RENEWED,
@@ -744,7 +744,7 @@ async fn ensure_operator_client(
                         problems: "has no tls.crt or tls.key".into(),
                     })?;
                 secrets
-                    .replace(cluster, &secret, &same, trust, None)
+                    .overwrite(cluster, &secret, &same, trust, None)
                     .await?
             }
         },
@@ -797,7 +797,7 @@ pub async fn ensure_member_secret(
                         ),
                     ));
                     secrets
-                        .replace(cluster, &secret, &issued, trust, None)
+                        .overwrite(cluster, &secret, &issued, trust, None)
                         .await?
                 }
                 Conformance::NewTrust => {
@@ -807,7 +807,7 @@ pub async fn ensure_member_secret(
                             problems: "has no tls.crt or tls.key".into(),
                         })?;
                     secrets
-                        .replace(cluster, &secret, &same, trust, None)
+                        .overwrite(cluster, &secret, &same, trust, None)
                         .await?
                 }
             }
