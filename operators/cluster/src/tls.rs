@@ -921,6 +921,64 @@ mod tests {
         assert_eq!(round_trip(&done), done);
     }
 
+    /// Only running member Pods gate a rotation step: a PVC kept after a scale-down (no Pod)
+    /// or a Pod being deleted holds no certificate in memory and must not block it forever.
+    #[test]
+    fn rotation_is_gated_by_running_member_pods_only() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let mut cluster = EtcdCluster::new(
+            "main",
+            serde_json::from_value(serde_json::json!({"size": 3, "tls": {"peer": {}}})).unwrap(),
+        );
+        cluster.metadata.namespace = Some("db".into());
+        let digests = BTreeMap::from([
+            ("main-0-tls".to_owned(), "d0".to_owned()),
+            ("main-1-tls".to_owned(), "d1".to_owned()),
+            ("main-3-tls".to_owned(), "d3".to_owned()),
+        ]);
+        let pod = |member: &str, hash: Option<String>, ready: bool| {
+            let mut pod = Pod::default();
+            pod.metadata.name = Some(member.to_owned());
+            pod.metadata.annotations =
+                hash.map(|h| BTreeMap::from([(build::ANNOTATION_TLS_HASH.to_owned(), h)]));
+            pod.status = Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            });
+            pod
+        };
+        let current = |member: &str| build::member_tls_hash(&cluster, member, &digests);
+        let mut pods = BTreeMap::from([
+            ("main-0".to_owned(), pod("main-0", current("main-0"), true)),
+            ("main-1".to_owned(), pod("main-1", current("main-1"), true)),
+        ]);
+        // main-3 has a Secret (and a PVC) but no Pod: not counted.
+        assert!(ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+        // A running Pod built from older Secrets blocks the step.
+        pods.insert("main-1".into(), pod("main-1", Some("older".into()), true));
+        assert!(!ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+        // Being deleted, it does not: its next Pod mounts the Secrets as they are.
+        pods.get_mut("main-1").unwrap().metadata.deletion_timestamp =
+            Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert!(ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+        // Not Ready: blocks.
+        pods.insert("main-0".into(), pod("main-0", current("main-0"), false));
+        assert!(!ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+    }
+
     /// What a member (or client) Secret needs in each phase: a new certificate when it is due
     /// or of another CA than the issuing one, a new trust bundle when only that differs.
     #[test]
