@@ -58,7 +58,7 @@ pub const ETCD_DEFAULT_ELECTION_TIMEOUT_MS: i32 = 1000;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new(
     "has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || self.tls == oldSelf.tls)"
-).message("spec.tls cannot change once set: rotating certificates and switching a running cluster between plain HTTP and TLS are not supported yet"))]
+).message("spec.tls cannot change once set: switching a running cluster between plain HTTP and TLS is not supported yet (operator-managed certificates are renewed by themselves; rotate the CA with the annotation etcd.operator.rs/rotate-ca; update a Secret you provide in place)"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 7. Odd sizes tolerate the most failures for their cost:
     /// a cluster of N keeps quorum while more than N/2 members are healthy.
@@ -98,8 +98,11 @@ pub struct EtcdClusterSpec {
 
     /// TLS of peer and client traffic, each side configured separately (unset: plain HTTP).
     /// Certificates come from Secrets you provide or, by default, from a CA the operator keeps
-    /// per cluster. Set it when creating the cluster: changing it later is refused (rotation and
-    /// switching a running cluster to TLS are not supported yet).
+    /// per cluster. Set it when creating the cluster: changing it later is refused (switching a
+    /// running cluster to TLS is not supported yet). Certificates change without it:
+    /// operator-managed ones are renewed with a third of their lifetime left, the annotation
+    /// `etcd.operator.rs/rotate-ca` rotates the operator-managed CA, and a Secret you provide
+    /// can be updated in place; each change rolls the members one at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
 

@@ -6,7 +6,9 @@
 //!   the cluster (Secret `<cluster>-ca`), a certificate per member (Secret `<member>-tls`, SANs:
 //!   the member's DNS names, the Service names, `localhost`, `127.0.0.1`; serverAuth and
 //!   clientAuth) and a client certificate for the operators (Secret
-//!   `<cluster>-operator-client-tls`, clientAuth). One CA serves both sides.
+//!   `<cluster>-operator-client-tls`, clientAuth). One CA serves both sides. Member and client
+//!   certificates are renewed with a third of their lifetime left; the CA is rotated (with an
+//!   overlap period) on the annotation `etcd.operator.rs/rotate-ca` or near its expiry.
 //! - **Secrets you provide** (`secretRef`): a `kubernetes.io/tls` Secret with `tls.crt`,
 //!   `tls.key` and `ca.crt`, whose certificate every member uses.
 //! - cert-manager `Certificate`s: not yet (issue 19 plans them as a third source).
@@ -34,8 +36,11 @@ pub mod secret_keys {
 /// Secret type of TLS Secrets.
 pub const SECRET_TYPE_TLS: &str = "kubernetes.io/tls";
 
-/// TLS of the members. Changing it on a running cluster (rotation, turning TLS on or off) is
-/// not supported yet and refused by the API server; create the cluster with it.
+/// TLS of the members. Changing it on a running cluster (turning TLS on or off, changing the
+/// source) is not supported yet and refused by the API server; create the cluster with it.
+/// Certificates are rotated without changing it: operator-managed ones are renewed before
+/// expiry, the annotation `etcd.operator.rs/rotate-ca` rotates the operator-managed CA, and a
+/// Secret you provide is picked up when its content changes (members roll one at a time).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {

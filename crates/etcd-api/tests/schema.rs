@@ -613,7 +613,7 @@ fn tls_sources_are_consistent_and_tls_never_changes() {
         ]
     );
     // spec.tls is fixed once the cluster exists: no turning it on, off or changing it.
-    let changed = vec!["spec.tls cannot change once set: rotating certificates and switching a running cluster between plain HTTP and TLS are not supported yet".to_owned()];
+    let changed = vec!["spec.tls cannot change once set: switching a running cluster between plain HTTP and TLS is not supported yet (operator-managed certificates are renewed by themselves; rotate the CA with the annotation etcd.operator.rs/rotate-ca; update a Secret you provide in place)".to_owned()];
     let plain = cluster("main", json!({"size": 3, "version": "3.6.16"}));
     assert_eq!(
         cel_errors(&schema, managed.clone(), Some(managed.clone())),

@@ -57,6 +57,7 @@ pub const ALL: &[&str] = &[
     "cluster.client_service_apply",
     "cluster.pdb_apply",
     "cluster.secret_create",
+    "cluster.secret_replace",
     "cluster.status",
     "cluster.pvc_annotate",
     "cluster.pod_annotate",

@@ -64,8 +64,9 @@ const SUBSET: &[Case] = &[
     case("cluster.member_remove", "after", Trigger::ScaleDown),
 ];
 
-/// Every failpoint of the cluster operator but `cluster.secret_create` (TLS clusters only), on
-/// both sides. `pvc_delete` runs under reclaimPolicy `Delete` (set unarmed first).
+/// Every failpoint of the cluster operator but `cluster.secret_create` and
+/// `cluster.secret_replace` (TLS clusters only), on both sides. `pvc_delete` runs under
+/// reclaimPolicy `Delete` (set unarmed first).
 fn full() -> Vec<Case> {
     use Trigger::*;
     let mut cases = Vec::new();

@@ -75,6 +75,12 @@ pub const ANNOTATION_VERSION: &str = "etcd.operator.rs/version";
 /// rolls members whose Pod carries another hash (or none: built by an older operator) one at a
 /// time, so a change of `spec.pod` or `spec.etcdOptions` reaches the running members.
 pub const ANNOTATION_CONFIG_HASH: &str = "etcd.operator.rs/config-hash";
+/// Annotation on member Pods of TLS clusters: [`member_tls_hash`] of the certificate Secrets
+/// the Pod mounted when it was created. etcd reads its trusted CA file only at start (measured
+/// on 3.5 and 3.6; it re-reads its own certificate per handshake), and a node may refresh a
+/// Secret volume late or never: a member whose Secrets changed since (a renewal, a CA rotation
+/// step, a Secret you provide updated) is rolled like a configuration change, one at a time.
+pub const ANNOTATION_TLS_HASH: &str = "etcd.operator.rs/tls-hash";
 /// On a member PVC: the etcd version its Pod runs, with `--snapshot-count=1`, to take a v2
 /// snapshot before the member moves to etcd 3.6 (see [`crate::state::PvcState`]). Also on that
 /// Pod (value `"true"`).
@@ -509,6 +515,48 @@ pub fn member_tls_volumes(
     volumes
 }
 
+/// A short, stable digest of a Secret's data (sorted keys and values).
+pub fn secret_digest(data: &BTreeMap<String, Vec<u8>>) -> String {
+    let mut hasher = Sha256::new();
+    for (key, value) in data {
+        hasher.update((key.len() as u64).to_be_bytes());
+        hasher.update(key.as_bytes());
+        hasher.update((value.len() as u64).to_be_bytes());
+        hasher.update(value);
+    }
+    short_hex(&hasher.finalize())
+}
+
+/// The digest of the certificate Secrets `member` mounts ([`member_tls_volumes`]), from
+/// `digests` ([`secret_digest`] by Secret name); `None` without TLS or while one of them is
+/// unknown (not read yet, or missing). Recorded on the Pod as [`ANNOTATION_TLS_HASH`].
+pub fn member_tls_hash(
+    cluster: &EtcdCluster,
+    member: &str,
+    digests: &BTreeMap<String, String>,
+) -> Option<String> {
+    let volumes = member_tls_volumes(cluster, member);
+    if volumes.is_empty() {
+        return None;
+    }
+    let mut hasher = Sha256::new();
+    for (volume, _, secret) in volumes {
+        hasher.update(volume.as_bytes());
+        hasher.update(b"=");
+        hasher.update(digests.get(&secret)?.as_bytes());
+        hasher.update(b";");
+    }
+    Some(short_hex(&hasher.finalize()))
+}
+
+fn short_hex(digest: &[u8]) -> String {
+    digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 fn volume_mounts(tls: &[(&'static str, &'static str, String)]) -> Vec<VolumeMount> {
     let mut mounts = vec![VolumeMount {
         name: DATA_VOLUME.to_owned(),
@@ -601,12 +649,7 @@ pub fn config_hash(spec: &EtcdClusterSpec) -> String {
         "etcdOptions": spec.etcd_options.clone().unwrap_or_default(),
         "derivedQuotaBackendBytes": derived_quota,
     });
-    let digest = Sha256::digest(shaping.to_string().as_bytes());
-    digest
-        .iter()
-        .take(8)
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    short_hex(&Sha256::digest(shaping.to_string().as_bytes()))
 }
 
 fn container_port(name: &str, port: u16) -> ContainerPort {

@@ -29,12 +29,12 @@ use crate::naming::ClusterName;
 
 /// Lifetime of an operator-managed CA.
 pub const CA_VALIDITY: Duration = Duration::days(3650);
-/// Lifetime of operator-managed member and client certificates. Renewal before expiry comes
-/// with rotation (not built yet): until then a cluster outliving this needs new certificates
-/// by hand (delete the member Secrets, then restart the members one at a time).
+/// Default lifetime of operator-managed member and client certificates. They are renewed once
+/// a third of their lifetime is left ([`renewal_due`]); the cluster operator's hidden
+/// `--certificate-validity-seconds` flag shortens it (tests exercise renewal with it).
 pub const LEAF_VALIDITY: Duration = Duration::days(3 * 365);
-/// Certificates start this long before they are issued, so a node whose clock runs behind
-/// the operator's does not refuse them as not yet valid.
+/// Certificates start this long before they are issued (at most a tenth of their lifetime),
+/// so a node whose clock runs behind the operator's does not refuse them as not yet valid.
 pub const CLOCK_SKEW: Duration = Duration::hours(1);
 /// Common name of the operators' client certificate (what etcd's auth would see as the user).
 pub const OPERATOR_CLIENT_CN: &str = "etcd-operator";
@@ -105,7 +105,7 @@ fn params(
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, common_name);
     params.distinguished_name = dn;
-    params.not_before = now - CLOCK_SKEW;
+    params.not_before = now - CLOCK_SKEW.min(validity / 10);
     params.not_after = now + validity;
     Ok(params)
 }
@@ -114,8 +114,15 @@ fn params(
 pub fn new_ca(names: &ClusterName, now: OffsetDateTime) -> Result<Issued, IssueError> {
     let what = format!("the CA of {}/{}", names.namespace, names.name);
     let key = KeyPair::generate().map_err(issue_err(&what))?;
+    // The issuance time in the name: during a rotation two CAs of the cluster are trusted at
+    // once, and verifiers look issuers up by subject name.
     let mut params = params(
-        &format!("etcd-ca {}/{}", names.namespace, names.name),
+        &format!(
+            "etcd-ca {}/{} {}",
+            names.namespace,
+            names.name,
+            now.unix_timestamp()
+        ),
         now,
         CA_VALIDITY,
     )
@@ -160,9 +167,10 @@ pub fn issue_member(
     names: &ClusterName,
     member: &str,
     now: OffsetDateTime,
+    validity: Duration,
 ) -> Result<Issued, IssueError> {
     let what = format!("the certificate of member {member}");
-    let mut params = params(member, now, LEAF_VALIDITY).map_err(issue_err(&what))?;
+    let mut params = params(member, now, validity).map_err(issue_err(&what))?;
     let mut sans = Vec::new();
     for name in member_dns_names(names, member) {
         sans.push(SanType::DnsName(name.try_into().map_err(issue_err(&what))?));
@@ -185,13 +193,51 @@ pub fn issue_operator_client(
     ca: &Issued,
     names: &ClusterName,
     now: OffsetDateTime,
+    validity: Duration,
 ) -> Result<Issued, IssueError> {
     let what = format!(
         "the operators' client certificate of {}/{}",
         names.namespace, names.name
     );
-    let params = params(OPERATOR_CLIENT_CN, now, LEAF_VALIDITY).map_err(issue_err(&what))?;
+    let params = params(OPERATOR_CLIENT_CN, now, validity).map_err(issue_err(&what))?;
     leaf(ca, params, vec![ExtendedKeyUsagePurpose::ClientAuth], &what)
+}
+
+/// Whether an operator-managed certificate (the first of `cert_pem`) must be renewed at `now`:
+/// once less than a third of its lifetime (notBefore to notAfter) is left, cert-manager's
+/// default (`renewBefore` = a third of `duration`), or when it is expired or unreadable. A
+/// renewal leaves room for a whole roll of the members before the old one expires.
+pub fn renewal_due(cert_pem: &str, now: OffsetDateTime) -> bool {
+    let Ok(pems) = pems(cert_pem.as_bytes(), etcd_api::tls::secret_keys::CERT) else {
+        return true;
+    };
+    let Some(Ok(cert)) = pems.first().map(|p| p.parse_x509()) else {
+        return true;
+    };
+    let validity = cert.validity();
+    let (not_before, not_after) = (
+        validity.not_before.timestamp(),
+        validity.not_after.timestamp(),
+    );
+    let renew_before = (not_after - not_before).max(0) / 3;
+    now.unix_timestamp() >= not_after - renew_before
+}
+
+/// Whether the first certificate of `cert_pem` was signed by `ca_pem`'s first certificate
+/// (false when either does not parse). A member certificate of another CA is re-issued.
+pub fn signed_by(cert_pem: &str, ca_pem: &str) -> bool {
+    let key = etcd_api::tls::secret_keys::CERT;
+    let (Ok(certs), Ok(cas)) = (pems(cert_pem.as_bytes(), key), pems(ca_pem.as_bytes(), key))
+    else {
+        return false;
+    };
+    let (Some(Ok(cert)), Some(Ok(ca))) = (
+        certs.first().map(|p| p.parse_x509()),
+        cas.first().map(|p| p.parse_x509()),
+    ) else {
+        return false;
+    };
+    cert.verify_signature(Some(ca.public_key())).is_ok()
 }
 
 /// What a TLS Secret is used for, and so what its certificate must allow.

@@ -52,6 +52,9 @@ pub struct Context {
     pub compactions: crate::observe::Compactions,
     /// Prometheus series (served by the probe server).
     pub metrics: Metrics,
+    /// Lifetime of the member and client certificates the operator issues (renewed with a
+    /// third of it left).
+    pub certificate_validity: time::Duration,
 }
 
 /// A failed reconcile.
@@ -202,13 +205,17 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let (tls, tls_refusal) = match crate::tls::prepare(
         &ctx.client,
         cluster,
-        &known_members,
-        &with_volume,
+        &crate::tls::MemberSets {
+            known: &known_members,
+            with_volume: &with_volume,
+            pods: &kube.pods,
+        },
         time::OffsetDateTime::now_utc(),
+        ctx.certificate_validity,
     )
     .await?
     {
-        crate::tls::Prepared::Ready(tls) => (tls, None),
+        crate::tls::Prepared::Ready(tls) => (*tls, None),
         crate::tls::Prepared::Invalid(errors) => (crate::tls::ClusterTls::default(), Some(errors)),
     };
     let etcd_tls = tls.etcd.as_ref();
@@ -221,6 +228,20 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         view = observe::observe_etcd(&all, ctx.etcd_timeout, etcd_tls).await;
     }
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    observed.tls_hashes = kube
+        .pods
+        .keys()
+        .filter_map(|member| {
+            build::member_tls_hash(cluster, member, &tls.secret_digests)
+                .map(|hash| (member.clone(), hash))
+        })
+        .collect();
+    for (reason, note) in &tls.changes {
+        info!(reason, note, "certificate Secrets changed");
+        ctx.events
+            .normal(&cluster.object_ref(&()), reason, note.clone())
+            .await;
+    }
     observed.cluster_version =
         observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
     observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;

@@ -358,12 +358,21 @@ impl Executor<'_> {
                 )
                 .await
             }
-            Action::AdoptPod { member, hash } => {
-                // A merge patch of one annotation: the Pod's spec (immutable) is not touched and
-                // the kubelet does not restart anything.
-                let patch = serde_json::json!({
-                    "metadata": {"annotations": {build::ANNOTATION_CONFIG_HASH: hash}}
-                });
+            Action::AdoptPod {
+                member,
+                hash,
+                tls_hash,
+            } => {
+                // A merge patch of annotations: the Pod's spec (immutable) is not touched and
+                // the kubelet does not restart anything. Only the missing ones are written.
+                let mut annotations = serde_json::Map::new();
+                if let Some(hash) = hash {
+                    annotations.insert(build::ANNOTATION_CONFIG_HASH.into(), hash.clone().into());
+                }
+                if let Some(tls_hash) = tls_hash {
+                    annotations.insert(build::ANNOTATION_TLS_HASH.into(), tls_hash.clone().into());
+                }
+                let patch = serde_json::json!({"metadata": {"annotations": annotations}});
                 failpoint::around(
                     "cluster.pod_annotate",
                     self.api::<Pod>()
@@ -496,17 +505,27 @@ impl Executor<'_> {
         }
         // The member's certificate before its Pod, which mounts it (a Pod whose Secret is
         // missing waits in ContainerCreating).
+        let mut digests = self.tls.secret_digests.clone();
         if let Some(ca) = &self.tls.ca {
-            crate::tls::ensure_member_secret(
+            let (secret, data, _) = crate::tls::ensure_member_secret(
                 self.client,
                 self.cluster,
                 ca,
                 member,
                 time::OffsetDateTime::now_utc(),
+                crate::tls::Renewal::WhenDue(self.tls.leaf_validity),
             )
             .await?;
+            digests.insert(secret, build::secret_digest(&data));
         }
-        let pod = self.built(build::member_pod(self.cluster, pod))?;
+        let mut pod = self.built(build::member_pod(self.cluster, pod))?;
+        // The certificate Secrets it mounts, as they are now: a later change rolls it.
+        if let Some(hash) = build::member_tls_hash(self.cluster, member, &digests) {
+            pod.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(build::ANNOTATION_TLS_HASH.to_owned(), hash);
+        }
         failpoint::around(
             "cluster.pod_create",
             create_if_absent(&self.api::<Pod>(), "Pod", &pod),

@@ -53,6 +53,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
         alarms: vec![],
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
+        tls_hashes: BTreeMap::new(),
     }
 }
 
@@ -151,6 +152,7 @@ impl Build for Observed {
                     terminating: false,
                     ready: false,
                     config_hash: config_hash.clone(),
+                    tls_hash: None,
                     snapshot_before_upgrade: false,
                     v2_snapshot_saved: false,
                 },
@@ -165,6 +167,7 @@ impl Build for Observed {
                 terminating: true,
                 ready: false,
                 config_hash: Some(crate::build::config_hash(&self.spec)),
+                tls_hash: None,
                 snapshot_before_upgrade: false,
                 v2_snapshot_saved: false,
             },

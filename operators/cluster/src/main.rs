@@ -33,6 +33,10 @@ struct Args {
     /// Timeout of each etcd call.
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
+    /// Lifetime of the member and client certificates the operator issues (renewed once a
+    /// third of it is left). For tests that exercise renewal; the default is three years.
+    #[arg(long, hide = true, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(60..))]
+    certificate_validity_seconds: Option<u32>,
 }
 
 #[tokio::main]
@@ -95,6 +99,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             learner_deadline: Duration::from_secs(args.learner_deadline_seconds),
         },
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
+        certificate_validity: args
+            .certificate_validity_seconds
+            .map_or(etcd_cluster_operator::certs::LEAF_VALIDITY, |s| {
+                time::Duration::seconds(i64::from(s))
+            }),
         unhealthy: UnhealthySince::default(),
         compactions: Default::default(),
         metrics,

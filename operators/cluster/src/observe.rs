@@ -313,6 +313,7 @@ pub fn to_observed(
                         .annotations()
                         .get(build::ANNOTATION_CONFIG_HASH)
                         .cloned(),
+                    tls_hash: pod.annotations().get(build::ANNOTATION_TLS_HASH).cloned(),
                     snapshot_before_upgrade: pod
                         .annotations()
                         .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
@@ -354,6 +355,7 @@ pub fn to_observed(
         alarms,
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
+        tls_hashes: BTreeMap::new(),
     }
 }
 

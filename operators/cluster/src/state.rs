@@ -55,6 +55,10 @@ pub struct Observed {
     /// NOSPACE: writes are refused until the alarm is disarmed, so the revision does not move,
     /// and a member is not defragmented twice for the same alarm.
     pub defragmented_at: BTreeMap<String, i64>,
+    /// TLS clusters: the [`crate::build::member_tls_hash`] each member's Pod should carry, from
+    /// the certificate Secrets as they are now (by member name; a member whose Secrets are not
+    /// known yet is absent). A Pod carrying another hash is rolled.
+    pub tls_hashes: BTreeMap<String, String>,
 }
 
 /// An etcd alarm and the member that raised it.
@@ -143,6 +147,10 @@ pub struct PodState {
     /// The [`crate::build::config_hash`] it was built from (its `etcd.operator.rs/config-hash`
     /// annotation); `None` for a Pod built by an operator that did not record one.
     pub config_hash: Option<String>,
+    /// The [`crate::build::member_tls_hash`] of the Secrets it mounted when created (its
+    /// `etcd.operator.rs/tls-hash` annotation); `None` without TLS or for a Pod built by an
+    /// operator that did not record one.
+    pub tls_hash: Option<String>,
     /// Built to take a v2 snapshot before an upgrade to etcd 3.6 (`--snapshot-count=1`, see
     /// [`PvcState::snapshot_before_upgrade`]).
     pub snapshot_before_upgrade: bool,

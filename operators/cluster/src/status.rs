@@ -374,7 +374,8 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::MEMBER_ROLLED,
             format!(
                 "Took member {member} down to apply the current configuration (spec.pod, \
-                 spec.etcdOptions): its Pod is recreated, its data is kept; {} before it",
+                 spec.etcdOptions, certificate Secrets): its Pod is recreated, its data is \
+                 kept; {} before it",
                 config_progress(*up_to_date, *voters)
             ),
         ),
@@ -391,12 +392,28 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::V2_WAL_CLEAN,
             format!("Member {member} saved a v2 snapshot: it can move to etcd 3.6"),
         ),
-        Action::AdoptPod { member, hash } => normal(
+        Action::AdoptPod {
+            member,
+            hash,
+            tls_hash,
+        } => normal(
             reasons::MEMBER_POD_ADOPTED,
             format!(
-                "Recorded configuration hash {hash} on Pod {member}, built by an operator release \
-                 that did not record one; not restarted: a later change of spec.pod or \
-                 spec.etcdOptions rolls it"
+                "Recorded {} on Pod {member}, built by an operator release that did not record \
+                 it; not restarted: a later change of spec.pod or spec.etcdOptions{} rolls it",
+                [
+                    hash.as_ref().map(|h| format!("configuration hash {h}")),
+                    tls_hash.as_ref().map(|h| format!("certificate hash {h}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" and "),
+                if tls_hash.is_some() {
+                    " or of its certificate Secrets"
+                } else {
+                    ""
+                }
             ),
         ),
         Action::DefragmentMember {
@@ -540,7 +557,8 @@ struct Facts<'a> {
     upgrading: bool,
     /// Healthy members that report `target`.
     on_target: usize,
-    /// Voters whose Pod was built from the current spec ([`crate::build::config_hash`]).
+    /// Voters whose Pod was built from the current spec ([`crate::build::config_hash`]) and
+    /// certificate Secrets ([`Observed::tls_hashes`]).
     config_current: usize,
     /// Some voter's existing Pod was built from another spec: a configuration roll is under way.
     config_drift: bool,
@@ -573,17 +591,23 @@ impl<'a> Facts<'a> {
             .filter(|m| m.version().is_some() && m.version() == target)
             .count();
         let desired = crate::build::config_hash(&observed.spec);
-        let pod_hashes: Vec<Option<&str>> = voters
+        // Current: built from the spec as it is, and (TLS) from the certificate Secrets as
+        // they are, when both are known (as the roll in plan/rollout.rs judges them).
+        let pods_current: Vec<bool> = voters
             .iter()
             .filter_map(|m| m.member_name(&observed.cluster))
-            .filter_map(|name| observed.pods.get(&name))
-            .map(|pod| pod.config_hash.as_deref())
+            .filter_map(|name| {
+                let pod = observed.pods.get(&name)?;
+                let tls_current = pod
+                    .tls_hash
+                    .as_ref()
+                    .zip(observed.tls_hashes.get(&name))
+                    .is_none_or(|(have, want)| have == want);
+                Some(pod.config_hash.as_deref() == Some(desired.as_str()) && tls_current)
+            })
             .collect();
-        let config_current = pod_hashes
-            .iter()
-            .filter(|h| **h == Some(desired.as_str()))
-            .count();
-        let config_drift = config_current < pod_hashes.len();
+        let config_current = pods_current.iter().filter(|current| **current).count();
+        let config_drift = config_current < pods_current.len();
         Facts {
             observed,
             known,
@@ -928,7 +952,7 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::ROLLING_CONFIGURATION,
             format!(
                 "Restarting member {member} with the current configuration (spec.pod, \
-                 spec.etcdOptions), one member at a time; {}",
+                 spec.etcdOptions, certificate Secrets), one member at a time; {}",
                 facts.config_progress()
             ),
         ),

@@ -5,6 +5,19 @@
 //!
 //! A Secret that is missing or wrong is reported as a refusal naming the Secret and the problem
 //! ([`Prepared::Invalid`]): nothing is created, deleted or restarted until it is fixed.
+//!
+//! Renewal: an operator-managed member or client certificate with less than a third of its
+//! lifetime left ([`certs::renewal_due`]) is re-issued in place (same Secret, same key names).
+//! The operator reads its own client certificate on every reconcile; a member gets its new
+//! certificate through a roll: its Pod records [`build::member_tls_hash`] of the Secrets it
+//! mounted, and the planner rolls, one at a time and quorum-gated, every member whose Secrets
+//! changed since.
+//!
+//! CA rotation ([`crate::plan::ca_rotation`]): the CA Secret records the phase; each pass
+//! brings every member Secret and the operators' client Secret to it (trust bundle in
+//! `ca.crt`, certificate issued by the issuing CA), and advances the phase once every member
+//! rolled onto the current one. Requested by setting the EtcdCluster annotation
+//! [`ROTATE_CA_ANNOTATION`] to a new value, or by the CA nearing expiry.
 
 use std::collections::BTreeMap;
 
@@ -14,14 +27,159 @@ use etcd_api::tls::{
     ca_secret_name, member_secret_name, operator_client_secret_name, operator_managed, secret_keys,
 };
 use etcd_api::validation::FieldError;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use time::OffsetDateTime;
+use time::{Duration, OffsetDateTime};
 
 use crate::build;
 use crate::certs::{self, CertProblem, IssueError, Issued, Use};
 use crate::naming::ClusterName;
+use crate::plan::ca_rotation::{self, CaPhase, CaStep, MemberCerts};
+
+/// EtcdCluster annotation: set it to a new value (a date, a ticket) to rotate the
+/// operator-managed CA. The value served last is recorded in the CA Secret; setting the same
+/// value again does nothing.
+pub const ROTATE_CA_ANNOTATION: &str = "etcd.operator.rs/rotate-ca";
+
+/// Keys of the operator-managed CA Secret beyond `tls.crt`/`tls.key` (the issuing CA) and
+/// `ca.crt` (the CAs members trust; absent in Secrets written before rotation existed: then
+/// `tls.crt` alone).
+mod ca_keys {
+    /// During the `Trusting` phase: the next CA, trusted but not issuing yet.
+    pub const NEXT_CERT: &str = "next.crt";
+    /// Its key.
+    pub const NEXT_KEY: &str = "next.key";
+    /// During the `Issuing` phase: the previous CA, still trusted.
+    pub const PREVIOUS_CERT: &str = "previous.crt";
+    /// The value of [`super::ROTATE_CA_ANNOTATION`] last served.
+    pub const ROTATION_REQUEST: &str = "rotation-request";
+}
+
+/// The operator-managed CA as its Secret records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedCa {
+    /// The CA that issues member and client certificates.
+    pub issuing: Issued,
+    /// The CA certificates members and the operators trust (PEM bundle), written as every
+    /// member's `ca.crt`.
+    pub trust_pem: String,
+    /// `Trusting`: the next CA.
+    pub next: Option<Issued>,
+    /// `Issuing`: the previous CA's certificate.
+    pub previous_pem: Option<String>,
+    /// The rotation request served last.
+    pub served_request: Option<String>,
+}
+
+impl ManagedCa {
+    /// A CA that was never rotated.
+    pub fn new(issuing: Issued) -> Self {
+        ManagedCa {
+            trust_pem: issuing.cert_pem.clone(),
+            issuing,
+            next: None,
+            previous_pem: None,
+            served_request: None,
+        }
+    }
+
+    fn from_data(data: &BTreeMap<String, Vec<u8>>) -> Option<Self> {
+        let text = |key: &str| {
+            data.get(key)
+                .filter(|v| !v.is_empty())
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        let issuing = Issued {
+            cert_pem: text(secret_keys::CERT)?,
+            key_pem: text(secret_keys::KEY)?,
+        };
+        let next = match (text(ca_keys::NEXT_CERT), text(ca_keys::NEXT_KEY)) {
+            (Some(cert_pem), Some(key_pem)) => Some(Issued { cert_pem, key_pem }),
+            _ => None,
+        };
+        Some(ManagedCa {
+            trust_pem: text(secret_keys::CA).unwrap_or_else(|| issuing.cert_pem.clone()),
+            issuing,
+            next,
+            previous_pem: text(ca_keys::PREVIOUS_CERT),
+            served_request: text(ca_keys::ROTATION_REQUEST),
+        })
+    }
+
+    fn to_data(&self) -> BTreeMap<String, ByteString> {
+        let mut data = BTreeMap::new();
+        let mut put = |key: &str, value: &str| {
+            data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
+        };
+        put(secret_keys::CERT, &self.issuing.cert_pem);
+        put(secret_keys::KEY, &self.issuing.key_pem);
+        put(secret_keys::CA, &self.trust_pem);
+        if let Some(next) = &self.next {
+            put(ca_keys::NEXT_CERT, &next.cert_pem);
+            put(ca_keys::NEXT_KEY, &next.key_pem);
+        }
+        if let Some(previous) = &self.previous_pem {
+            put(ca_keys::PREVIOUS_CERT, previous);
+        }
+        if let Some(request) = &self.served_request {
+            put(ca_keys::ROTATION_REQUEST, request);
+        }
+        data
+    }
+
+    /// The rotation phase this Secret records.
+    pub fn phase(&self) -> CaPhase {
+        if self.next.is_some() {
+            CaPhase::Trusting
+        } else if self.previous_pem.is_some() {
+            CaPhase::Issuing
+        } else {
+            CaPhase::Stable
+        }
+    }
+
+    /// The CA after `step`; `next_ca` is the new CA [`CaStep::StartRotation`] introduces.
+    /// `None` when the step does not apply to this phase.
+    pub fn advanced(
+        &self,
+        step: CaStep,
+        next_ca: impl FnOnce() -> Result<Issued, IssueError>,
+        request: Option<&str>,
+    ) -> Result<Option<ManagedCa>, IssueError> {
+        let bundle = |a: &str, b: &str| format!("{}\n{}\n", a.trim_end(), b.trim_end());
+        Ok(match (step, self.phase()) {
+            (CaStep::StartRotation, CaPhase::Stable) => {
+                let next = next_ca()?;
+                Some(ManagedCa {
+                    issuing: self.issuing.clone(),
+                    trust_pem: bundle(&self.issuing.cert_pem, &next.cert_pem),
+                    next: Some(next),
+                    previous_pem: None,
+                    served_request: request
+                        .map(str::to_owned)
+                        .or_else(|| self.served_request.clone()),
+                })
+            }
+            (CaStep::SwitchIssuer, CaPhase::Trusting) => self.next.clone().map(|next| ManagedCa {
+                trust_pem: bundle(&self.issuing.cert_pem, &next.cert_pem),
+                previous_pem: Some(self.issuing.cert_pem.clone()),
+                issuing: next,
+                next: None,
+                served_request: self.served_request.clone(),
+            }),
+            (CaStep::DropPrevious, CaPhase::Issuing) => Some(ManagedCa {
+                trust_pem: self.issuing.cert_pem.clone(),
+                issuing: self.issuing.clone(),
+                next: None,
+                previous_pem: None,
+                served_request: self.served_request.clone(),
+            }),
+            _ => None,
+        })
+    }
+}
 
 /// What a reconcile needs of TLS.
 #[derive(Clone, Debug, Default)]
@@ -29,14 +187,26 @@ pub struct ClusterTls {
     /// How the operator reaches `https://` client URLs; `None` for plain HTTP.
     pub etcd: Option<ClientTls>,
     /// The CA that issues member certificates, when some side is operator-managed.
-    pub ca: Option<Issued>,
+    pub ca: Option<ManagedCa>,
+    /// Lifetime of the certificates the operator issues (with [`Self::ca`]).
+    pub leaf_validity: Duration,
+    /// [`build::secret_digest`] of the certificate Secrets members mount, by Secret name: the
+    /// Secrets you provide and the member Secrets of members with a Pod or PVC.
+    pub secret_digests: BTreeMap<String, String>,
+    /// What this pass changed in the Secrets, as (event reason, note), for an event each.
+    pub changes: Vec<(&'static str, String)>,
 }
+
+/// Event reason of a renewed certificate.
+pub const CERTIFICATE_RENEWED: &str = "CertificateRenewed";
+/// Event reason of a CA rotation step.
+pub const CA_ROTATION: &str = "CARotation";
 
 /// The outcome of [`prepare`].
 #[derive(Debug)]
 pub enum Prepared {
     /// Usable (and for a cluster without TLS, empty).
-    Ready(ClusterTls),
+    Ready(Box<ClusterTls>),
     /// A Secret is missing or unusable: each error names the field, the Secret and why.
     Invalid(Vec<FieldError>),
 }
@@ -47,7 +217,7 @@ pub enum TlsError {
     /// An API call on a Secret failed.
     #[error("{verb} Secret {name}: {source}")]
     Kube {
-        /// get or create.
+        /// get, create or replace.
         verb: &'static str,
         /// namespace/name.
         name: String,
@@ -144,6 +314,89 @@ impl Secrets {
             }),
         }
     }
+
+    /// Replaces `old`'s data with `issued` and `ca_pem` (a renewal, a new trust bundle), or
+    /// with `data` (the CA Secret). The resourceVersion of `old` makes a concurrent writer's
+    /// change fail this one (409), to be looked at again next reconcile.
+    async fn overwrite(
+        &self,
+        cluster: &EtcdCluster,
+        old: &Secret,
+        issued: &Issued,
+        ca_pem: Option<&str>,
+        data: Option<BTreeMap<String, ByteString>>,
+    ) -> Result<Secret, TlsError> {
+        let name = old.name_any();
+        let mut secret = build::tls_secret(cluster, &name, issued, ca_pem)?;
+        if data.is_some() {
+            secret.data = data;
+        }
+        secret.metadata.resource_version = old.metadata.resource_version.clone();
+        failpoint::around(
+            "cluster.secret_replace",
+            self.api.replace(&name, &PostParams::default(), &secret),
+        )
+        .await
+        .map_err(|source| TlsError::Kube {
+            verb: "replace",
+            name: self.id(&name),
+            source,
+        })
+    }
+}
+
+/// What an operator-managed certificate Secret needs at `now` to match `ca`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conformance {
+    /// Nothing.
+    Fine,
+    /// A new certificate: a third of its lifetime or less left, unreadable, or not issued by
+    /// the issuing CA (a CA rotation's `Issuing` phase).
+    Reissue,
+    /// The same certificate with the current trust bundle in `ca.crt`.
+    NewTrust,
+}
+
+/// Decides [`Conformance`] for a certificate Secret's data. Pure.
+pub fn conformance(
+    data: &BTreeMap<String, Vec<u8>>,
+    ca: &ManagedCa,
+    now: OffsetDateTime,
+) -> Conformance {
+    let text = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    match text(secret_keys::CERT) {
+        Some(cert)
+            if !certs::renewal_due(&cert, now) && certs::signed_by(&cert, &ca.issuing.cert_pem) =>
+        {
+            if text(secret_keys::CA).as_deref() == Some(ca.trust_pem.as_str()) {
+                Conformance::Fine
+            } else {
+                Conformance::NewTrust
+            }
+        }
+        _ => Conformance::Reissue,
+    }
+}
+
+/// The member Pods, as far as a CA rotation goes. A Pod being deleted, or a member without a
+/// Pod (being restarted, or a PVC kept after a scale-down), holds no stale certificate in
+/// memory: its next Pod mounts the Secrets as this pass left them.
+fn member_certs(
+    cluster: &EtcdCluster,
+    pods: &BTreeMap<String, Pod>,
+    digests: &BTreeMap<String, String>,
+) -> Vec<MemberCerts> {
+    pods.iter()
+        .filter(|(_, pod)| pod.metadata.deletion_timestamp.is_none())
+        .map(|(member, pod)| MemberCerts {
+            ready: crate::observe::pod_ready(pod),
+            pod_hash: pod.annotations().get(build::ANNOTATION_TLS_HASH).cloned(),
+            current_hash: build::member_tls_hash(cluster, member, digests),
+        })
+        .collect()
 }
 
 fn secrets(client: &kube::Client, cluster: &EtcdCluster) -> Secrets {
@@ -170,16 +423,24 @@ pub fn hosts_to_cover(names: &ClusterName, known_members: &[String], size: i32) 
 /// the certificate of every member in `with_volume`. `known_members`: every member name with a
 /// Pod, a PVC or an etcd entry; `with_volume`: those with a Pod or PVC (a restore's seed gets its
 /// certificate this way: the restore operator creates its PVC, then its Pod, which waits for the
-/// Secret; the restore operator writes no Secret).
+/// Secret; the restore operator writes no Secret). Certificates due for renewal are re-issued
+/// with `leaf_validity`, but not those of members in `unadopted` (a Pod an older operator
+/// built, without [`build::ANNOTATION_TLS_HASH`]: the planner records the hash first, so the
+/// renewal that follows rolls it).
 pub async fn prepare(
     client: &kube::Client,
     cluster: &EtcdCluster,
-    known_members: &[String],
-    with_volume: &[String],
+    members: &MemberSets<'_>,
     now: OffsetDateTime,
+    leaf_validity: Duration,
 ) -> Result<Prepared, TlsError> {
+    let MemberSets {
+        known: known_members,
+        with_volume,
+        pods,
+    } = *members;
     let Some(tls) = &cluster.spec.tls else {
-        return Ok(Prepared::Ready(ClusterTls::default()));
+        return Ok(Prepared::Ready(Box::default()));
     };
     let names = crate::observe::cluster_name(cluster);
     let secrets = secrets(client, cluster);
@@ -198,7 +459,8 @@ pub async fn prepare(
     };
 
     // The operator-managed CA.
-    let mut ca = None;
+    let mut ca: Option<ManagedCa> = None;
+    let mut ca_secret: Option<Secret> = None;
     if operator_managed(tls) {
         let name = ca_secret_name(&names.name);
         match secrets.get(&name).await? {
@@ -206,7 +468,8 @@ pub async fn prepare(
                 let data = data_of(&secret);
                 let problems = certs::check_secret(&data, &Use::ManagedCa, now);
                 if problems.is_empty() {
-                    ca = issued_of(&data);
+                    ca = ManagedCa::from_data(&data);
+                    ca_secret = Some(secret);
                 } else {
                     invalid.push(refusal(
                         "spec.tls",
@@ -220,7 +483,7 @@ pub async fn prepare(
                 let issued = certs::new_ca(&names, now)?;
                 let secret = build::tls_secret(cluster, &name, &issued, None)?;
                 let created = secrets.create_or_get(secret).await?;
-                ca = issued_of(&data_of(&created));
+                ca = ManagedCa::from_data(&data_of(&created));
             }
             None => invalid.push(FieldError {
                 field: "spec.tls".into(),
@@ -277,13 +540,27 @@ pub async fn prepare(
             }
         }
     }
+    let mut secret_digests: BTreeMap<String, String> = read
+        .iter()
+        .map(|(name, data)| (name.clone(), build::secret_digest(data)))
+        .collect();
+    let mut changes = Vec::new();
     // How the operator itself connects.
     let mut etcd = None;
     if let Some(operator) = cluster.operator_client_secret() {
         let managed = tls.client.as_ref().is_some_and(|c| c.secret_ref.is_none());
         if managed {
             if let Some(ca) = &ca {
-                let data = ensure_operator_client(&secrets, cluster, &names, ca, now).await?;
+                let data = ensure_operator_client(
+                    &secrets,
+                    cluster,
+                    &names,
+                    ca,
+                    now,
+                    leaf_validity,
+                    &mut changes,
+                )
+                .await?;
                 etcd = ClientTls::from_secret_data(&data, true).ok();
             }
         } else if let Some(data) = read.get(&operator.name) {
@@ -295,10 +572,102 @@ pub async fn prepare(
     }
     if let Some(ca) = &ca {
         for member in with_volume {
-            ensure_member_secret(client, cluster, ca, member, now).await?;
+            // A Pod an older operator built (no certificate hash) is adopted first, so the
+            // change that follows rolls it.
+            let unadopted = pods
+                .get(member)
+                .is_some_and(|p| !p.annotations().contains_key(build::ANNOTATION_TLS_HASH));
+            let renewal = if unadopted {
+                Renewal::Never
+            } else {
+                Renewal::WhenDue(leaf_validity)
+            };
+            let (name, data, change) =
+                ensure_member_secret(client, cluster, ca, member, now, renewal).await?;
+            if let Some(change) = change {
+                changes.push(change);
+            }
+            secret_digests.insert(name, build::secret_digest(&data));
         }
     }
-    Ok(Prepared::Ready(ClusterTls { etcd, ca }))
+    // The next CA rotation step, once the members rolled onto the current one.
+    if let (Some(managed), Some(secret)) = (&ca, &ca_secret) {
+        let request = cluster
+            .annotations()
+            .get(ROTATE_CA_ANNOTATION)
+            .filter(|v| !v.is_empty());
+        let wanted = request.is_some_and(|r| managed.served_request.as_ref() != Some(r))
+            || certs::renewal_due(&managed.issuing.cert_pem, now);
+        let settled = ca_rotation::members_settled(&member_certs(cluster, pods, &secret_digests));
+        let step = ca_rotation::next_ca_step(managed.phase(), wanted, settled);
+        if let Some(advanced) = managed.advanced(
+            step,
+            || certs::new_ca(&names, now),
+            request.map(String::as_str),
+        )? {
+            secrets
+                .overwrite(
+                    cluster,
+                    secret,
+                    &advanced.issuing,
+                    None,
+                    Some(advanced.to_data()),
+                )
+                .await?;
+            changes.push((
+                CA_ROTATION,
+                match step {
+                    CaStep::StartRotation => format!(
+                        "CA rotation started: a new CA is trusted next to the current one \
+                         (Secret {}); members roll onto the bundle one at a time",
+                        secrets.id(&secret.name_any())
+                    ),
+                    CaStep::SwitchIssuer => "CA rotation: every member trusts both CAs; member \
+                        and client certificates are re-issued by the new CA, members roll"
+                        .to_owned(),
+                    _ => "CA rotation: every member holds a certificate of the new CA; the \
+                          previous CA is no longer trusted, members roll a last time"
+                        .to_owned(),
+                },
+            ));
+        }
+    }
+    Ok(Prepared::Ready(Box::new(ClusterTls {
+        etcd,
+        ca,
+        leaf_validity,
+        secret_digests,
+        changes,
+    })))
+}
+
+/// The members [`prepare`] looks at, by name.
+#[derive(Clone, Copy, Debug)]
+pub struct MemberSets<'a> {
+    /// Every member with a Pod, a PVC or an etcd entry.
+    pub known: &'a [String],
+    /// Those with a Pod or a PVC: their certificate Secret is ensured.
+    pub with_volume: &'a [String],
+    /// Member Pods by member name (a Pod without [`build::ANNOTATION_TLS_HASH`] is adopted
+    /// before its certificates change; a CA rotation advances once every Pod is settled).
+    pub pods: &'a BTreeMap<String, Pod>,
+}
+
+/// What [`ensure_member_secret`] returns: the Secret's name, its data, and the change made to
+/// it as (event reason, note), if any.
+pub type MemberSecret = (
+    String,
+    BTreeMap<String, Vec<u8>>,
+    Option<(&'static str, String)>,
+);
+
+/// Whether [`ensure_member_secret`] may re-issue a certificate there is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// When [`needs_renewal`], with this lifetime (also the lifetime of a new one).
+    WhenDue(Duration),
+    /// Not now (a missing Secret is still created, with [`certs::LEAF_VALIDITY`]).
+    Never,
 }
 
 /// How another operator (restore) reaches the cluster's client port: read from the Secret the
@@ -343,15 +712,45 @@ async fn ensure_operator_client(
     secrets: &Secrets,
     cluster: &EtcdCluster,
     names: &ClusterName,
-    ca: &Issued,
+    ca: &ManagedCa,
     now: OffsetDateTime,
+    validity: Duration,
+    changes: &mut Vec<(&'static str, String)>,
 ) -> Result<BTreeMap<String, Vec<u8>>, TlsError> {
     let name = operator_client_secret_name(&names.name);
+    let trust = Some(ca.trust_pem.as_str());
+    // The operators read it on every call: changing it needs no restart of anything.
     let secret = match secrets.get(&name).await? {
-        Some(secret) => secret,
+        Some(secret) => match conformance(&data_of(&secret), ca, now) {
+            Conformance::Fine => secret,
+            Conformance::Reissue => {
+                let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
+                let secret = secrets
+                    .overwrite(cluster, &secret, &issued, trust, None)
+                    .await?;
+                changes.push((
+                    CERTIFICATE_RENEWED,
+                    format!(
+                        "Issued a new operators' client certificate in Secret {}",
+                        secrets.id(&name)
+                    ),
+                ));
+                secret
+            }
+            Conformance::NewTrust => {
+                let same =
+                    issued_of(&data_of(&secret)).ok_or_else(|| TlsError::BadManagedSecret {
+                        name: secrets.id(&name),
+                        problems: "has no tls.crt or tls.key".into(),
+                    })?;
+                secrets
+                    .overwrite(cluster, &secret, &same, trust, None)
+                    .await?
+            }
+        },
         None => {
-            let issued = certs::issue_operator_client(ca, names, now)?;
-            let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
+            let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
+            let secret = build::tls_secret(cluster, &name, &issued, trust)?;
             secrets.create_or_get(secret).await?
         }
     };
@@ -367,32 +766,66 @@ async fn ensure_operator_client(
 }
 
 /// Creates `member`'s certificate Secret if it is missing (before its Pod, which mounts it),
-/// and checks the one there is.
+/// renews the one there is when `renewal` allows and it is due, and checks it. Returns the
+/// Secret's name and data, and whether it was renewed.
 pub async fn ensure_member_secret(
     client: &kube::Client,
     cluster: &EtcdCluster,
-    ca: &Issued,
+    ca: &ManagedCa,
     member: &str,
     now: OffsetDateTime,
-) -> Result<(), TlsError> {
+    renewal: Renewal,
+) -> Result<MemberSecret, TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let secrets = secrets(client, cluster);
     let name = member_secret_name(member);
-    let secret = match secrets.get(&name).await? {
-        Some(secret) => secret,
-        None => {
-            let issued = certs::issue_member(ca, &names, member, now)?;
-            let secret = build::tls_secret(cluster, &name, &issued, Some(&ca.cert_pem))?;
+    let trust = Some(ca.trust_pem.as_str());
+    let mut change = None;
+    let secret = match (secrets.get(&name).await?, renewal) {
+        (Some(secret), Renewal::Never) => secret,
+        (Some(secret), Renewal::WhenDue(validity)) => {
+            match conformance(&data_of(&secret), ca, now) {
+                Conformance::Fine => secret,
+                Conformance::Reissue => {
+                    let issued = certs::issue_member(&ca.issuing, &names, member, now, validity)?;
+                    change = Some((
+                        CERTIFICATE_RENEWED,
+                        format!(
+                            "Issued a new certificate for member {member} in Secret {}; the \
+                             member rolls onto it when quorum allows",
+                            secrets.id(&name)
+                        ),
+                    ));
+                    secrets
+                        .overwrite(cluster, &secret, &issued, trust, None)
+                        .await?
+                }
+                Conformance::NewTrust => {
+                    let same =
+                        issued_of(&data_of(&secret)).ok_or_else(|| TlsError::BadManagedSecret {
+                            name: secrets.id(&name),
+                            problems: "has no tls.crt or tls.key".into(),
+                        })?;
+                    secrets
+                        .overwrite(cluster, &secret, &same, trust, None)
+                        .await?
+                }
+            }
+        }
+        (None, renewal) => {
+            let validity = match renewal {
+                Renewal::WhenDue(validity) => validity,
+                Renewal::Never => certs::LEAF_VALIDITY,
+            };
+            let issued = certs::issue_member(&ca.issuing, &names, member, now, validity)?;
+            let secret = build::tls_secret(cluster, &name, &issued, trust)?;
             secrets.create_or_get(secret).await?
         }
     };
-    let problems = certs::check_secret(
-        &data_of(&secret),
-        &Use::Peer(vec![names.member_host(member)]),
-        now,
-    );
+    let data = data_of(&secret);
+    let problems = certs::check_secret(&data, &Use::Peer(vec![names.member_host(member)]), now);
     if problems.is_empty() {
-        Ok(())
+        Ok((name, data, change))
     } else {
         Err(TlsError::BadManagedSecret {
             name: secrets.id(&name),
@@ -404,6 +837,207 @@ pub async fn ensure_member_secret(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
+    }
+
+    fn names() -> ClusterName {
+        ClusterName::new("db", "main").with_tls(true, true)
+    }
+
+    fn secret_data(issued: &Issued, trust: &str) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([
+            ("tls.crt".to_owned(), issued.cert_pem.clone().into_bytes()),
+            ("tls.key".to_owned(), issued.key_pem.clone().into_bytes()),
+            ("ca.crt".to_owned(), trust.as_bytes().to_vec()),
+        ])
+    }
+
+    fn round_trip(ca: &ManagedCa) -> ManagedCa {
+        let data = ca
+            .to_data()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect::<BTreeMap<_, _>>();
+        ManagedCa::from_data(&data).unwrap()
+    }
+
+    /// The CA Secret carries the whole rotation state: each phase survives a write and a read
+    /// (a crash between steps resumes from it), and the three steps walk A -> A+B -> B.
+    #[test]
+    fn a_ca_rotation_walks_trust_then_issuer_then_drops_the_old_ca() {
+        let a = certs::new_ca(&names(), now()).unwrap();
+        let b = certs::new_ca(&names(), now()).unwrap();
+        let stable = ManagedCa::new(a.clone());
+        assert_eq!(stable.phase(), CaPhase::Stable);
+        assert_eq!(round_trip(&stable), stable);
+        // A Secret written before rotation existed (no ca.crt) reads as trusting tls.crt.
+        let legacy = BTreeMap::from([
+            ("tls.crt".to_owned(), a.cert_pem.clone().into_bytes()),
+            ("tls.key".to_owned(), a.key_pem.clone().into_bytes()),
+        ]);
+        assert_eq!(ManagedCa::from_data(&legacy).unwrap(), stable);
+        // Steps that do not fit the phase do nothing.
+        let never = || -> Result<Issued, IssueError> { panic!("no new CA here") };
+        assert_eq!(
+            stable.advanced(CaStep::SwitchIssuer, never, None).unwrap(),
+            None
+        );
+        assert_eq!(
+            stable.advanced(CaStep::DropPrevious, never, None).unwrap(),
+            None
+        );
+        assert_eq!(stable.advanced(CaStep::Keep, never, None).unwrap(), None);
+
+        let trusting = stable
+            .advanced(CaStep::StartRotation, || Ok(b.clone()), Some("2026-11-26"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(trusting.phase(), CaPhase::Trusting);
+        assert_eq!(trusting.issuing, a, "A still issues");
+        assert!(trusting.trust_pem.contains(a.cert_pem.trim()));
+        assert!(trusting.trust_pem.contains(b.cert_pem.trim()));
+        assert_eq!(trusting.served_request.as_deref(), Some("2026-11-26"));
+        assert_eq!(round_trip(&trusting), trusting);
+
+        let issuing = trusting
+            .advanced(CaStep::SwitchIssuer, never, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(issuing.phase(), CaPhase::Issuing);
+        assert_eq!(issuing.issuing, b, "B issues");
+        assert_eq!(issuing.trust_pem, trusting.trust_pem, "A still trusted");
+        assert_eq!(round_trip(&issuing), issuing);
+
+        let done = issuing
+            .advanced(CaStep::DropPrevious, never, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.phase(), CaPhase::Stable);
+        assert_eq!(done.issuing, b);
+        assert_eq!(done.trust_pem, b.cert_pem);
+        assert_eq!(done.served_request.as_deref(), Some("2026-11-26"));
+        assert_eq!(round_trip(&done), done);
+    }
+
+    /// Only running member Pods gate a rotation step: a PVC kept after a scale-down (no Pod)
+    /// or a Pod being deleted holds no certificate in memory and must not block it forever.
+    #[test]
+    fn rotation_is_gated_by_running_member_pods_only() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let mut cluster = EtcdCluster::new(
+            "main",
+            serde_json::from_value(serde_json::json!({"size": 3, "tls": {"peer": {}}})).unwrap(),
+        );
+        cluster.metadata.namespace = Some("db".into());
+        let digests = BTreeMap::from([
+            ("main-0-tls".to_owned(), "d0".to_owned()),
+            ("main-1-tls".to_owned(), "d1".to_owned()),
+            ("main-3-tls".to_owned(), "d3".to_owned()),
+        ]);
+        let pod = |member: &str, hash: Option<String>, ready: bool| {
+            let mut pod = Pod::default();
+            pod.metadata.name = Some(member.to_owned());
+            pod.metadata.annotations =
+                hash.map(|h| BTreeMap::from([(build::ANNOTATION_TLS_HASH.to_owned(), h)]));
+            pod.status = Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            });
+            pod
+        };
+        let current = |member: &str| build::member_tls_hash(&cluster, member, &digests);
+        let mut pods = BTreeMap::from([
+            ("main-0".to_owned(), pod("main-0", current("main-0"), true)),
+            ("main-1".to_owned(), pod("main-1", current("main-1"), true)),
+        ]);
+        // main-3 has a Secret (and a PVC) but no Pod: not counted.
+        assert!(ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+        // A running Pod built from older Secrets blocks the step.
+        pods.insert("main-1".into(), pod("main-1", Some("older".into()), true));
+        assert!(!ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+        // Being deleted, it does not: its next Pod mounts the Secrets as they are.
+        pods.get_mut("main-1").unwrap().metadata.deletion_timestamp =
+            Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert!(ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+        // Not Ready: blocks.
+        pods.insert("main-0".into(), pod("main-0", current("main-0"), false));
+        assert!(!ca_rotation::members_settled(&member_certs(
+            &cluster, &pods, &digests
+        )));
+    }
+
+    /// What a member (or client) Secret needs in each phase: a new certificate when it is due
+    /// or of another CA than the issuing one, a new trust bundle when only that differs.
+    #[test]
+    fn conformance_per_phase() {
+        let a = certs::new_ca(&names(), now()).unwrap();
+        let b = certs::new_ca(&names(), now()).unwrap();
+        let validity = certs::LEAF_VALIDITY;
+        let by_a = certs::issue_member(&a, &names(), "main-0", now(), validity).unwrap();
+        let by_b = certs::issue_member(&b, &names(), "main-0", now(), validity).unwrap();
+        let stable_a = ManagedCa::new(a.clone());
+        let trusting = stable_a
+            .advanced(CaStep::StartRotation, || Ok(b.clone()), None)
+            .unwrap()
+            .unwrap();
+        let issuing = trusting
+            .advanced(CaStep::SwitchIssuer, || unreachable!(), None)
+            .unwrap()
+            .unwrap();
+        let stable_b = issuing
+            .advanced(CaStep::DropPrevious, || unreachable!(), None)
+            .unwrap()
+            .unwrap();
+        let bundle = trusting.trust_pem.clone();
+        let cases = [
+            (
+                &stable_a,
+                secret_data(&by_a, &a.cert_pem),
+                Conformance::Fine,
+            ),
+            (
+                &trusting,
+                secret_data(&by_a, &a.cert_pem),
+                Conformance::NewTrust,
+            ),
+            (&trusting, secret_data(&by_a, &bundle), Conformance::Fine),
+            (&issuing, secret_data(&by_a, &bundle), Conformance::Reissue),
+            (&issuing, secret_data(&by_b, &bundle), Conformance::Fine),
+            (
+                &stable_b,
+                secret_data(&by_b, &bundle),
+                Conformance::NewTrust,
+            ),
+            (
+                &stable_b,
+                secret_data(&by_b, &b.cert_pem),
+                Conformance::Fine,
+            ),
+            (&stable_b, BTreeMap::new(), Conformance::Reissue),
+        ];
+        for (i, (ca, data, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(conformance(&data, ca, now()), expected, "case {i}");
+        }
+        // Due for renewal: a new certificate whatever the phase.
+        let later = now() + time::Duration::days(2 * 365 + 1);
+        assert_eq!(
+            conformance(&secret_data(&by_a, &a.cert_pem), &stable_a, later),
+            Conformance::Reissue
+        );
+    }
 
     #[test]
     fn hosts_cover_known_members_and_the_first_size_names() {

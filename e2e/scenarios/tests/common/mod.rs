@@ -65,6 +65,12 @@ impl Env {
     /// A local control plane with the chart installed (`helm install --wait`) and the namespace
     /// for clusters created.
     pub async fn start() -> Env {
+        Env::start_with_values(&[]).await
+    }
+
+    /// [`Env::start`] with more `helm install` arguments (e.g. operator flags through
+    /// `clusterOperator.extraArgs`).
+    pub async fn start_with_values(extra: &[&str]) -> Env {
         let binary = test_support::localkube_binary().expect("localkube is built");
         check_binaries(&binary);
         let lk = LocalKube::start_with(&binary)
@@ -79,7 +85,7 @@ impl Env {
                 .unwrap();
         let client = kube::Client::try_from(config).unwrap();
         let env = Env { lk, kc, client };
-        env.helm_install(&[]);
+        env.helm_install(extra);
         env.kubectl(&["create", "namespace", NS]);
         env
     }
@@ -259,6 +265,20 @@ impl Workload {
     /// Clients of an `https://` client URL, with `tls`.
     pub fn start_tls(url: String, tls: Option<etcd_client::TlsOptions>) -> Workload {
         Workload(KvWorkload::start(vec![url], tls, WorkloadConfig::default()))
+    }
+
+    /// [`Workload::start_tls`] on keys of its own (under `key_prefix`), so two workloads can
+    /// run at once, each with its own history.
+    pub fn start_tls_on(
+        url: String,
+        tls: Option<etcd_client::TlsOptions>,
+        key_prefix: &str,
+    ) -> Workload {
+        let config = WorkloadConfig {
+            key_prefix: key_prefix.to_owned(),
+            ..WorkloadConfig::default()
+        };
+        Workload(KvWorkload::start(vec![url], tls, config))
     }
 
     /// Writes acknowledged so far.

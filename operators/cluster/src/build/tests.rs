@@ -1231,3 +1231,56 @@ fn running_as_root_is_possible_and_the_restricted_level_then_refuses_it() {
         vec!["etcd runAsNonRoot != true", "etcd runAsUser=0"]
     );
 }
+
+/// The certificate hash covers exactly the Secrets a member mounts: the member's own for an
+/// operator-managed side, the one you provide otherwise; unknown while one is not read.
+#[test]
+fn member_tls_hash_follows_the_secrets_the_member_mounts() {
+    use std::collections::BTreeMap;
+    let mut spec: etcd_api::EtcdClusterSpec =
+        serde_json::from_value(serde_json::json!({"size": 3})).unwrap();
+    let mut plain = EtcdCluster::new("main", spec.clone());
+    plain.metadata.namespace = Some("db".into());
+    assert_eq!(member_tls_hash(&plain, "main-0", &BTreeMap::new()), None);
+
+    spec.tls = Some(serde_json::from_value(serde_json::json!({"peer": {}, "client": {}})).unwrap());
+    let mut managed = EtcdCluster::new("main", spec.clone());
+    managed.metadata.namespace = Some("db".into());
+    let digest =
+        |v: &str| secret_digest(&BTreeMap::from([("tls.crt".into(), v.as_bytes().to_vec())]));
+    let mut digests = BTreeMap::from([
+        ("main-0-tls".to_owned(), digest("a")),
+        ("main-1-tls".to_owned(), digest("a")),
+    ]);
+    let before = member_tls_hash(&managed, "main-0", &digests).unwrap();
+    assert_eq!(member_tls_hash(&managed, "main-2", &digests), None);
+    // Another member's renewal does not touch this member's hash; its own does.
+    digests.insert("main-1-tls".into(), digest("b"));
+    assert_eq!(
+        member_tls_hash(&managed, "main-0", &digests),
+        Some(before.clone())
+    );
+    digests.insert("main-0-tls".into(), digest("b"));
+    assert_ne!(member_tls_hash(&managed, "main-0", &digests), Some(before));
+
+    spec.tls = Some(
+        serde_json::from_value(
+            serde_json::json!({"peer": {}, "client": {"secretRef": {"name": "serving"}}}),
+        )
+        .unwrap(),
+    );
+    let mut mixed = EtcdCluster::new("main", spec);
+    mixed.metadata.namespace = Some("db".into());
+    assert_eq!(
+        member_tls_hash(&mixed, "main-0", &digests),
+        None,
+        "serving not read"
+    );
+    digests.insert("serving".into(), digest("s"));
+    let with_serving = member_tls_hash(&mixed, "main-0", &digests).unwrap();
+    digests.insert("serving".into(), digest("t"));
+    assert_ne!(
+        member_tls_hash(&mixed, "main-0", &digests),
+        Some(with_serving)
+    );
+}

@@ -63,7 +63,7 @@ fn seen(pem: &str) -> Seen {
 #[test]
 fn member_certificate_has_the_sans_usages_and_validity_members_need() {
     let ca = new_ca(&names(), now()).unwrap();
-    let member = issue_member(&ca, &names(), "main-2", now()).unwrap();
+    let member = issue_member(&ca, &names(), "main-2", now(), LEAF_VALIDITY).unwrap();
     let s = seen(&member.cert_pem);
     assert_eq!(
         s.dns,
@@ -119,7 +119,7 @@ fn member_certificate_has_the_sans_usages_and_validity_members_need() {
 #[test]
 fn operator_client_certificate_is_for_client_auth_only() {
     let ca = new_ca(&names(), now()).unwrap();
-    let client = issue_operator_client(&ca, &names(), now()).unwrap();
+    let client = issue_operator_client(&ca, &names(), now(), LEAF_VALIDITY).unwrap();
     let s = seen(&client.cert_pem);
     assert!(s.client_auth && !s.server_auth);
     assert!(s.dns.is_empty() && s.ips.is_empty());
@@ -154,7 +154,7 @@ fn ca_is_a_ca_for_ten_years() {
         ("tls.key".to_owned(), ca.key_pem.as_bytes().to_vec()),
     ]);
     assert_eq!(check_secret(&secret, &Use::ManagedCa, now()), []);
-    let member = issue_member(&ca, &names(), "main-0", now()).unwrap();
+    let member = issue_member(&ca, &names(), "main-0", now(), LEAF_VALIDITY).unwrap();
     let not_a_ca = BTreeMap::from([
         ("tls.crt".to_owned(), member.cert_pem.as_bytes().to_vec()),
         ("tls.key".to_owned(), member.key_pem.as_bytes().to_vec()),
@@ -168,8 +168,8 @@ fn ca_is_a_ca_for_ten_years() {
 #[test]
 fn bad_secrets_are_refused_with_the_problem() {
     let ca = new_ca(&names(), now()).unwrap();
-    let member = issue_member(&ca, &names(), "main-0", now()).unwrap();
-    let other = issue_member(&ca, &names(), "main-1", now()).unwrap();
+    let member = issue_member(&ca, &names(), "main-0", now(), LEAF_VALIDITY).unwrap();
+    let other = issue_member(&ca, &names(), "main-1", now(), LEAF_VALIDITY).unwrap();
     let own = Use::Peer(vec![names().member_host("main-0")]);
 
     // Keys missing.
@@ -211,7 +211,14 @@ fn bad_secrets_are_refused_with_the_problem() {
         [CertProblem::KeyMismatch]
     );
     // Expired, and not yet valid.
-    let old = issue_member(&ca, &names(), "main-0", now() - Duration::days(4 * 365)).unwrap();
+    let old = issue_member(
+        &ca,
+        &names(),
+        "main-0",
+        now() - Duration::days(4 * 365),
+        LEAF_VALIDITY,
+    )
+    .unwrap();
     assert_eq!(
         check_secret(
             &data(&old.cert_pem, &old.key_pem, &ca.cert_pem),
@@ -223,7 +230,14 @@ fn bad_secrets_are_refused_with_the_problem() {
             not_after: "2026-01-15T08:00:00Z".into()
         }]
     );
-    let early = issue_member(&ca, &names(), "main-0", now() + Duration::days(2)).unwrap();
+    let early = issue_member(
+        &ca,
+        &names(),
+        "main-0",
+        now() + Duration::days(2),
+        LEAF_VALIDITY,
+    )
+    .unwrap();
     assert!(matches!(
         check_secret(
             &data(&early.cert_pem, &early.key_pem, &ca.cert_pem),
@@ -245,7 +259,7 @@ fn bad_secrets_are_refused_with_the_problem() {
     );
     // An expired CA.
     let old_ca = new_ca(&names(), now() - Duration::days(3700)).unwrap();
-    let by_old = issue_member(&old_ca, &names(), "main-0", now()).unwrap();
+    let by_old = issue_member(&old_ca, &names(), "main-0", now(), LEAF_VALIDITY).unwrap();
     assert!(matches!(
         check_secret(
             &data(&by_old.cert_pem, &by_old.key_pem, &old_ca.cert_pem),
@@ -298,4 +312,42 @@ fn wildcards_match_one_label() {
     ] {
         assert_eq!(dns_matches(pattern, name), matches, "{pattern} {name}");
     }
+}
+
+/// Renewal at a third of the lifetime left (cert-manager's default), for the default lifetime
+/// and for the short one the e2e test runs with (whose clock-skew margin shrinks with it).
+#[test]
+fn renewal_is_due_once_a_third_of_the_lifetime_is_left() {
+    let ca = new_ca(&names(), now()).unwrap();
+    let cases: [(Duration, Duration, bool); 8] = [
+        // (validity, time since issuance, due)
+        (LEAF_VALIDITY, Duration::ZERO, false),
+        (LEAF_VALIDITY, Duration::days(365), false),
+        (LEAF_VALIDITY, Duration::days(2 * 365 - 1), false),
+        (LEAF_VALIDITY, Duration::days(2 * 365 + 1), true),
+        (LEAF_VALIDITY, Duration::days(4 * 365), true), // expired
+        (Duration::seconds(120), Duration::seconds(60), false),
+        // lifetime 132 s (12 s of skew margin): due at 88 s after notBefore, 76 s after issuance
+        (Duration::seconds(120), Duration::seconds(75), false),
+        (Duration::seconds(120), Duration::seconds(77), true),
+    ];
+    for (validity, age, due) in cases {
+        let member = issue_member(&ca, &names(), "main-0", now(), validity).unwrap();
+        assert_eq!(
+            renewal_due(&member.cert_pem, now() + age),
+            due,
+            "validity {validity}, age {age}"
+        );
+    }
+    assert!(renewal_due("not a certificate", now()), "unreadable: renew");
+}
+
+#[test]
+fn signed_by_tells_which_ca_issued_a_certificate() {
+    let ca = new_ca(&names(), now()).unwrap();
+    let other = new_ca(&names(), now()).unwrap();
+    let member = issue_member(&ca, &names(), "main-0", now(), LEAF_VALIDITY).unwrap();
+    assert!(signed_by(&member.cert_pem, &ca.cert_pem));
+    assert!(!signed_by(&member.cert_pem, &other.cert_pem));
+    assert!(!signed_by("garbage", &ca.cert_pem));
 }

@@ -39,6 +39,7 @@ use etcd_api::validation::{self, EtcdVersion, FieldError};
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
+pub mod ca_rotation;
 mod maintenance;
 mod rollout;
 #[cfg(test)]
@@ -155,14 +156,17 @@ pub enum Action {
         /// Member name.
         member: String,
     },
-    /// Record `hash` on the Pod of a member that an operator release without configuration
-    /// hashes built: the Pod is adopted as built from the current spec (annotation patched, no
-    /// restart), so a later change of the spec rolls it like every other member.
+    /// Record the hashes a member Pod lacks (built by an operator release that did not record
+    /// them): the Pod is adopted as built from the current spec and Secrets (annotations
+    /// patched, no restart), so a later change of either rolls it like every other member.
+    /// Only the missing ones are written: a recorded hash that differs still rolls the member.
     AdoptPod {
         /// Member name (also its Pod's).
         member: String,
-        /// The current [`crate::build::config_hash`].
-        hash: String,
+        /// The current [`crate::build::config_hash`], when the Pod has none.
+        hash: Option<String>,
+        /// The current [`crate::build::member_tls_hash`], when the Pod has none.
+        tls_hash: Option<String>,
     },
     /// Raise a member PVC's storage request to `spec.storage.size`; its StorageClass allows
     /// expansion. Not disruptive: the volume grows under the running member (or, for drivers

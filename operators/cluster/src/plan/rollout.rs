@@ -1,5 +1,7 @@
-//! Configuration drift: members whose Pod was built from another `spec.pod` / `spec.etcdOptions`
-//! are rolled, one at a time, exactly as an upgrade rolls them.
+//! Configuration drift: members whose Pod was built from another `spec.pod` / `spec.etcdOptions`,
+//! or (TLS clusters) from other certificate Secrets than they hold now (a renewal, a CA
+//! rotation step, a Secret you provide updated: `Observed::tls_hashes`), are rolled, one at a
+//! time, exactly as an upgrade rolls them.
 //!
 //! Reached only after every earlier rule passed (plan/mod.rs): the spec is valid, the cluster
 //! is not paused or being restored, every member has its Pod, every voter answers, there is no
@@ -24,20 +26,28 @@ use super::{Action, WaitReason, ordinal_key, quorum_after_losing_one};
 /// from the builder. Learners count too: their Pod is a member Pod like any other.
 pub(super) fn next_adoption(observed: &Observed, members: &[Member]) -> Option<Action> {
     let cluster = &observed.cluster;
-    members
+    let mut names: Vec<String> = members
         .iter()
         .filter_map(|m| m.member_name(cluster))
-        .filter(|name| {
-            observed
-                .pods
-                .get(name)
-                .is_some_and(|pod| pod.config_hash.is_none() && !pod.terminating)
-        })
-        .min()
-        .map(|member| Action::AdoptPod {
+        .collect();
+    names.sort();
+    names.into_iter().find_map(|member| {
+        let pod = observed.pods.get(&member).filter(|pod| !pod.terminating)?;
+        let hash = pod
+            .config_hash
+            .is_none()
+            .then(|| build::config_hash(&observed.spec));
+        let tls_hash = observed
+            .tls_hashes
+            .get(&member)
+            .filter(|_| pod.tls_hash.is_none())
+            .cloned();
+        (hash.is_some() || tls_hash.is_some()).then_some(Action::AdoptPod {
             member,
-            hash: build::config_hash(&observed.spec),
+            hash,
+            tls_hash,
         })
+    })
 }
 use crate::build;
 use crate::state::{Member, Observed};
@@ -52,14 +62,24 @@ pub(super) fn next_roll(
     let cluster = &observed.cluster;
     let desired = build::config_hash(&observed.spec);
     let up_to_date = |m: &Member| {
-        m.member_name(cluster)
-            .and_then(|name| observed.pods.get(&name))
+        let Some(name) = m.member_name(cluster) else {
+            return true;
+        };
+        let desired_tls = observed.tls_hashes.get(&name);
+        observed
+            .pods
+            .get(&name)
             // Members that are not ours have no Pod of ours to roll; a Pod without a hash is
-            // adopted (module doc).
+            // adopted (module doc). A TLS hash is compared only when the Secrets are known.
             .is_none_or(|pod| {
                 pod.config_hash
                     .as_deref()
                     .is_none_or(|hash| hash == desired.as_str())
+                    && pod
+                        .tls_hash
+                        .as_ref()
+                        .zip(desired_tls)
+                        .is_none_or(|(have, want)| have == want)
             })
     };
     let current = voters.iter().filter(|m| up_to_date(m)).count();
@@ -168,6 +188,121 @@ mod tests {
             observed.pods.get_mut(&name(ordinal)).unwrap().config_hash = hash.clone();
             assert_eq!(plan(&observed), next, "after rolling {}", name(ordinal));
         }
+    }
+
+    /// A settled 3-member TLS cluster (leader `leader`) whose Pods carry the certificate hash
+    /// of the Secrets they mount now.
+    fn tls_settled(leader: u32) -> Observed {
+        let mut observed = cluster(3, V35)
+            .members(on(V35, &[0, 1, 2], leader))
+            .pods(&[0, 1, 2])
+            .ready(&[0, 1, 2])
+            .pvcs(&[0, 1, 2]);
+        for ordinal in [0, 1, 2] {
+            let hash = format!("certs-{ordinal}-a");
+            observed.tls_hashes.insert(name(ordinal), hash.clone());
+            observed.pods.get_mut(&name(ordinal)).unwrap().tls_hash = Some(hash);
+        }
+        observed
+    }
+
+    /// Certificate Secrets changed (a renewal, a CA rotation step): every member whose Secrets
+    /// differ from what its Pod mounted is rolled, followers first, the leader last, one at a
+    /// time; members whose Secrets did not change are not.
+    #[test]
+    fn changed_certificate_secrets_roll_their_members_one_at_a_time() {
+        // (leader, members whose Secrets changed, the rolls expected in order)
+        let cases: [(u32, &[u32], &[u32]); 5] = [
+            (0, &[0, 1, 2], &[1, 2, 0]),
+            (1, &[0, 1, 2], &[0, 2, 1]),
+            (2, &[2], &[2]),
+            (0, &[1], &[1]),
+            (0, &[], &[]),
+        ];
+        for (leader, changed, expected) in cases {
+            let mut observed = tls_settled(leader);
+            for &ordinal in changed {
+                observed
+                    .tls_hashes
+                    .insert(name(ordinal), format!("certs-{ordinal}-b"));
+            }
+            let mut rolled = vec![];
+            loop {
+                match plan(&observed) {
+                    Action::RollMember { member, .. } => {
+                        // The member comes back mounting the Secrets as they are now.
+                        let now = observed.tls_hashes[&member].clone();
+                        observed.pods.get_mut(&member).unwrap().tls_hash = Some(now);
+                        rolled.push(member);
+                    }
+                    Action::Converged => break,
+                    other => panic!("leader {leader}, changed {changed:?}: {other:?}"),
+                }
+            }
+            let expected: Vec<String> = expected.iter().map(|&o| name(o)).collect();
+            assert_eq!(rolled, expected, "leader {leader}, changed {changed:?}");
+        }
+    }
+
+    /// A roll for new certificates is quorum-gated like any other: not while another member
+    /// is down, not while a Pod is not Ready.
+    #[test]
+    fn a_certificate_roll_waits_for_quorum_and_readiness() {
+        let mut observed = tls_settled(0);
+        observed.tls_hashes.insert(name(1), "certs-1-b".into());
+        if let crate::state::Membership::Known(members) = &mut observed.membership {
+            members[2] = unhealthy(2, 3);
+        }
+        assert!(
+            !matches!(plan(&observed), Action::RollMember { .. }),
+            "{:?}",
+            plan(&observed)
+        );
+        let mut observed = tls_settled(0);
+        observed.tls_hashes.insert(name(1), "certs-1-b".into());
+        observed.pods.get_mut(&name(2)).unwrap().ready = false;
+        assert_eq!(
+            plan(&observed),
+            Action::Wait(WaitReason::PodNotReady { member: name(2) })
+        );
+    }
+
+    /// Secrets not read (a member's Secret unknown this pass) never roll anyone; a Pod an
+    /// older operator built (no certificate hash) is adopted with the hash there is, without a
+    /// restart, and only the missing annotation is written.
+    #[test]
+    fn unknown_certificate_hashes_do_not_roll_and_pods_without_one_are_adopted() {
+        let mut observed = tls_settled(0);
+        observed.tls_hashes.clear();
+        assert_eq!(plan(&observed), Action::Converged);
+
+        let mut observed = tls_settled(0);
+        observed.pods.get_mut(&name(1)).unwrap().tls_hash = None;
+        assert_eq!(
+            plan(&observed),
+            Action::AdoptPod {
+                member: name(1),
+                hash: None,
+                tls_hash: Some("certs-1-a".into()),
+            }
+        );
+        // Both missing: both recorded in one patch.
+        observed.pods.get_mut(&name(1)).unwrap().config_hash = None;
+        assert_eq!(
+            plan(&observed),
+            Action::AdoptPod {
+                member: name(1),
+                hash: current_hash(&observed),
+                tls_hash: Some("certs-1-a".into()),
+            }
+        );
+        // A config drift is not hidden by adopting the certificate hash.
+        let mut observed = change_resources(tls_settled(0));
+        observed.pods.get_mut(&name(1)).unwrap().tls_hash = None;
+        assert!(matches!(
+            plan(&observed),
+            Action::AdoptPod { hash: None, .. }
+        ));
     }
 
     #[test]
@@ -332,7 +467,8 @@ mod tests {
                 plan(&observed),
                 Action::AdoptPod {
                     member: name(ordinal),
-                    hash: hash.clone()
+                    hash: Some(hash.clone()),
+                    tls_hash: None,
                 }
             );
             observed.pods.get_mut(&name(ordinal)).unwrap().config_hash = Some(hash.clone());
@@ -424,6 +560,7 @@ mod tests {
                             terminating: false,
                             ready: false,
                             config_hash: hash.clone(),
+                            tls_hash: None,
                             snapshot_before_upgrade: false,
                             v2_snapshot_saved: false,
                         },

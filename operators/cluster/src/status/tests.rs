@@ -752,6 +752,57 @@ fn a_roll_reports_how_many_members_run_the_current_configuration() {
     assert!(event.note.contains("main-2"), "{}", event.note);
 }
 
+/// A roll onto renewed certificates (the spec unchanged) is reported like a configuration
+/// roll, counting the members whose Pod mounted the certificate Secrets as they are now.
+#[test]
+fn a_certificate_roll_is_reported_with_its_progress() {
+    let mut observed = cluster(3, V35)
+        .pods(&[0, 1, 2])
+        .ready(&[0, 1, 2])
+        .pvcs(&[0, 1, 2])
+        .members(three(V35));
+    for ordinal in [0, 1, 2] {
+        observed
+            .tls_hashes
+            .insert(name(ordinal), format!("renewed-{ordinal}"));
+        observed.pods.get_mut(&name(ordinal)).unwrap().tls_hash = Some(if ordinal == 1 {
+            format!("renewed-{ordinal}")
+        } else {
+            format!("issued-{ordinal}")
+        });
+    }
+    let action = next_action(&observed, &Policy::default());
+    assert!(
+        matches!(
+            &action,
+            Action::RollMember {
+                up_to_date: 1,
+                voters: 3,
+                ..
+            }
+        ),
+        "{action:?}"
+    );
+    let status = status_from(
+        &observed,
+        &action,
+        None,
+        &previous_of(&[0, 1, 2], V35),
+        at(1),
+    );
+    let progressing = condition(&status, "Progressing");
+    assert_eq!(progressing.reason, "RollingConfiguration");
+    assert!(
+        progressing
+            .message
+            .contains("1/3 members run the current configuration"),
+        "{}",
+        progressing.message
+    );
+    let event = event_for(&action).unwrap();
+    assert!(event.note.contains("certificate Secrets"), "{}", event.note);
+}
+
 fn validation_error(version: &str) -> etcd_api::validation::FieldError {
     etcd_api::validation::validate_version(version).unwrap_err()
 }
