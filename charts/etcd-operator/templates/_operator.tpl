@@ -113,10 +113,10 @@ spec:
           command: {{ toJson .command }}
           args:
             - --leader-elect={{ $root.Values.leaderElection.enabled }}
-            {{- if $root.Values.leaderElection.enabled }}
-            {{- /* Per release: two releases in one namespace never share a Lease. */}}
+            {{- /* Per release: two releases in one namespace never share a Lease, and the
+                   name is the install's identity in the namespace claims (also without
+                   leader election). */}}
             - --lease-name={{ $name }}
-            {{- end }}
             {{- with $v.watchNamespace }}
             - --watch-namespace={{ . }}
             {{- end }}

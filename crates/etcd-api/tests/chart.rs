@@ -935,11 +935,12 @@ fn namespaced_rbac_and_per_release_leases() {
             ])
             .unwrap_or_else(|e| panic!("helm {helm}: {e}"));
 
-        // Two releases in one namespace: distinct Leases.
-        let lease = |release: &str| -> Vec<String> {
-            let out = clients
-                .run_helm(&["template", release, chart, "-n", "ops"])
-                .unwrap();
+        // Two releases in one namespace: distinct Leases. The name is also the install's
+        // identity in the namespace claims, so it is passed without leader election too.
+        let lease_with = |release: &str, set: &[&str]| -> Vec<String> {
+            let mut args = vec!["template", release, chart, "-n", "ops"];
+            args.extend(set.iter().flat_map(|s| ["--set", s]));
+            let out = clients.run_helm(&args).unwrap();
             let mut names: Vec<String> = of_kind(&rendered_objects(&out), "Deployment")
                 .iter()
                 .flat_map(|d| {
@@ -955,6 +956,7 @@ fn namespaced_rbac_and_per_release_leases() {
             names.sort();
             names
         };
+        let lease = |release: &str| lease_with(release, &[]);
         assert_eq!(
             lease("a"),
             [
@@ -965,6 +967,11 @@ fn namespaced_rbac_and_per_release_leases() {
             "helm {helm}"
         );
         assert!(lease("b").iter().all(|n| n.starts_with("b-")));
+        assert_eq!(
+            lease_with("a", &["leaderElection.enabled=false"]),
+            lease("a"),
+            "helm {helm}"
+        );
     }
 }
 

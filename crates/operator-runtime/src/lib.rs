@@ -16,6 +16,8 @@
 //! - [`shutdown`] — SIGTERM/SIGINT.
 //! - [`objects`] — idempotent create, delete and server-side apply of one object (I/O).
 //! - [`elected`] — `run_elected`: the above wired into an operator's `run` (backup, restore).
+//! - [`claim`] — the claim Lease per namespace that keeps two installs with overlapping watched
+//!   namespaces from both acting there (I/O; the decision is [`leader::decide`]).
 //!
 //! A binary's `main` wires them roughly as: `init_logging`, install the rustls provider, build
 //! the client, spawn `serve_probes`, `acquire` the Lease, run the controller until
@@ -23,6 +25,7 @@
 //! (on loss, so the Pod restarts as a standby).
 
 pub mod backoff;
+pub mod claim;
 pub mod elected;
 pub mod events;
 pub mod leader;
@@ -36,6 +39,7 @@ pub mod shutdown;
 pub mod status;
 
 pub use backoff::FailureBackoff;
+pub use claim::{Claim, NamespaceClaims};
 pub use elected::{run_elected, run_elected_with_metrics};
 pub use events::Events;
 pub use leader::{

@@ -86,6 +86,15 @@ impl ShellArgs {
         })
     }
 
+    /// This install's identity in the namespace claims ([`crate::claim`]):
+    /// `<lease namespace>/<lease name>`, the same for every replica of a release and different
+    /// for two releases (the chart passes a per-release `--lease-name` also when leader election
+    /// is off).
+    pub fn install_identity(&self, default_lease_name: &str) -> String {
+        let name = self.lease_name.as_deref().unwrap_or(default_lease_name);
+        format!("{}/{name}", self.lease_namespace)
+    }
+
     /// The watched namespace, `None` for every namespace (an empty value means every one, as
     /// the chart's empty `watchNamespace` does).
     pub fn watch_namespace(&self) -> Option<String> {
@@ -173,6 +182,10 @@ mod tests {
         let lease = cli.shell.election("etcd-backup-operator", "a").unwrap();
         assert_eq!(lease.name, "rel-etcd-operator-backup");
         assert_eq!(lease.previous_name.as_deref(), Some("etcd-backup-operator"));
+        assert_eq!(
+            cli.shell.install_identity("etcd-backup-operator"),
+            "ops/rel-etcd-operator-backup"
+        );
         assert!(
             parse(&["--leader-elect=false"])
                 .shell

@@ -28,7 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
-use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
+use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +54,8 @@ pub struct Settings {
     pub max_concurrent_backups: usize,
     /// This Pod's name (the events' reporting instance).
     pub pod_name: Option<String>,
+    /// This install's identity in the namespace claims (`ShellArgs::install_identity`).
+    pub install: String,
 }
 
 /// Why a reconcile failed (it is retried with per-object back-off).
@@ -72,6 +74,14 @@ pub enum ReconcileError {
         /// The API error.
         source: Box<kube::Error>,
     },
+    /// Reading or writing the namespace's claim failed: not known whether this install may act.
+    #[error("claiming namespace {namespace} for this install: {source}")]
+    Claim {
+        /// The namespace.
+        namespace: String,
+        /// The API error.
+        source: Box<kube::Error>,
+    },
     /// Looking for what an interrupted run left in S3 failed (retried with back-off).
     #[error("EtcdBackup {name} was interrupted; checking S3 for its object failed: {error}")]
     InterruptedCheck {
@@ -86,7 +96,12 @@ impl ReconcileError {
     /// Every value [`ReconcileError::reason`] can return, created at 0 in
     /// `etcd_operator_reconcile_errors_total` when the metrics are registered. A new reason
     /// belongs here too (the test below checks the variants it can build).
-    pub const REASONS: &'static [&'static str] = &["IncompleteObject", "StatusWriteFailed"];
+    pub const REASONS: &'static [&'static str] = &[
+        "IncompleteObject",
+        "StatusWriteFailed",
+        "InterruptedCheckFailed",
+        "ClaimFailed",
+    ];
 
     /// PascalCase reason for logs and metrics.
     pub fn reason(&self) -> &'static str {
@@ -94,6 +109,7 @@ impl ReconcileError {
             ReconcileError::Incomplete(_) => "IncompleteObject",
             ReconcileError::StatusWrite { .. } => "StatusWriteFailed",
             ReconcileError::InterruptedCheck { .. } => "InterruptedCheckFailed",
+            ReconcileError::Claim { .. } => "ClaimFailed",
         }
     }
 }
@@ -136,6 +152,8 @@ struct Context {
     tasks: Mutex<JoinSet<()>>,
     backoff: FailureBackoff,
     metrics: Metrics,
+    /// Which install acts in each namespace.
+    claims: NamespaceClaims,
 }
 
 impl Context {
@@ -174,13 +192,14 @@ pub async fn run_with_metrics(
     };
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), FIELD_MANAGER, settings.pod_name.clone()),
-        client,
+        client: client.clone(),
         local: Mutex::new(HashMap::new()),
         slots: Arc::new(Semaphore::new(settings.max_concurrent_backups.max(1))),
         shutdown: shutdown.clone(),
         tasks: Mutex::new(JoinSet::new()),
         backoff: FailureBackoff::new(Duration::from_secs(2), Duration::from_secs(300)),
         metrics,
+        claims: NamespaceClaims::new(client.clone(), FIELD_MANAGER, settings.install.clone()),
     });
     let controller = Controller::new(api, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(16));
@@ -211,6 +230,8 @@ pub async fn run_with_metrics(
     // The tasks saw the same cancellation: they abort their uploads and record the outcome.
     let mut tasks = std::mem::take(&mut *ctx.tasks.lock().unwrap_or_else(PoisonError::into_inner));
     while tasks.join_next().await.is_some() {}
+    // Let the namespaces go at once, so another install can take them.
+    ctx.claims.release_all().await;
     sweep.abort();
 }
 
@@ -233,6 +254,14 @@ async fn reconcile_once(
     let (Some(uid), Some(namespace)) = (backup.uid(), backup.namespace()) else {
         return Err(ReconcileError::Incomplete(name));
     };
+    let admitted = ctx.claims.admit(backup.as_ref(), &ctx.events).await;
+    match admitted.map_err(|source| ReconcileError::Claim {
+        namespace: namespace.clone(),
+        source: Box::new(source),
+    })? {
+        true => {}
+        false => return Ok(Action::requeue(operator_runtime::claim::RECHECK_AFTER)),
+    }
     // Reap finished tasks so the set does not grow.
     {
         let mut tasks = ctx.tasks.lock().unwrap_or_else(PoisonError::into_inner);
@@ -450,6 +479,14 @@ mod reason_tests {
             ReconcileError::StatusWrite {
                 namespace: "db".into(),
                 name: "b".into(),
+                source: Box::new(kube::Error::LinesCodecMaxLineLengthExceeded),
+            },
+            ReconcileError::InterruptedCheck {
+                name: "b".into(),
+                error: "S3 down".into(),
+            },
+            ReconcileError::Claim {
+                namespace: "db".into(),
                 source: Box::new(kube::Error::LinesCodecMaxLineLengthExceeded),
             },
         ];

@@ -140,6 +140,7 @@ async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
         namespace: args.shell.watch_namespace(),
         max_concurrent_backups: usize::from(args.max_concurrent_backups),
         pod_name: Some(pod_name),
+        install: args.shell.install_identity("etcd-backup-operator"),
     };
     let mut registry = operator_runtime::metrics::new_registry();
     let metrics = Metrics::register(&mut registry);

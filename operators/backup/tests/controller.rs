@@ -145,6 +145,7 @@ fn start_controller(client: &kube::Client) -> (CancellationToken, JoinHandle<()>
         namespace: Some(NS.into()),
         max_concurrent_backups: 2,
         pod_name: Some("backup-operator-0".into()),
+        install: "ops/test-etcd-operator-backup".into(),
     };
     let task = tokio::spawn(controller::run(
         client.clone(),

@@ -21,7 +21,7 @@ use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
+use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::execute::{ExecError, Executor};
@@ -55,6 +55,8 @@ pub struct Context {
     /// Lifetime of the member and client certificates the operator issues (renewed with a
     /// third of it left).
     pub certificate_validity: time::Duration,
+    /// Which install acts in each namespace (two installs must never both act on a cluster).
+    pub claims: NamespaceClaims,
 }
 
 /// A failed reconcile.
@@ -69,6 +71,14 @@ pub enum ReconcileError {
     /// Reading or creating the TLS Secrets failed.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// Reading or writing the namespace's claim failed: not known whether this install may act.
+    #[error("claiming namespace {namespace} for this install: {source}")]
+    Claim {
+        /// The namespace.
+        namespace: String,
+        /// The API error.
+        source: kube::Error,
+    },
     /// Writing the status failed.
     #[error("writing the status of {cluster}: {source}")]
     Status {
@@ -92,6 +102,7 @@ impl ReconcileError {
         "EtcdRetryLater",
         "EtcdMembershipFailed",
         "StatusWriteFailed",
+        "ClaimFailed",
     ];
 
     /// PascalCase cause, for logs and events.
@@ -101,6 +112,7 @@ impl ReconcileError {
             ReconcileError::Execute(e) => e.reason(),
             ReconcileError::Tls(e) => e.reason(),
             ReconcileError::Status { .. } => "StatusWriteFailed",
+            ReconcileError::Claim { .. } => "ClaimFailed",
         }
     }
 }
@@ -177,6 +189,24 @@ async fn reconcile(
             });
             // Owned objects go with the garbage collector; PVCs stay unless the policy said Delete.
             return Ok(Requeue::await_change());
+        }
+        let admitted = ctx
+            .claims
+            .admit(cluster.as_ref(), &ctx.events)
+            .await
+            .map_err(|source| ReconcileError::Claim {
+                namespace: cluster.namespace().unwrap_or_default(),
+                source,
+            });
+        match admitted {
+            Ok(true) => {}
+            Ok(false) => return Ok(Requeue::requeue(operator_runtime::claim::RECHECK_AFTER)),
+            Err(error) => {
+                ctx.metrics
+                    .reconciles
+                    .reconciled(Duration::ZERO, Some(error.reason()));
+                return Err(error);
+            }
         }
         let started = Instant::now();
         let result = reconcile_once(&cluster, &ctx).await;
@@ -595,6 +625,10 @@ mod reason_tests {
             }),
             ReconcileError::Status {
                 cluster: "db/main".into(),
+                source: api_error(),
+            },
+            ReconcileError::Claim {
+                namespace: "db".into(),
                 source: api_error(),
             },
         ];

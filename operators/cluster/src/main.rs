@@ -9,7 +9,7 @@ use etcd_cluster_operator::controller::{self, Context};
 use etcd_cluster_operator::metrics::Metrics;
 use etcd_cluster_operator::observe::UnhealthySince;
 use etcd_cluster_operator::plan::Policy;
-use operator_runtime::{Events, FailureBackoff, LogArgs, Readiness, ShellArgs};
+use operator_runtime::{Events, FailureBackoff, LogArgs, NamespaceClaims, Readiness, ShellArgs};
 use tracing::{error, info};
 
 /// The Lease's name unless `--lease-name` says otherwise.
@@ -89,6 +89,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None
     };
 
+    let claims = NamespaceClaims::new(
+        client.clone(),
+        LEASE_NAME,
+        args.shell.install_identity(LEASE_NAME),
+    );
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), "etcd-cluster-operator", Some(identity)),
         client,
@@ -107,8 +112,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         unhealthy: UnhealthySince::default(),
         compactions: Default::default(),
         metrics,
+        claims,
     });
-    let controller = controller::run(ctx, args.shell.watch_namespace(), readiness);
+    // On a clean stop the namespaces are let go at once, so another install can take them.
+    let stopping = ctx.clone();
+    let controller = async move {
+        controller::run(ctx, args.shell.watch_namespace(), readiness).await;
+        stopping.claims.release_all().await;
+    };
     let result = match leadership {
         Some(mut leadership) => {
             tokio::select! {

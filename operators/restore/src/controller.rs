@@ -17,7 +17,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use operator_runtime::{Events, FailureBackoff, Readiness, apply_status};
+use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span};
 
@@ -49,6 +49,8 @@ pub struct Settings {
     pub etcd_timeout: Duration,
     /// This replica's Pod name (events' reporting instance).
     pub pod_name: Option<String>,
+    /// This install's identity in the namespace claims (`ShellArgs::install_identity`).
+    pub install: String,
 }
 
 struct Context {
@@ -57,6 +59,8 @@ struct Context {
     events: Events,
     backoff: FailureBackoff,
     metrics: Metrics,
+    /// Which install acts in each namespace.
+    claims: NamespaceClaims,
 }
 
 /// A failed reconcile.
@@ -71,6 +75,9 @@ pub enum ReconcileError {
     /// The step failed.
     #[error(transparent)]
     Execute(#[from] ExecError),
+    /// Reading or writing the namespace's claim failed: not known whether this install may act.
+    #[error("claiming the namespace for this install: {0}")]
+    Claim(kube::Error),
 }
 
 impl ReconcileError {
@@ -83,6 +90,7 @@ impl ReconcileError {
         "ApiError",
         "SeedBuildFailed",
         "ObjectChanged",
+        "ClaimFailed",
     ];
 
     /// PascalCase cause for logs.
@@ -91,6 +99,7 @@ impl ReconcileError {
             ReconcileError::Observe(_) => "ObserveFailed",
             ReconcileError::Status(_) => "StatusWriteFailed",
             ReconcileError::Execute(e) => e.reason(),
+            ReconcileError::Claim(_) => "ClaimFailed",
         }
     }
 }
@@ -120,6 +129,7 @@ pub async fn run_with_metrics(
     };
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), FIELD_MANAGER, settings.pod_name.clone()),
+        claims: NamespaceClaims::new(client.clone(), FIELD_MANAGER, settings.install.clone()),
         client,
         settings,
         backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(120)),
@@ -140,7 +150,7 @@ pub async fn run_with_metrics(
     readiness.set_ready(true);
     controller
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "reconcile stream");
@@ -148,6 +158,8 @@ pub async fn run_with_metrics(
         })
         .await;
     sweep.abort();
+    // Let the namespaces go at once, so another install can take them.
+    ctx.claims.release_all().await;
 }
 
 async fn reconcile(restore: Arc<EtcdRestore>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -174,6 +186,10 @@ async fn reconcile(restore: Arc<EtcdRestore>, ctx: Arc<Context>) -> Result<Actio
 }
 
 async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, ReconcileError> {
+    let admitted = ctx.claims.admit(restore, &ctx.events).await;
+    if !admitted.map_err(ReconcileError::Claim)? {
+        return Ok(Action::requeue(operator_runtime::claim::RECHECK_AFTER));
+    }
     let observation = observe(&ctx.client, restore, ctx.settings.etcd_timeout)
         .await
         .map_err(ReconcileError::Observe)?;
@@ -267,6 +283,7 @@ mod reason_tests {
         let errors = [
             ReconcileError::Observe(api_error()),
             ReconcileError::Status(api_error()),
+            ReconcileError::Claim(api_error()),
             ReconcileError::Execute(ExecError::Kube {
                 verb: "create",
                 kind: "Pod",

@@ -160,6 +160,7 @@ async fn run(args: RunArgs) -> ExitCode {
         seed_image_pull_secrets: args.seed_image_pull_secrets,
         etcd_timeout: Duration::from_secs(args.etcd_timeout_seconds),
         pod_name: Some(pod_name),
+        install: args.shell.install_identity("etcd-restore-operator"),
     };
     let mut registry = operator_runtime::metrics::new_registry();
     let metrics = Metrics::register(&mut registry);

@@ -71,6 +71,14 @@ impl Env {
     /// [`Env::start`] with more `helm install` arguments (e.g. operator flags through
     /// `clusterOperator.extraArgs`).
     pub async fn start_with_values(extra: &[&str]) -> Env {
+        let env = Env::start_without_chart().await;
+        env.helm_install(extra);
+        env.kubectl(&["create", "namespace", NS]);
+        env
+    }
+
+    /// A local control plane only: the scenario installs the chart its own way.
+    pub async fn start_without_chart() -> Env {
         let binary = test_support::localkube_binary().expect("localkube is built");
         check_binaries(&binary);
         let lk = LocalKube::start_with(&binary)
@@ -84,10 +92,7 @@ impl Env {
                 .await
                 .unwrap();
         let client = kube::Client::try_from(config).unwrap();
-        let env = Env { lk, kc, client };
-        env.helm_install(extra);
-        env.kubectl(&["create", "namespace", NS]);
-        env
+        Env { lk, kc, client }
     }
 
     pub fn helm_install(&self, extra: &[&str]) {
