@@ -97,8 +97,8 @@ pub struct EtcdClusterSpec {
     pub etcd_options: Option<EtcdOptions>,
 
     /// TLS of peer and client traffic, each side configured separately (unset: plain HTTP).
-    /// Certificates come from Secrets you provide or, by default, from a CA the operator keeps
-    /// per cluster. Set it when creating the cluster: changing it later is refused (rotation and
+    /// Certificates come from Secrets you provide, from cert-manager (`certManager`), or, by
+    /// default, from a CA the operator keeps per cluster. Set it when creating the cluster: changing it later is refused (rotation and
     /// switching a running cluster to TLS are not supported yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
@@ -109,6 +109,13 @@ pub struct EtcdClusterSpec {
     /// compaction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<MaintenanceSpec>,
+
+    /// The NetworkPolicy the operator keeps in front of the members: peer traffic only from
+    /// members, client traffic from labelled Pods (`etcd.operator.rs/client-of: <cluster>`),
+    /// the operators and `clients`. Unset: the operator's default (on for TLS clusters with the
+    /// chart's defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<crate::network::NetworkPolicySpec>,
 }
 
 /// Database maintenance of the members.

@@ -52,6 +52,8 @@ pub struct Context {
     pub compactions: crate::observe::Compactions,
     /// Prometheus series (served by the probe server).
     pub metrics: Metrics,
+    /// Clusters' NetworkPolicies.
+    pub network: crate::execute::NetworkSettings,
 }
 
 /// A failed reconcile.
@@ -265,6 +267,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             .max()
             .unwrap_or(0),
         tls: &tls,
+        network: &ctx.network,
     };
     let mut executed = Ok(());
     // A failed write of the cluster's own objects (Services, budget, PVC owner references) is

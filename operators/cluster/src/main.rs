@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use etcd_cluster_operator::controller::{self, Context};
+use etcd_cluster_operator::execute::NetworkSettings;
 use etcd_cluster_operator::metrics::Metrics;
 use etcd_cluster_operator::observe::UnhealthySince;
 use etcd_cluster_operator::plan::Policy;
@@ -33,6 +34,10 @@ struct Args {
     /// Timeout of each etcd call.
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
+    /// Which clusters without `spec.networkPolicy.enabled` get a NetworkPolicy: `tls` (those
+    /// with `spec.tls`), `always` or `never`.
+    #[arg(long, default_value = "tls", value_name = "tls|always|never")]
+    network_policy: etcd_api::network::NetworkPolicyDefault,
 }
 
 #[tokio::main]
@@ -98,6 +103,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         unhealthy: UnhealthySince::default(),
         compactions: Default::default(),
         metrics,
+        network: NetworkSettings {
+            default_policy: args.network_policy,
+            // The operators' namespace: where the Lease is, the Pod's own (POD_NAMESPACE).
+            operator_namespace: args.shell.lease_namespace.clone(),
+        },
     });
     let controller = controller::run(ctx, args.shell.watch_namespace(), readiness);
     let result = match leadership {

@@ -626,6 +626,7 @@ mod tests {
                 etcd_options: None,
                 tls: None,
                 maintenance: None,
+                network_policy: None,
             },
         );
         cluster.metadata.namespace = Some("db".into());
