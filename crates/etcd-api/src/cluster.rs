@@ -97,12 +97,13 @@ pub struct EtcdClusterSpec {
     pub etcd_options: Option<EtcdOptions>,
 
     /// TLS of peer and client traffic, each side configured separately (unset: plain HTTP).
-    /// Certificates come from Secrets you provide or, by default, from a CA the operator keeps
-    /// per cluster. Set it when creating the cluster: changing it later is refused (switching a
-    /// running cluster to TLS is not supported yet). Certificates change without it:
-    /// operator-managed ones are renewed with a third of their lifetime left, the annotation
-    /// `etcd.operator.rs/rotate-ca` rotates the operator-managed CA, and a Secret you provide
-    /// can be updated in place; each change rolls the members one at a time.
+    /// Certificates come from Secrets you provide, from cert-manager (`certManager`), or, by
+    /// default, from a CA the operator keeps per cluster. Set it when creating the cluster:
+    /// changing it later is refused (switching a running cluster to TLS is not supported yet).
+    /// Certificates change without it: operator-managed ones are renewed with a third of their
+    /// lifetime left, the annotation `etcd.operator.rs/rotate-ca` rotates the operator-managed
+    /// CA, and a Secret you provide can be updated in place; each change rolls the members one
+    /// at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
 
@@ -112,6 +113,13 @@ pub struct EtcdClusterSpec {
     /// compaction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<MaintenanceSpec>,
+
+    /// The NetworkPolicy the operator keeps in front of the members: peer traffic only from
+    /// members, client traffic from labelled Pods (`etcd.operator.rs/client-of: <cluster>`),
+    /// the operators and `clients`. Unset: the operator's default (on for TLS clusters with the
+    /// chart's defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<crate::network::NetworkPolicySpec>,
 }
 
 /// Database maintenance of the members.

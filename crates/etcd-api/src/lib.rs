@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod common;
 pub mod condition;
 pub mod crd;
+pub mod network;
 pub mod reference;
 pub mod restore;
 pub mod tls;
@@ -42,7 +43,7 @@ pub use common::{LocalObjectReference, S3Connection};
 pub use restore::{
     EtcdRestore, EtcdRestoreSpec, EtcdRestoreStatus, RestorePhase, RestoreSource, S3ObjectSource,
 };
-pub use tls::{ClientTls, PeerTls, TlsSpec};
+pub use tls::{CertManagerSource, ClientTls, IssuerReference, PeerTls, TlsSpec};
 
 /// API group of the three resources.
 pub const GROUP: &str = "etcd.operator.rs";

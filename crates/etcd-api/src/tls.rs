@@ -11,7 +11,12 @@
 //!   overlap period) on the annotation `etcd.operator.rs/rotate-ca` or near its expiry.
 //! - **Secrets you provide** (`secretRef`): a `kubernetes.io/tls` Secret with `tls.crt`,
 //!   `tls.key` and `ca.crt`, whose certificate every member uses.
-//! - cert-manager `Certificate`s: not yet (issue 19 plans them as a third source).
+//! - **cert-manager** (`certManager: {issuerRef}`): the cluster operator creates cert-manager
+//!   `Certificate`s (cert-manager.io/v1) from your Issuer or ClusterIssuer: one per member and
+//!   side (Secret `<member>-peer-tls` / `<member>-client-tls`, same SANs and usages as the
+//!   operator-managed ones) and, for the client side, the operators' client certificate
+//!   (Secret `<cluster>-operator-client-tls`), and waits for cert-manager to fill the Secrets
+//!   (`tls.crt`, `tls.key`, `ca.crt`) before any member Pod that mounts them starts.
 //!
 //! The hand-over to the backup and restore operators: they reach a TLS cluster's client port
 //! with [`EtcdCluster::operator_client_secret`], which names the Secret holding the CA and
@@ -57,6 +62,9 @@ pub struct TlsSpec {
 /// Peer TLS.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(
+    "!(has(self.secretRef) && has(self.certManager))"
+).message("secretRef and certManager are two sources of the certificates: set at most one"))]
 pub struct PeerTls {
     /// A `kubernetes.io/tls` Secret you provide (`tls.crt`, `tls.key`, `ca.crt`) whose
     /// certificate every member serves and presents to its peers. Its SANs must name every
@@ -65,6 +73,12 @@ pub struct PeerTls {
     /// operator issues a certificate per member from a CA of its own (Secret `<cluster>-ca`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectReference>,
+
+    /// cert-manager issues the members' peer certificates from this issuer: the operator
+    /// creates a `Certificate` per member (Secret `<member>-peer-tls`). The issuer must fill
+    /// `ca.crt` (a CA or Vault issuer does). Excludes `secretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_manager: Option<CertManagerSource>,
 
     /// Members accept peer connections only with a certificate signed by the CA
     /// (`--peer-client-cert-auth`). Default true.
@@ -76,6 +90,7 @@ impl Default for PeerTls {
     fn default() -> Self {
         Self {
             secret_ref: None,
+            cert_manager: None,
             client_cert_auth: true,
         }
     }
@@ -94,6 +109,9 @@ fn yes() -> bool {
 #[x_kube(validation = kube::core::Rule::new(
     "!has(self.secretRef) || !(has(self.clientCertAuth) && self.clientCertAuth) || has(self.operatorSecretRef)"
 ).message("clientCertAuth with secretRef needs operatorSecretRef: the client certificate the operators present to the members"))]
+#[x_kube(validation = kube::core::Rule::new(
+    "!(has(self.secretRef) && has(self.certManager))"
+).message("secretRef and certManager are two sources of the certificates: set at most one"))]
 pub struct ClientTls {
     /// A `kubernetes.io/tls` Secret you provide (`tls.crt`, `tls.key`, `ca.crt`) whose
     /// certificate every member serves on its client port. Its SANs must name every member's
@@ -108,10 +126,83 @@ pub struct ClientTls {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_secret_ref: Option<LocalObjectReference>,
 
+    /// cert-manager issues the members' client-port certificates from this issuer (a
+    /// `Certificate` per member, Secret `<member>-client-tls`) and the operators' client
+    /// certificate (Secret `<cluster>-operator-client-tls`, CN `etcd-operator`). The issuer
+    /// must fill `ca.crt`. Excludes `secretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_manager: Option<CertManagerSource>,
+
     /// Members accept client connections only with a certificate signed by the CA
     /// (`--client-cert-auth`). Default false.
     #[serde(default)]
     pub client_cert_auth: bool,
+}
+
+/// cert-manager as the source of a side's certificates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertManagerSource {
+    /// The issuer of the certificates, as a cert-manager `Certificate`'s `spec.issuerRef`
+    /// names it.
+    pub issuer_ref: IssuerReference,
+}
+
+/// A cert-manager issuer (cert-manager's `ObjectReference`: `name`, `kind`, `group`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuerReference {
+    /// Name of the Issuer (in the cluster's namespace) or ClusterIssuer.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// `Issuer` (the default) or `ClusterIssuer`; an external issuer's own kind with its
+    /// `group`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+
+    /// API group of the issuer. Default `cert-manager.io`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// Which side a certificate is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Side {
+    /// Port 2380, member to member.
+    Peer,
+    /// Port 2379, clients.
+    Client,
+}
+
+impl Side {
+    /// `peer` or `client`, as in Secret names and fields.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Peer => "peer",
+            Side::Client => "client",
+        }
+    }
+}
+
+/// Name of the Secret (and of the cert-manager `Certificate` that fills it) with a member's
+/// certificate for one side, when cert-manager issues it.
+pub fn cert_manager_member_secret_name(member: &str, side: Side) -> String {
+    format!("{member}-{}-tls", side.as_str())
+}
+
+impl TlsSpec {
+    /// The sides whose certificates cert-manager issues, with their issuer.
+    pub fn cert_manager_sides(&self) -> Vec<(Side, &IssuerReference)> {
+        let mut sides = Vec::new();
+        if let Some(source) = self.peer.as_ref().and_then(|p| p.cert_manager.as_ref()) {
+            sides.push((Side::Peer, &source.issuer_ref));
+        }
+        if let Some(source) = self.client.as_ref().and_then(|c| c.cert_manager.as_ref()) {
+            sides.push((Side::Client, &source.issuer_ref));
+        }
+        sides
+    }
 }
 
 /// Name of the operator-managed CA Secret of a cluster.
@@ -131,8 +222,13 @@ pub fn operator_client_secret_name(cluster: &str) -> String {
 
 /// Whether a side uses certificates the operator issues.
 pub fn operator_managed(tls: &TlsSpec) -> bool {
-    tls.peer.as_ref().is_some_and(|p| p.secret_ref.is_none())
-        || tls.client.as_ref().is_some_and(|c| c.secret_ref.is_none())
+    tls.peer
+        .as_ref()
+        .is_some_and(|p| p.secret_ref.is_none() && p.cert_manager.is_none())
+        || tls
+            .client
+            .as_ref()
+            .is_some_and(|c| c.secret_ref.is_none() && c.cert_manager.is_none())
 }
 
 /// How the operators reach a TLS client port: which Secret holds the CA to trust (`ca.crt`)
@@ -160,6 +256,7 @@ impl EtcdCluster {
     pub fn operator_client_secret(&self) -> Option<OperatorClientSecret> {
         let client = self.spec.tls.as_ref()?.client.as_ref()?;
         let cluster = self.metadata.name.as_deref().unwrap_or_default();
+        // Operator-managed and cert-manager alike: the operators' own client certificate.
         Some(match (&client.secret_ref, &client.operator_secret_ref) {
             (None, _) => OperatorClientSecret {
                 name: operator_client_secret_name(cluster),
@@ -221,6 +318,7 @@ mod tests {
             client: Some(ClientTls {
                 secret_ref: reference("serving"),
                 operator_secret_ref: reference("ops"),
+                cert_manager: None,
                 client_cert_auth: true,
             }),
         };
@@ -236,6 +334,7 @@ mod tests {
             client: Some(ClientTls {
                 secret_ref: reference("serving"),
                 operator_secret_ref: None,
+                cert_manager: None,
                 client_cert_auth: false,
             }),
         };

@@ -702,6 +702,7 @@ mod tests {
             etcd_options: None,
             tls: None,
             maintenance: None,
+            network_policy: None,
         };
         let errors: Vec<String> = validate_cluster_spec(&spec)
             .unwrap_err()

@@ -416,6 +416,42 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
             "create",
             "tls::prepare, ensure_member_secret (operator-managed certificates)",
         ),
+        (
+            "cert-manager.io",
+            "certificates",
+            "get",
+            "cert_manager::prepare, ensure_member_ready",
+        ),
+        (
+            "cert-manager.io",
+            "certificates",
+            "create",
+            "cert_manager::prepare, ensure_member_ready",
+        ),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            "patch",
+            "ensure_network_policy (server-side apply)",
+        ),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            "create",
+            "ensure_network_policy (an apply that creates)",
+        ),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            "get",
+            "ensure_network_policy (is there one to delete)",
+        ),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            "delete",
+            "ensure_network_policy (spec.networkPolicy.enabled: false)",
+        ),
     ];
     let missing: Vec<String> = needed
         .iter()

@@ -487,30 +487,41 @@ fn merge_json(base: &mut serde_json::Value, patch: serde_json::Value) {
 }
 
 /// The certificate Secrets a member mounts: (volume, mount path, Secret name), peer first. A
-/// side with a Secret you provide mounts it; an operator-managed side mounts the member's own
-/// `<member>-tls`.
+/// side with a Secret you provide mounts it; a side cert-manager issues mounts the member's
+/// `<member>-<side>-tls`; an operator-managed side mounts the member's own `<member>-tls`.
 pub fn member_tls_volumes(
     cluster: &EtcdCluster,
     member: &str,
 ) -> Vec<(&'static str, &'static str, String)> {
+    use etcd_api::tls::{Side, cert_manager_member_secret_name, member_secret_name};
     let Some(tls) = &cluster.spec.tls else {
         return vec![];
     };
-    let own = || etcd_api::tls::member_secret_name(member);
+    let secret =
+        |provided: Option<&etcd_api::LocalObjectReference>, cert_manager: bool, side| match (
+            provided,
+            cert_manager,
+        ) {
+            (Some(reference), _) => reference.name.clone(),
+            (None, true) => cert_manager_member_secret_name(member, side),
+            (None, false) => member_secret_name(member),
+        };
     let mut volumes = Vec::new();
     if let Some(peer) = &tls.peer {
-        let secret = peer
-            .secret_ref
-            .as_ref()
-            .map_or_else(own, |r| r.name.clone());
-        volumes.push((PEER_TLS_VOLUME, PEER_TLS_DIR, secret));
+        let name = secret(
+            peer.secret_ref.as_ref(),
+            peer.cert_manager.is_some(),
+            Side::Peer,
+        );
+        volumes.push((PEER_TLS_VOLUME, PEER_TLS_DIR, name));
     }
     if let Some(client) = &tls.client {
-        let secret = client
-            .secret_ref
-            .as_ref()
-            .map_or_else(own, |r| r.name.clone());
-        volumes.push((CLIENT_TLS_VOLUME, CLIENT_TLS_DIR, secret));
+        let name = secret(
+            client.secret_ref.as_ref(),
+            client.cert_manager.is_some(),
+            Side::Client,
+        );
+        volumes.push((CLIENT_TLS_VOLUME, CLIENT_TLS_DIR, name));
     }
     volumes
 }
@@ -590,6 +601,12 @@ fn volumes(member: &str, tls: &[(&'static str, &'static str, String)]) -> Vec<Vo
         ..Volume::default()
     }));
     volumes
+}
+
+/// Metadata of an object the EtcdCluster controls (in its namespace, its labels, owned by it):
+/// for objects built outside this module (cert-manager Certificates).
+pub fn owned_meta(cluster: &EtcdCluster, name: &str) -> Result<ObjectMeta, BuildError> {
+    Ok(owner(cluster)?.meta(name.to_owned(), cluster_labels(cluster), true))
 }
 
 /// A `kubernetes.io/tls` Secret the operator manages for the cluster (its CA, a member's

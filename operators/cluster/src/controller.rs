@@ -57,6 +57,8 @@ pub struct Context {
     pub certificate_validity: time::Duration,
     /// Which install acts in each namespace (two installs must never both act on a cluster).
     pub claims: NamespaceClaims,
+    /// Clusters' NetworkPolicies.
+    pub network: crate::execute::NetworkSettings,
 }
 
 /// A failed reconcile.
@@ -316,6 +318,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             .max()
             .unwrap_or(0),
         tls: &tls,
+        network: &ctx.network,
     };
     let mut executed = Ok(());
     // A failed write of the cluster's own objects (Services, budget, PVC owner references) is

@@ -12,6 +12,7 @@ use std::time::Duration;
 use etcd_admin::{AdminError, EtcdAdmin};
 use etcd_api::EtcdCluster;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -141,6 +142,15 @@ pub fn volume_step(action: &Action) -> VolumeStep {
     }
 }
 
+/// The operator's settings for clusters' NetworkPolicies (`--network-policy`).
+#[derive(Clone, Debug, Default)]
+pub struct NetworkSettings {
+    /// Whether a cluster without `spec.networkPolicy.enabled` gets one.
+    pub default_policy: etcd_api::network::NetworkPolicyDefault,
+    /// The operators' namespace, admitted to the client port.
+    pub operator_namespace: String,
+}
+
 /// What the executor needs.
 pub struct Executor<'a> {
     /// API client.
@@ -156,6 +166,8 @@ pub struct Executor<'a> {
     pub largest_db_bytes: u64,
     /// TLS to the members and the CA issuing their certificates.
     pub tls: &'a crate::tls::ClusterTls,
+    /// Where the operators run and whether clusters get a NetworkPolicy by default.
+    pub network: &'a NetworkSettings,
 }
 
 impl Executor<'_> {
@@ -209,6 +221,47 @@ impl Executor<'_> {
             ),
         )
         .await?;
+        self.ensure_network_policy().await
+    }
+
+    /// Applies the cluster's NetworkPolicy when it wants one; otherwise deletes the one this
+    /// cluster owns, if any (a policy of the same name someone else made is left alone).
+    async fn ensure_network_policy(&self) -> Result<(), ExecError> {
+        let api = self.api::<NetworkPolicy>();
+        if self
+            .cluster
+            .wants_network_policy(self.network.default_policy)
+        {
+            let policy = self.built(crate::network_policy::network_policy(
+                self.cluster,
+                &self.network.operator_namespace,
+            ))?;
+            failpoint::around(
+                "cluster.network_policy_apply",
+                apply_object(&api, "NetworkPolicy", build::FIELD_MANAGER, &policy),
+            )
+            .await?;
+            return Ok(());
+        }
+        let name = crate::network_policy::name(self.cluster);
+        let existing = api.get_opt(&name).await.map_err(ExecError::kube(
+            "get",
+            "NetworkPolicy",
+            name.as_str(),
+        ))?;
+        let ours = existing.is_some_and(|policy| {
+            policy
+                .owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == self.cluster.metadata.uid.as_ref())
+        });
+        if ours {
+            failpoint::around(
+                "cluster.network_policy_delete",
+                delete_if_present(&api, "NetworkPolicy", &name),
+            )
+            .await?;
+        }
         Ok(())
     }
 
@@ -518,6 +571,14 @@ impl Executor<'_> {
             .await?;
             digests.insert(secret, build::secret_digest(&data));
         }
+        // Certificates cert-manager issues: filled and checked before the Pod.
+        crate::cert_manager::ensure_member_ready(
+            self.client,
+            self.cluster,
+            member,
+            time::OffsetDateTime::now_utc(),
+        )
+        .await?;
         let mut pod = self.built(build::member_pod(self.cluster, pod))?;
         // The certificate Secrets it mounts, as they are now: a later change rolls it.
         if let Some(hash) = build::member_tls_hash(self.cluster, member, &digests) {

@@ -39,6 +39,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
             etcd_options: None,
             tls: None,
             maintenance: None,
+            network_policy: None,
         },
         restoring: None,
         recorded_cluster_id: None,

@@ -17,6 +17,7 @@
 //! - [`metrics`]: the Prometheus series of each cluster and of the reconciles (pure).
 
 pub mod build;
+pub mod cert_manager;
 pub mod certs;
 pub mod controller;
 pub mod execute;
@@ -24,6 +25,7 @@ pub mod execute;
 mod fixtures;
 pub mod metrics;
 pub mod naming;
+pub mod network_policy;
 pub mod observe;
 pub mod plan;
 pub mod state;

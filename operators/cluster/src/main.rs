@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use etcd_cluster_operator::controller::{self, Context};
+use etcd_cluster_operator::execute::NetworkSettings;
 use etcd_cluster_operator::metrics::Metrics;
 use etcd_cluster_operator::observe::UnhealthySince;
 use etcd_cluster_operator::plan::Policy;
@@ -37,6 +38,10 @@ struct Args {
     /// third of it is left). For tests that exercise renewal; the default is three years.
     #[arg(long, hide = true, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(60..))]
     certificate_validity_seconds: Option<u32>,
+    /// Which clusters without `spec.networkPolicy.enabled` get a NetworkPolicy: `tls` (those
+    /// with `spec.tls`), `always` or `never`.
+    #[arg(long, default_value = "tls", value_name = "tls|always|never")]
+    network_policy: etcd_api::network::NetworkPolicyDefault,
 }
 
 #[tokio::main]
@@ -113,6 +118,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         compactions: Default::default(),
         metrics,
         claims,
+        network: NetworkSettings {
+            default_policy: args.network_policy,
+            // The operators' namespace: where the Lease is, the Pod's own (POD_NAMESPACE).
+            operator_namespace: args.shell.lease_namespace.clone(),
+        },
     });
     // On a clean stop the namespaces are let go at once, so another install can take them.
     let stopping = ctx.clone();

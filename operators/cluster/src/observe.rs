@@ -628,6 +628,7 @@ mod tests {
                 etcd_options: None,
                 tls: None,
                 maintenance: None,
+                network_policy: None,
             },
         );
         cluster.metadata.namespace = Some("db".into());

@@ -238,6 +238,37 @@ pub enum TlsError {
     /// The cluster object cannot own its Secrets.
     #[error(transparent)]
     Build(#[from] build::BuildError),
+    /// An API call on a cert-manager Certificate failed (is cert-manager installed?).
+    #[error("{verb} cert-manager Certificate {name}: {source}")]
+    Certificate {
+        /// get or create.
+        verb: &'static str,
+        /// namespace/name.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// cert-manager has not filled a Certificate's Secret yet: the member waits.
+    #[error(
+        "waiting for cert-manager to issue Certificate {certificate} (issuer {issuer}) before \
+         the member Pod that mounts its Secret starts"
+    )]
+    WaitingForCertManager {
+        /// namespace/name of the Certificate (and of its Secret).
+        certificate: String,
+        /// The issuer's name.
+        issuer: String,
+    },
+    /// A Secret cert-manager filled is unusable (wrong SANs, usages, no ca.crt, ...).
+    #[error("{field}: Secret {name} (issued by cert-manager) {problems}")]
+    BadIssuedSecret {
+        /// The field that asked for it.
+        field: &'static str,
+        /// namespace/name.
+        name: String,
+        /// What is wrong.
+        problems: String,
+    },
 }
 
 impl TlsError {
@@ -248,6 +279,9 @@ impl TlsError {
             TlsError::Issue(_) => "CertificateIssueFailed",
             TlsError::BadManagedSecret { .. } => "InvalidManagedSecret",
             TlsError::Build(e) => e.reason(),
+            TlsError::Certificate { .. } => "CertificateApiFailed",
+            TlsError::WaitingForCertManager { .. } => "WaitingForCertManager",
+            TlsError::BadIssuedSecret { .. } => "InvalidIssuedCertificate",
         }
     }
 }
@@ -540,6 +574,10 @@ pub async fn prepare(
             }
         }
     }
+    // Certificates cert-manager issues (crate::cert_manager).
+    let (cert_manager_etcd, refused) =
+        crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
+    invalid.extend(refused);
     let mut secret_digests: BTreeMap<String, String> = read
         .iter()
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
@@ -549,7 +587,13 @@ pub async fn prepare(
     let mut etcd = None;
     if let Some(operator) = cluster.operator_client_secret() {
         let managed = tls.client.as_ref().is_some_and(|c| c.secret_ref.is_none());
-        if managed {
+        let cert_manager = tls
+            .client
+            .as_ref()
+            .is_some_and(|c| c.cert_manager.is_some());
+        if cert_manager {
+            etcd = cert_manager_etcd;
+        } else if managed {
             if let Some(ca) = &ca {
                 let data = ensure_operator_client(
                     &secrets,

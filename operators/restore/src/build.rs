@@ -355,6 +355,7 @@ mod tests {
                 etcd_options: None,
                 tls: None,
                 maintenance: None,
+                network_policy: None,
             },
         );
         c.metadata.namespace = Some("db".into());

@@ -888,6 +888,7 @@ mod tests {
                 etcd_options: None,
                 tls: None,
                 maintenance: None,
+                network_policy: None,
             },
         );
         let pvc = |owned: bool| {

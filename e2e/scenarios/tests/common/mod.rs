@@ -272,9 +272,9 @@ impl Workload {
         Workload(KvWorkload::start(vec![url], tls, WorkloadConfig::default()))
     }
 
-    /// [`Workload::start_tls`] on keys of its own (under `key_prefix`), so two workloads can
-    /// run at once, each with its own history.
-    pub fn start_tls_on(
+    /// [`Workload::start_tls`] on keys under `key_prefix` (they must be absent: the checker
+    /// starts from empty registers).
+    pub fn start_prefixed(
         url: String,
         tls: Option<etcd_client::TlsOptions>,
         key_prefix: &str,
@@ -544,6 +544,16 @@ pub async fn write_keys(
     keys: impl IntoIterator<Item = (String, String)>,
 ) -> Written {
     let url = env.client_url(cluster).await;
+    write_keys_at(env, &url, None, keys).await
+}
+
+/// [`write_keys`] through `url`, with `tls` for an `https://` one.
+pub async fn write_keys_at(
+    env: &Env,
+    url: &str,
+    tls: Option<etcd_client::TlsOptions>,
+    keys: impl IntoIterator<Item = (String, String)>,
+) -> Written {
     let deadline = tokio::time::Instant::now() + S3_STEP;
     let mut client: Option<etcd_client::Client> = None;
     let mut written = Written {
@@ -558,10 +568,13 @@ pub async fn write_keys(
                 fail(env, &format!("writing {key} through {url}: {last}"));
             }
             if client.is_none() {
-                let options = etcd_client::ConnectOptions::new()
+                let mut options = etcd_client::ConnectOptions::new()
                     .with_connect_timeout(Duration::from_secs(2))
                     .with_timeout(Duration::from_secs(5));
-                match etcd_client::Client::connect([url.as_str()], Some(options)).await {
+                if let Some(tls) = &tls {
+                    options = options.with_tls(tls.clone());
+                }
+                match etcd_client::Client::connect([url], Some(options)).await {
                     Ok(c) => client = Some(c),
                     Err(e) => last = e.to_string(),
                 }

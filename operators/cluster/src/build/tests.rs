@@ -28,6 +28,7 @@ fn spec() -> EtcdClusterSpec {
         etcd_options: None,
         tls: None,
         maintenance: None,
+        network_policy: None,
     }
 }
 
@@ -660,6 +661,7 @@ fn tls_members_speak_https_with_their_certificates_mounted() {
                     name: "serving".into(),
                 }),
                 operator_secret_ref: Some(LocalObjectReference { name: "ops".into() }),
+                cert_manager: None,
                 client_cert_auth: true,
             }),
         }),

@@ -1,0 +1,417 @@
+//! cert-manager as a certificate source (`spec.tls.{peer,client}.certManager`): the
+//! `Certificate` objects (cert-manager.io/v1) the operator asks cert-manager for, and the wait
+//! for the Secrets cert-manager fills.
+//!
+//! - One `Certificate` per member and side, `<member>-<side>-tls`, writing the Secret of the same
+//!   name: the DNS and IP SANs of an operator-managed member certificate
+//!   ([`crate::certs::member_dns_names`], [`crate::certs::member_ips`]), usages server auth and
+//!   client auth (a member serves its port and, as a peer, dials the others).
+//! - With client-side cert-manager, one client certificate for the operators,
+//!   `<cluster>-operator-client-tls` (CN `etcd-operator`, usage client auth): the Secret name the
+//!   backup and restore operators already read ([`etcd_api::EtcdCluster::operator_client_secret`]).
+//!
+//! The Certificates are owned by the EtcdCluster (they go with it). The Secrets are cert-manager's:
+//! it owns them only with its `--enable-certificate-owner-ref` flag, so they may outlive the
+//! cluster.
+//!
+//! A Secret cert-manager has not filled yet is waited for ([`TlsError::WaitingForCertManager`],
+//! naming the Certificate); a filled one is checked like any certificate
+//! ([`crate::certs::check_secret`]) before a member Pod that mounts it is created.
+//!
+//! The builders are pure; [`ensure_member_ready`] and [`prepare`] do the I/O (get and create
+//! Certificates, get Secrets).
+
+use std::collections::BTreeMap;
+
+use etcd_admin::ClientTls;
+use etcd_api::EtcdCluster;
+use etcd_api::IssuerReference;
+use etcd_api::tls::{Side, cert_manager_member_secret_name, operator_client_secret_name};
+use etcd_api::validation::FieldError;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::build::{self, BuildError};
+use crate::certs::{self, CertProblem, OPERATOR_CLIENT_CN, Use};
+use crate::naming::ClusterName;
+use crate::tls::TlsError;
+
+/// cert-manager's API group.
+pub const GROUP: &str = "cert-manager.io";
+/// The version of cert-manager's API the operator writes.
+pub const VERSION: &str = "v1";
+/// Kind of the objects the operator creates.
+pub const KIND: &str = "Certificate";
+/// Default kind of an `issuerRef` without one (as cert-manager defaults it).
+pub const DEFAULT_ISSUER_KIND: &str = "Issuer";
+
+/// Usages of a member certificate, in cert-manager's spelling.
+pub const MEMBER_USAGES: [&str; 4] = [
+    "server auth",
+    "client auth",
+    "digital signature",
+    "key encipherment",
+];
+/// Usages of the operators' client certificate.
+pub const OPERATOR_CLIENT_USAGES: [&str; 3] =
+    ["client auth", "digital signature", "key encipherment"];
+
+/// The `Certificate` resource, for a dynamic client.
+pub fn api_resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, KIND))
+}
+
+fn issuer_json(issuer: &IssuerReference) -> serde_json::Value {
+    json!({
+        "name": issuer.name,
+        "kind": issuer.kind.as_deref().unwrap_or(DEFAULT_ISSUER_KIND),
+        "group": issuer.group.as_deref().unwrap_or(GROUP),
+    })
+}
+
+fn certificate(
+    cluster: &EtcdCluster,
+    name: &str,
+    spec: serde_json::Value,
+) -> Result<DynamicObject, BuildError> {
+    let mut object = DynamicObject::new(name, &api_resource()).data(json!({ "spec": spec }));
+    object.metadata = build::owned_meta(cluster, name)?;
+    Ok(object)
+}
+
+/// The `Certificate` of `member`'s certificate for `side`, issued by `issuer`.
+pub fn member_certificate(
+    cluster: &EtcdCluster,
+    names: &ClusterName,
+    member: &str,
+    side: Side,
+    issuer: &IssuerReference,
+) -> Result<DynamicObject, BuildError> {
+    let name = cert_manager_member_secret_name(member, side);
+    let ips: Vec<String> = certs::member_ips()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    certificate(
+        cluster,
+        &name,
+        json!({
+            "secretName": name,
+            "secretTemplate": { "labels": build::cluster_labels(cluster) },
+            "commonName": member,
+            "dnsNames": certs::member_dns_names(names, member),
+            "ipAddresses": ips,
+            "usages": MEMBER_USAGES,
+            "privateKey": { "algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always" },
+            "issuerRef": issuer_json(issuer),
+        }),
+    )
+}
+
+/// The `Certificate` of the operators' client certificate, issued by the client side's issuer.
+pub fn operator_client_certificate(
+    cluster: &EtcdCluster,
+    names: &ClusterName,
+    issuer: &IssuerReference,
+) -> Result<DynamicObject, BuildError> {
+    let name = operator_client_secret_name(&names.name);
+    certificate(
+        cluster,
+        &name,
+        json!({
+            "secretName": name,
+            "secretTemplate": { "labels": build::cluster_labels(cluster) },
+            "commonName": OPERATOR_CLIENT_CN,
+            "usages": OPERATOR_CLIENT_USAGES,
+            "privateKey": { "algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always" },
+            "issuerRef": issuer_json(issuer),
+        }),
+    )
+}
+
+/// A Secret cert-manager fills, with what it must hold and the field that asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// The `Certificate` (and Secret) name.
+    pub name: String,
+    /// `spec.tls.peer.certManager` or `spec.tls.client.certManager`.
+    pub field: &'static str,
+    /// What the certificate must allow.
+    pub usage: Use,
+    /// The member and side it is for; `None` for the operators' client certificate.
+    pub member: Option<(String, Side)>,
+    /// The side's issuer.
+    pub issuer: IssuerReference,
+}
+
+fn field(side: Side) -> &'static str {
+    match side {
+        Side::Peer => "spec.tls.peer.certManager",
+        Side::Client => "spec.tls.client.certManager",
+    }
+}
+
+/// The Secrets `member` needs from cert-manager before its Pod starts: one per cert-manager
+/// side and, with client-side cert-manager, the operators' client certificate (without it the
+/// operator could not reach the member it is about to start).
+pub fn expected_for_member(
+    cluster: &EtcdCluster,
+    names: &ClusterName,
+    member: &str,
+) -> Vec<Expected> {
+    let Some(tls) = &cluster.spec.tls else {
+        return vec![];
+    };
+    let host = vec![names.member_host(member)];
+    let mut expected = Vec::new();
+    for (side, issuer) in tls.cert_manager_sides() {
+        expected.push(Expected {
+            name: cert_manager_member_secret_name(member, side),
+            field: field(side),
+            usage: match side {
+                Side::Peer => Use::Peer(host.clone()),
+                Side::Client => Use::ClientServing(host.clone()),
+            },
+            member: Some((member.to_owned(), side)),
+            issuer: issuer.clone(),
+        });
+    }
+    expected.extend(expected_operator_client(cluster, names));
+    expected
+}
+
+/// The operators' client certificate, when cert-manager issues the client side.
+pub fn expected_operator_client(cluster: &EtcdCluster, names: &ClusterName) -> Option<Expected> {
+    let tls = cluster.spec.tls.as_ref()?;
+    let (_, issuer) = tls
+        .cert_manager_sides()
+        .into_iter()
+        .find(|(side, _)| *side == Side::Client)?;
+    Some(Expected {
+        name: operator_client_secret_name(&names.name),
+        field: field(Side::Client),
+        usage: Use::OperatorClient,
+        member: None,
+        issuer: issuer.clone(),
+    })
+}
+
+/// What a Secret cert-manager fills says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Issued {
+    /// Not there, or cert-manager has not written the certificate yet.
+    Pending,
+    /// Filled and usable.
+    Usable(BTreeMap<String, Vec<u8>>),
+    /// Filled but unusable.
+    Unusable(Vec<CertProblem>),
+}
+
+/// Judges a Secret cert-manager fills (pure).
+pub fn judge(secret: Option<&Secret>, usage: &Use, now: OffsetDateTime) -> Issued {
+    use etcd_api::tls::secret_keys::{CERT, KEY};
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .and_then(|s| s.data.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    let filled = |key: &str| data.get(key).is_some_and(|v| !v.is_empty());
+    if !filled(CERT) || !filled(KEY) {
+        return Issued::Pending;
+    }
+    let problems = certs::check_secret(&data, usage, now);
+    if problems.is_empty() {
+        Issued::Usable(data)
+    } else {
+        Issued::Unusable(problems)
+    }
+}
+
+fn problems_text(problems: &[CertProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+struct Io {
+    certificates: Api<DynamicObject>,
+    secrets: Api<Secret>,
+    namespace: String,
+}
+
+impl Io {
+    fn new(client: &kube::Client, cluster: &EtcdCluster) -> Io {
+        let namespace = cluster.namespace().unwrap_or_default();
+        Io {
+            certificates: Api::namespaced_with(client.clone(), &namespace, &api_resource()),
+            secrets: Api::namespaced(client.clone(), &namespace),
+            namespace,
+        }
+    }
+
+    fn id(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
+    }
+
+    /// Creates the Certificate unless it exists (spec.tls is immutable: an existing one is
+    /// the one wanted).
+    async fn ensure_certificate(&self, certificate: &DynamicObject) -> Result<(), TlsError> {
+        let name = certificate.name_any();
+        let kube_error = |verb: &'static str| {
+            let name = self.id(&name);
+            move |source| TlsError::Certificate { verb, name, source }
+        };
+        if self
+            .certificates
+            .get_opt(&name)
+            .await
+            .map_err(kube_error("get"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        match failpoint::around(
+            "cluster.certificate_create",
+            self.certificates
+                .create(&PostParams::default(), certificate),
+        )
+        .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(source) => Err(kube_error("create")(source)),
+        }
+    }
+
+    async fn secret(&self, name: &str) -> Result<Option<Secret>, TlsError> {
+        self.secrets
+            .get_opt(name)
+            .await
+            .map_err(|source| TlsError::Kube {
+                verb: "get",
+                name: self.id(name),
+                source,
+            })
+    }
+
+    async fn ensure(
+        &self,
+        cluster: &EtcdCluster,
+        names: &ClusterName,
+        expected: &Expected,
+    ) -> Result<(), TlsError> {
+        let certificate = match &expected.member {
+            Some((member, side)) => {
+                member_certificate(cluster, names, member, *side, &expected.issuer)?
+            }
+            None => operator_client_certificate(cluster, names, &expected.issuer)?,
+        };
+        self.ensure_certificate(&certificate).await
+    }
+}
+
+/// Before `member`'s Pod is created: its Certificates (and the operators' one) exist and
+/// cert-manager filled their Secrets with usable certificates. Nothing to do without a
+/// cert-manager side.
+pub async fn ensure_member_ready(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+    member: &str,
+    now: OffsetDateTime,
+) -> Result<(), TlsError> {
+    let names = crate::observe::cluster_name(cluster);
+    let expected = expected_for_member(cluster, &names, member);
+    if expected.is_empty() {
+        return Ok(());
+    }
+    let io = Io::new(client, cluster);
+    for wanted in &expected {
+        io.ensure(cluster, &names, wanted).await?;
+    }
+    for wanted in &expected {
+        let secret = io.secret(&wanted.name).await?;
+        match judge(secret.as_ref(), &wanted.usage, now) {
+            Issued::Usable(_) => {}
+            Issued::Pending => {
+                return Err(TlsError::WaitingForCertManager {
+                    certificate: io.id(&wanted.name),
+                    issuer: wanted.issuer.name.clone(),
+                });
+            }
+            Issued::Unusable(problems) => {
+                return Err(TlsError::BadIssuedSecret {
+                    field: wanted.field,
+                    name: io.id(&wanted.name),
+                    problems: problems_text(&problems),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each reconcile, before anything acts: the Certificates of every member with a Pod or PVC in
+/// `with_volume` (a restore's seed gets its certificate this way) and the operators' client
+/// Certificate exist. Returns how the operators reach the client port when cert-manager issues
+/// it (`None` while its Secret is pending: members cannot start before it is filled), and a
+/// refusal for every filled Secret that is unusable.
+pub async fn prepare(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+    with_volume: &[String],
+    now: OffsetDateTime,
+) -> Result<(Option<ClientTls>, Vec<FieldError>), TlsError> {
+    let names = crate::observe::cluster_name(cluster);
+    let io = Io::new(client, cluster);
+    let mut refusals = Vec::new();
+    let mut etcd = None;
+    if let Some(operator) = expected_operator_client(cluster, &names) {
+        io.ensure(cluster, &names, &operator).await?;
+        match judge(
+            io.secret(&operator.name).await?.as_ref(),
+            &operator.usage,
+            now,
+        ) {
+            Issued::Usable(data) => etcd = ClientTls::from_secret_data(&data, true).ok(),
+            Issued::Pending => {}
+            Issued::Unusable(problems) => refusals.push(FieldError {
+                field: operator.field.to_owned(),
+                message: format!(
+                    "Secret {} (issued by cert-manager) {}",
+                    io.id(&operator.name),
+                    problems_text(&problems)
+                ),
+            }),
+        }
+    }
+    for member in with_volume {
+        for wanted in expected_for_member(cluster, &names, member)
+            .into_iter()
+            .filter(|e| e.member.is_some())
+        {
+            io.ensure(cluster, &names, &wanted).await?;
+            if let Issued::Unusable(problems) =
+                judge(io.secret(&wanted.name).await?.as_ref(), &wanted.usage, now)
+            {
+                refusals.push(FieldError {
+                    field: wanted.field.to_owned(),
+                    message: format!(
+                        "Secret {} (issued by cert-manager) {}",
+                        io.id(&wanted.name),
+                        problems_text(&problems)
+                    ),
+                });
+            }
+        }
+    }
+    Ok((etcd, refusals))
+}
+
+#[cfg(test)]
+mod tests;

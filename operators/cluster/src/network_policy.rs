@@ -1,0 +1,196 @@
+//! The NetworkPolicy of a cluster (`spec.networkPolicy`, see `etcd_api::network`): built here,
+//! pure; the executor applies it (server-side apply) or deletes it when the cluster no longer
+//! wants one.
+//!
+//! Ingress to the member Pods (selected by the cluster's labels, as the Services select them):
+//! - peer port: from the member Pods only;
+//! - client port: from the member Pods (etcdctl in a member, a member's own gateway), Pods of
+//!   the cluster's namespace labelled `etcd.operator.rs/client-of: <cluster>`, every Pod of the
+//!   operators' namespace (the operators and the scheduled backup Jobs), and `spec.clients`;
+//! - metrics port: from anywhere, or from `spec.metrics`.
+//!
+//! Only ingress: the members' egress (to each other, to DNS) is left alone, so a policy of the
+//! namespace's own that denies egress still applies.
+
+use std::collections::BTreeMap;
+
+use etcd_api::EtcdCluster;
+use etcd_api::network::CLIENT_OF_LABEL;
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::build::{self, BuildError};
+use crate::naming::{CLIENT_PORT, METRICS_PORT, PEER_PORT};
+
+/// The label every namespace carries with its own name (Kubernetes sets it).
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Name of the cluster's NetworkPolicy: the cluster's own.
+pub fn name(cluster: &EtcdCluster) -> String {
+    cluster.metadata.name.clone().unwrap_or_default()
+}
+
+fn port(number: u16) -> Option<Vec<NetworkPolicyPort>> {
+    Some(vec![NetworkPolicyPort {
+        port: Some(IntOrString::Int(i32::from(number))),
+        protocol: Some("TCP".to_owned()),
+        ..NetworkPolicyPort::default()
+    }])
+}
+
+fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
+    NetworkPolicyPeer {
+        pod_selector: Some(LabelSelector {
+            match_labels: Some(labels),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    }
+}
+
+/// The NetworkPolicy of `cluster`, whose operators run in `operator_namespace`.
+pub fn network_policy(
+    cluster: &EtcdCluster,
+    operator_namespace: &str,
+) -> Result<NetworkPolicy, BuildError> {
+    let members = build::cluster_labels(cluster);
+    let spec = cluster.spec.network_policy.clone().unwrap_or_default();
+    let mut clients = vec![
+        pods(members.clone()),
+        pods(BTreeMap::from([(
+            CLIENT_OF_LABEL.to_owned(),
+            name(cluster),
+        )])),
+        NetworkPolicyPeer {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    NAMESPACE_NAME_LABEL.to_owned(),
+                    operator_namespace.to_owned(),
+                )])),
+                ..LabelSelector::default()
+            }),
+            ..NetworkPolicyPeer::default()
+        },
+    ];
+    clients.extend(spec.clients);
+    let metrics = NetworkPolicyIngressRule {
+        // No `from`: any source.
+        from: (!spec.metrics.is_empty()).then_some(spec.metrics),
+        ports: port(METRICS_PORT),
+    };
+    Ok(NetworkPolicy {
+        metadata: build::owned_meta(cluster, &name(cluster))?,
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(members.clone()),
+                ..LabelSelector::default()
+            }),
+            policy_types: Some(vec!["Ingress".to_owned()]),
+            ingress: Some(vec![
+                NetworkPolicyIngressRule {
+                    from: Some(vec![pods(members)]),
+                    ports: port(PEER_PORT),
+                },
+                NetworkPolicyIngressRule {
+                    from: Some(clients),
+                    ports: port(CLIENT_PORT),
+                },
+                metrics,
+            ]),
+            egress: None,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etcd_api::EtcdClusterSpec;
+    use etcd_api::network::NetworkPolicySpec as Spec;
+    use serde_json::json;
+
+    fn cluster(network_policy: Option<Spec>) -> EtcdCluster {
+        let mut spec: EtcdClusterSpec =
+            serde_json::from_value(json!({"size": 3, "tls": {"peer": {}}})).unwrap();
+        spec.network_policy = network_policy;
+        let mut cluster = EtcdCluster::new("main", spec);
+        cluster.metadata.namespace = Some("db".into());
+        cluster.metadata.uid = Some("uid-1".into());
+        cluster
+    }
+
+    fn members() -> serde_json::Value {
+        json!({"podSelector": {"matchLabels": {
+            "app.kubernetes.io/instance": "main",
+            "app.kubernetes.io/managed-by": "etcd-cluster-operator",
+            "app.kubernetes.io/name": "etcd",
+            "etcd.operator.rs/cluster": "main",
+        }}})
+    }
+
+    #[test]
+    fn peers_only_from_members_clients_from_labelled_pods_and_the_operators() {
+        let policy = network_policy(&cluster(None), "etcd-operator").unwrap();
+        let value = serde_json::to_value(&policy).unwrap();
+        assert_eq!(value["metadata"]["name"], "main");
+        assert_eq!(value["metadata"]["namespace"], "db");
+        let owner = &value["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (&owner["kind"], &owner["name"], &owner["controller"]),
+            (&json!("EtcdCluster"), &json!("main"), &json!(true))
+        );
+        assert_eq!(value["spec"]["podSelector"], members()["podSelector"]);
+        assert_eq!(value["spec"]["policyTypes"], json!(["Ingress"]));
+        assert_eq!(
+            value["spec"]["ingress"],
+            json!([
+                {"from": [members()], "ports": [{"port": 2380, "protocol": "TCP"}]},
+                {"from": [
+                    members(),
+                    {"podSelector": {"matchLabels": {"etcd.operator.rs/client-of": "main"}}},
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "etcd-operator"}}},
+                ], "ports": [{"port": 2379, "protocol": "TCP"}]},
+                {"ports": [{"port": 2381, "protocol": "TCP"}]},
+            ])
+        );
+        assert!(value["spec"].get("egress").is_none());
+    }
+
+    #[test]
+    fn extra_clients_and_a_metrics_source_from_the_spec() {
+        let prometheus: NetworkPolicyPeer = serde_json::from_value(json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+        }))
+        .unwrap();
+        let apps: NetworkPolicyPeer = serde_json::from_value(json!({
+            "namespaceSelector": {"matchLabels": {"team": "apps"}},
+            "podSelector": {"matchLabels": {"etcd": "main"}}
+        }))
+        .unwrap();
+        let policy = network_policy(
+            &cluster(Some(Spec {
+                enabled: Some(true),
+                clients: vec![apps.clone()],
+                metrics: vec![prometheus.clone()],
+            })),
+            "ops",
+        )
+        .unwrap();
+        let ingress = policy.spec.unwrap().ingress.unwrap();
+        let clients = ingress[1].from.clone().unwrap();
+        assert_eq!(clients.len(), 4);
+        assert_eq!(clients[3], apps);
+        assert_eq!(ingress[2].from, Some(vec![prometheus]));
+    }
+
+    #[test]
+    fn needs_the_clusters_identity() {
+        let mut no_uid = cluster(None);
+        no_uid.metadata.uid = None;
+        assert!(network_policy(&no_uid, "ops").is_err());
+    }
+}
