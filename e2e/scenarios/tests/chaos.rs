@@ -1,16 +1,28 @@
-//! Crash and restart at the cluster operator's failpoints (crates/failpoint): the operator's
-//! Deployment gets `ETCD_OPERATOR_FAILPOINT=<name>:<before|after>`, a spec change makes it reach
-//! that side effect, the process exits there (code 86, and again at each restart of the
-//! container while the point is still reached), then the variable is removed and the operator
-//! restarted without it. Each case then checks that the cluster converges to Available at the
-//! size asked, that the etcd member list is exactly the member Pods (no extra or missing member,
-//! none left a learner), that every member that existed before the crash kept its etcd ID (a
-//! member never restarted on an empty data directory under its old ID), that no PVC vanished
-//! (reclaimPolicy Retain), and that the concurrent clients' history is linearizable with no acknowledged write lost.
+//! Crash and restart at the operators' failpoints (crates/failpoint): the operator's Deployment
+//! gets `ETCD_OPERATOR_FAILPOINT=<name>:<before|after>`, an action makes it reach that side
+//! effect, the process exits there (code 86, and again at each restart of the container while
+//! the point is still reached), then the variable is removed and the operator restarted without
+//! it. Every case runs with its own concurrent clients on the cluster (common's `Workload`):
+//! their history must be linearizable with no acknowledged write lost.
+//!
+//! - The cluster operator (a spec change: scale up or down, the reclaim policy flipped): the
+//!   cluster converges to Available at the size asked, the etcd member list is exactly the
+//!   member Pods (no extra or missing member, none left a learner), every member that existed
+//!   before the crash kept its etcd ID (a member never restarted on an empty data directory
+//!   under its old ID), and no PVC vanished (reclaimPolicy Retain).
+//! - The backup operator (an on-demand EtcdBackup of the cluster): the backup ends Succeeded with
+//!   its object in S3, read back and matching `status.artifact` (size, SHA-256), or Failed with
+//!   no object carrying its UID; either way no multipart upload is left pending under the
+//!   prefix and every object there before the case is unchanged (never overwritten).
+//! - The restore operator (an EtcdRestore into a new one-member cluster from a backup taken
+//!   before the cases): the restore ends Succeeded, the new cluster is Available, serves the
+//!   restored revision and holds the marker key written before that backup; the new member's
+//!   PVC exists and the source cluster's PVCs are all still there.
 //!
 //! `cargo nextest run` runs a representative subset ([`SUBSET`]); `make chaos` sets
-//! `CHAOS_FULL=1` and runs every failpoint of the cluster operator on both sides, printing one
-//! table: scenario, outcome, time to converge.
+//! `CHAOS_FULL=1` and runs every failpoint these actions reach, on both sides, printing one
+//! table: scenario, outcome, time to converge, operations checked, acknowledged writes lost,
+//! linearizable. `CHAOS_ONLY=<name>:<side>,...` runs just those cases of the full table.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,14 +31,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::*;
+use etcd_api::{BackupPhase, EtcdBackup, EtcdRestore, RestorePhase};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::ListParams;
+use sha2::{Digest, Sha256};
 
 const VERSION: &str = "3.5.35";
 /// Generous for a 2-core machine running several scenarios at once.
 const STEP: Duration = Duration::from_secs(240);
-const OPERATOR: &str = "app.kubernetes.io/component=cluster-operator";
+/// The cluster every case runs its clients on.
+const CLUSTER: &str = "chaos";
+/// Where the cases' backups go.
+const BACKUP_PREFIX: &str = "chaos/";
+/// Written before the restore cases' source backup; every restored cluster must hold it.
+const MARKER: (&str, &str) = ("chaos/marker", "written-before-the-source-backup");
 
 /// What makes the operator reach a failpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +57,12 @@ enum Trigger {
     ScaleDown,
     /// `spec.storage.reclaimPolicy` flipped: the PVCs' owner references follow.
     FlipReclaimPolicy,
+    /// An on-demand EtcdBackup: Running written, the snapshot streamed as a multipart upload
+    /// (create, parts, complete), the outcome written.
+    Backup,
+    /// An EtcdRestore into a new cluster (`clusterSpec`): the cluster created, the seed's PVC
+    /// and Pod, the seed admitted, the hold released, the finalizer, the status.
+    RestoreNew,
 }
 
 #[derive(Clone)]
@@ -45,6 +70,14 @@ struct Case {
     failpoint: &'static str,
     when: &'static str,
     trigger: Trigger,
+}
+
+impl Case {
+    /// The Deployment's component label of the operator this failpoint is in.
+    fn operator(&self) -> String {
+        let operator = self.failpoint.split('.').next().unwrap();
+        format!("app.kubernetes.io/component={operator}-operator")
+    }
 }
 
 const fn case(failpoint: &'static str, when: &'static str, trigger: Trigger) -> Case {
@@ -55,17 +88,25 @@ const fn case(failpoint: &'static str, when: &'static str, trigger: Trigger) -> 
     }
 }
 
-/// The `make test` subset: one crash in each half of a membership change, and a status write.
+/// The `make test` subset: one crash in each half of a membership change, a status write, a
+/// crash mid-upload (a pending multipart upload to clean up), and one while the restore's seed
+/// is being built.
 const SUBSET: &[Case] = &[
     case("cluster.member_add", "after", Trigger::ScaleUp),
     case("cluster.pod_create", "before", Trigger::ScaleUp),
     case("cluster.member_promote", "before", Trigger::ScaleUp),
     case("cluster.status", "after", Trigger::ScaleUp),
     case("cluster.member_remove", "after", Trigger::ScaleDown),
+    case("backup.s3_upload_part", "after", Trigger::Backup),
+    case("restore.seed_pod_create", "after", Trigger::RestoreNew),
 ];
 
-/// Every failpoint of the cluster operator but `cluster.secret_create` (TLS clusters only), on
-/// both sides. `pvc_delete` runs under reclaimPolicy `Delete` (set unarmed first).
+/// Every failpoint the triggers reach, on both sides. Not here: `cluster.secret_create` (TLS
+/// clusters only), the cluster operator's maintenance points (defragment, compact, alarms,
+/// resize, annotations: not reached by these spec changes), `backup.s3_abort*` (only after an
+/// S3 error), the CronJob's `backup_create`/`retention_*` (a Job, not the Deployment), and the
+/// restore steps over an existing cluster (`hold`, `pvc_retain`, `old_pod_delete`) and the
+/// seed's removal after a failed seed (`seed_pod_delete`, `seed_pvc_delete`).
 fn full() -> Vec<Case> {
     use Trigger::*;
     let mut cases = Vec::new();
@@ -82,6 +123,18 @@ fn full() -> Vec<Case> {
         ("cluster.pod_delete", ScaleDown),
         ("cluster.pvc_owner_patch", FlipReclaimPolicy),
         ("cluster.pvc_delete", ScaleDown),
+        ("backup.status", Backup),
+        ("backup.s3_create_multipart", Backup),
+        ("backup.s3_upload_part", Backup),
+        ("backup.s3_complete", Backup),
+        ("backup.status_outcome", Backup),
+        ("restore.status", RestoreNew),
+        ("restore.cluster_create", RestoreNew),
+        ("restore.seed_pvc_create", RestoreNew),
+        ("restore.seed_pod_create", RestoreNew),
+        ("restore.seed_admit", RestoreNew),
+        ("restore.release", RestoreNew),
+        ("restore.finalizer_patch", RestoreNew),
     ] {
         for when in ["before", "after"] {
             cases.push(case(failpoint, when, trigger));
@@ -90,112 +143,424 @@ fn full() -> Vec<Case> {
     cases
 }
 
-#[tokio::test]
+/// One row of the table.
+struct Row {
+    scenario: String,
+    outcome: Result<(), String>,
+    converged: Duration,
+    report: WorkloadReport,
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn operator_crashed_at_failpoints_converges_after_restart() {
     let full_run = std::env::var("CHAOS_FULL").is_ok_and(|v| v == "1");
-    let cases = if full_run { full() } else { SUBSET.to_vec() };
+    let mut cases = if full_run { full() } else { SUBSET.to_vec() };
+    // `CHAOS_ONLY=backup.s3_complete:after,...`: those cases of the full table (to rerun one).
+    if let Ok(only) = std::env::var("CHAOS_ONLY") {
+        let wanted: BTreeSet<&str> = only.split(',').map(str::trim).collect();
+        cases = full()
+            .into_iter()
+            .filter(|c| wanted.contains(format!("{}:{}", c.failpoint, c.when).as_str()))
+            .collect();
+        assert_eq!(cases.len(), wanted.len(), "CHAOS_ONLY={only}: unknown case");
+    }
+    let needs_s3 = cases
+        .iter()
+        .any(|c| matches!(c.trigger, Trigger::Backup | Trigger::RestoreNew));
     let env = Env::start().await;
-    let deployment = env
-        .kubectl(&[
-            "get",
-            "deployment",
-            "-n",
-            OPERATOR_NAMESPACE,
-            "-l",
-            OPERATOR,
-            "-o",
-            "name",
-        ])
-        .trim()
-        .to_owned();
+    if needs_s3 {
+        start_s3(&env);
+    }
     let mut cluster = Cluster {
-        name: "chaos",
+        name: CLUSTER,
         size: 3,
         delete_pvcs: false,
     };
     env.apply(&cluster.yaml()).unwrap();
+    let s3 = if needs_s3 {
+        Some(s3_from_host(&env).await)
+    } else {
+        None
+    };
     env.wait_available(cluster.name, cluster.size, VERSION, STEP)
         .await;
-    let clients = Workload::start(env.client_url(cluster.name).await);
+    let url = env.client_url(cluster.name).await;
+    // The restore cases' source: a backup with the marker in it (unarmed, not timed).
+    let source = if cases.iter().any(|c| c.trigger == Trigger::RestoreNew) {
+        write_keys(&env, CLUSTER, [(MARKER.0.to_owned(), MARKER.1.to_owned())]).await;
+        env.apply(&on_demand_backup(
+            "chaos-source",
+            CLUSTER,
+            BACKUP_PREFIX,
+            S3_SECRET,
+        ))
+        .unwrap();
+        let backup = wait_backup_finished(&env, "chaos-source").await;
+        let status = backup.status.unwrap_or_default();
+        match (status.phase, &status.artifact) {
+            (Some(BackupPhase::Succeeded), Some(a)) => Some(a.revision),
+            _ => fail(
+                &env,
+                &format!("the source backup did not succeed: {status:?}"),
+            ),
+        }
+    } else {
+        None
+    };
 
-    let mut table = Vec::new();
-    let mut failures = Vec::new();
-    for case in &cases {
+    let mut rows = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
         let scenario = format!("{}:{}", case.failpoint, case.when);
-        // Room to move in the direction the case needs (unarmed, not timed).
-        if case.trigger == Trigger::ScaleUp && cluster.size >= 5 {
-            cluster.size = 3;
-            env.apply(&cluster.yaml()).unwrap();
-            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                .await;
-        }
-        if case.trigger == Trigger::ScaleDown && cluster.size <= 2 {
-            cluster.size = 3;
-            env.apply(&cluster.yaml()).unwrap();
-            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                .await;
-        }
-        // A PVC is deleted only under reclaimPolicy Delete.
-        if case.failpoint == "cluster.pvc_delete" && !cluster.delete_pvcs {
-            cluster.delete_pvcs = true;
-            env.apply(&cluster.yaml()).unwrap();
-            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                .await;
-        }
-        let before = Snapshot::take(&env, &cluster).await;
-        set_failpoint(&env, &deployment, Some(&scenario));
-        match case.trigger {
-            Trigger::ScaleUp => cluster.size += 1,
-            Trigger::ScaleDown => cluster.size -= 1,
-            Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
-        }
-        env.apply(&cluster.yaml()).unwrap();
-        let crashed = wait_crash(&env).await;
-        // Timed from the crash: the restart without the failpoint (a rollout, then the Lease the
-        // crashed process still held) counts.
-        let restarted = Instant::now();
-        set_failpoint(&env, &deployment, None);
-        let outcome = match crashed {
-            Err(e) => Err(e),
-            Ok(()) => {
-                env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                    .await;
-                let after = Snapshot::take(&env, &cluster).await;
-                check(&before, &after, &cluster, case)
+        let operator = case.operator();
+        let deployment = env
+            .kubectl(&[
+                "get",
+                "deployment",
+                "-n",
+                OPERATOR_NAMESPACE,
+                "-l",
+                &operator,
+                "-o",
+                "name",
+            ])
+            .trim()
+            .to_owned();
+        prepare(&env, &mut cluster, case).await;
+        let clients = Workload::start_prefixed(url.clone(), &format!("history/{index}/k"));
+        let (outcome, converged) = match case.trigger {
+            Trigger::ScaleUp | Trigger::ScaleDown | Trigger::FlipReclaimPolicy => {
+                cluster_case(&env, &deployment, &operator, &mut cluster, case).await
+            }
+            Trigger::Backup => {
+                let s3 = s3.as_ref().unwrap();
+                backup_case(&env, s3, &deployment, &operator, case, index).await
+            }
+            Trigger::RestoreNew => {
+                let revision = source.unwrap();
+                restore_case(&env, &deployment, &operator, case, index, revision).await
             }
         };
-        let converged = restarted.elapsed();
-        let checked = clients.check().await;
-        eprintln!(
-            "chaos: {scenario}: {outcome:?} in {converged:.1?} ({checked} acknowledged writes present)"
-        );
-        if let Err(e) = &outcome {
-            failures.push(format!("{scenario}: {e}"));
-        }
-        table.push((scenario, outcome, converged));
+        let report = clients.finish().await;
+        eprintln!("chaos: {scenario}: {outcome:?} in {converged:.1?}; {report}");
+        rows.push(Row {
+            scenario,
+            outcome,
+            converged,
+            report,
+        });
     }
-    clients.stop().await;
 
     println!(
-        "\n{:<40} {:<10} {:>12}",
-        "scenario", "outcome", "converged in"
+        "\n{:<40} {:<8} {:>12} {:>8} {:>6} {:>12}",
+        "scenario", "outcome", "converged in", "ops", "lost", "linearizable"
     );
-    for (scenario, outcome, converged) in &table {
-        let outcome = match outcome {
-            Ok(()) => "ok".to_owned(),
-            Err(_) => "FAILED".to_owned(),
-        };
+    let mut failures = Vec::new();
+    for row in &rows {
+        let outcome = if row.outcome.is_ok() { "ok" } else { "FAILED" };
         println!(
-            "{scenario:<40} {outcome:<10} {:>10.1} s",
-            converged.as_secs_f64()
+            "{:<40} {outcome:<8} {:>10.1} s {:>8} {:>6} {:>12}",
+            row.scenario,
+            row.converged.as_secs_f64(),
+            row.report.checked.operations,
+            row.report.lost.len(),
+            if row.report.linearizable() {
+                "yes"
+            } else {
+                "NO"
+            },
         );
+        if let Err(e) = &row.outcome {
+            failures.push(format!("{}: {e}", row.scenario));
+        }
+        if !row.report.lost.is_empty() || !row.report.linearizable() {
+            failures.push(format!("{}: {}", row.scenario, row.report));
+        }
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}",
-        failures.join("\n"),
-        env.diagnostics()
-    );
+    if !failures.is_empty() {
+        fail(&env, &failures.join("\n"));
+    }
+}
+
+/// Unarmed and not timed: gives the cluster room to move the way the case needs.
+async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
+    let mut changed = false;
+    if case.trigger == Trigger::ScaleUp && cluster.size >= 5 {
+        cluster.size = 3;
+        changed = true;
+    }
+    if case.trigger == Trigger::ScaleDown && cluster.size <= 2 {
+        cluster.size = 3;
+        changed = true;
+    }
+    // A PVC is deleted only under reclaimPolicy Delete.
+    if case.failpoint == "cluster.pvc_delete" && !cluster.delete_pvcs {
+        cluster.delete_pvcs = true;
+        changed = true;
+    }
+    if changed {
+        env.apply(&cluster.yaml()).unwrap();
+        env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+            .await;
+    }
+}
+
+/// A spec change of the cluster with the cluster operator armed. Timed from the crash: the
+/// restart without the failpoint (a rollout, then the Lease the crashed process still held)
+/// counts.
+async fn cluster_case(
+    env: &Env,
+    deployment: &str,
+    operator: &str,
+    cluster: &mut Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let before = Snapshot::take(env, cluster).await;
+    set_failpoint(env, deployment, Some(&scenario));
+    match case.trigger {
+        Trigger::ScaleUp => cluster.size += 1,
+        Trigger::ScaleDown => cluster.size -= 1,
+        Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
+        Trigger::Backup | Trigger::RestoreNew => unreachable!("not a cluster case"),
+    }
+    env.apply(&cluster.yaml()).unwrap();
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, None);
+    let outcome = match crashed {
+        Err(e) => Err(e),
+        Ok(()) => {
+            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+                .await;
+            let after = Snapshot::take(env, cluster).await;
+            check(&before, &after, cluster, case)
+        }
+    };
+    (outcome, restarted.elapsed())
+}
+
+/// An on-demand EtcdBackup with the backup operator armed; timed from the crash to the backup's
+/// final phase.
+async fn backup_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    deployment: &str,
+    operator: &str,
+    case: &Case,
+    index: usize,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let name = format!("chaos-backup-{index}");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    set_failpoint(env, deployment, Some(&scenario));
+    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, None);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let backup = wait_backup_finished(env, &name).await;
+    let converged = restarted.elapsed();
+    (
+        check_backup(s3, &backup, &before).await.map(|phase| {
+            eprintln!("chaos: {scenario}: {name} ended {phase:?}");
+        }),
+        converged,
+    )
+}
+
+/// Key → (size, ETag) of the objects under `prefix`.
+async fn objects(s3: &aws_sdk_s3::Client, prefix: &str) -> BTreeMap<String, (i64, String)> {
+    let listed = s3
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "LIST {prefix}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            )
+        });
+    listed
+        .contents()
+        .iter()
+        .map(|o| {
+            (
+                o.key().unwrap_or_default().to_owned(),
+                (
+                    o.size().unwrap_or_default(),
+                    o.e_tag().unwrap_or_default().to_owned(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A finished backup after a crash: Succeeded with its verified object, or Failed with no
+/// object of its UID; no pending upload; nothing that was there before changed.
+async fn check_backup(
+    s3: &aws_sdk_s3::Client,
+    backup: &EtcdBackup,
+    before: &BTreeMap<String, (i64, String)>,
+) -> Result<BackupPhase, String> {
+    let name = backup.metadata.name.clone().unwrap_or_default();
+    let uid = backup.metadata.uid.clone().unwrap_or_default();
+    let status = backup.status.clone().unwrap_or_default();
+    let after = objects(s3, BACKUP_PREFIX).await;
+    for (key, object) in before {
+        match after.get(key) {
+            Some(now) if now == object => {}
+            now => return Err(format!("{key} changed: {object:?} before, {now:?} after")),
+        }
+    }
+    let pending = pending_uploads(s3, BACKUP_PREFIX).await;
+    if !pending.is_empty() {
+        return Err(format!(
+            "{name} ({:?}, {:?}) left multipart uploads pending: {pending:?}",
+            status.phase, status.reason
+        ));
+    }
+    let own: Vec<&String> = after
+        .keys()
+        .filter(|k| !before.contains_key(*k) && k.contains(&uid))
+        .collect();
+    match (status.phase, &status.artifact) {
+        (Some(BackupPhase::Succeeded), Some(artifact)) => {
+            let key = object_key(artifact, BACKUP_PREFIX, CLUSTER);
+            if own != [&key] {
+                return Err(format!(
+                    "{name} Succeeded with {key}, but the new objects of its UID are {own:?}"
+                ));
+            }
+            let bytes = get_object(s3, &key).await;
+            if bytes.len() as i64 != artifact.size_bytes
+                || hex(&Sha256::digest(&bytes)) != artifact.sha256
+            {
+                return Err(format!(
+                    "{key}: {} bytes read back do not match status.artifact {artifact:?}",
+                    bytes.len()
+                ));
+            }
+            Ok(BackupPhase::Succeeded)
+        }
+        (Some(BackupPhase::Failed), None) if own.is_empty() => Ok(BackupPhase::Failed),
+        _ => Err(format!(
+            "{name} ended {status:?} with new objects of its UID {own:?}"
+        )),
+    }
+}
+
+/// An EtcdRestore into a new one-member cluster with the restore operator armed; timed from the
+/// crash to the new cluster Available. The new cluster is deleted afterwards.
+async fn restore_case(
+    env: &Env,
+    deployment: &str,
+    operator: &str,
+    case: &Case,
+    index: usize,
+    source_revision: i64,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let name = format!("chaos-restore-{index}");
+    let target = format!("chaos-restored-{index}");
+    let pvcs_before = pvc_names(env).await;
+    set_failpoint(env, deployment, Some(&scenario));
+    env.apply(&format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {target}\n  source: {{backupRef: {{name: chaos-source}}}}\n  \
+         clusterSpec: {{size: 1, version: \"{VERSION}\"}}\n"
+    ))
+    .unwrap();
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, None);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let outcome = check_restore(env, &name, &target, source_revision, &pvcs_before).await;
+    let converged = restarted.elapsed();
+    // Free the machine for the next case (the restored cluster's PVC stays: Retain).
+    env.kubectl(&["delete", "etcdcluster", &target, "-n", NS, "--wait=false"]);
+    (outcome, converged)
+}
+
+async fn pvc_names(env: &Env) -> BTreeSet<String> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    pvcs.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+async fn check_restore(
+    env: &Env,
+    name: &str,
+    target: &str,
+    source_revision: i64,
+    pvcs_before: &BTreeSet<String>,
+) -> Result<(), String> {
+    let restores: Api<EtcdRestore> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + STEP;
+    let status = loop {
+        let status = restores.get(name).await.ok().and_then(|r| r.status);
+        if let Some(status) = status
+            && status.phase.is_some_and(RestorePhase::is_finished)
+        {
+            break status;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{name} did not finish within {STEP:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    if status.phase != Some(RestorePhase::Succeeded) {
+        return Err(format!("{name} did not succeed: {status:?}"));
+    }
+    if status.restored_revision != Some(source_revision) {
+        return Err(format!(
+            "{name} restored revision {:?}, the source backup is at {source_revision}",
+            status.restored_revision
+        ));
+    }
+    env.wait_available(target, 1, VERSION, STEP).await;
+    let url = env.client_url(target).await;
+    let read = async {
+        let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
+        client.get(MARKER.0, None).await
+    };
+    let got = read
+        .await
+        .map_err(|e| format!("reading {} from {target}: {e}", MARKER.0))?;
+    let value = got
+        .kvs()
+        .first()
+        .map(|kv| kv.value_str().unwrap().to_owned());
+    let revision = got.header().map_or(0, |h| h.revision());
+    if value.as_deref() != Some(MARKER.1) || revision < source_revision {
+        return Err(format!(
+            "{target} serves {}={value:?} at revision {revision}, restored from revision {source_revision}",
+            MARKER.0
+        ));
+    }
+    let pvcs_after = pvc_names(env).await;
+    if let Some(gone) = pvcs_before.difference(&pvcs_after).next() {
+        return Err(format!("PVC {gone} was deleted during {name}"));
+    }
+    if !pvcs_after
+        .iter()
+        .any(|p| p.starts_with(&format!("{target}-")))
+    {
+        return Err(format!("{target} has no member PVC: {pvcs_after:?}"));
+    }
+    Ok(())
 }
 
 struct Cluster {
@@ -233,12 +598,13 @@ fn set_failpoint(env: &Env, deployment: &str, value: Option<&str>) {
     ]);
 }
 
-/// Waits until an operator container exited with the failpoint's code.
-async fn wait_crash(env: &Env) -> Result<(), String> {
+/// Waits until a container of the operator with the component label `operator` exited with the
+/// failpoint's code.
+async fn wait_crash(env: &Env, operator: &str) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
     let deadline = tokio::time::Instant::now() + STEP;
     loop {
-        let list = pods.list(&ListParams::default().labels(OPERATOR)).await;
+        let list = pods.list(&ListParams::default().labels(operator)).await;
         let live = list.iter().flat_map(|l| &l.items);
         let crashed = live
             .filter(|p| p.metadata.deletion_timestamp.is_none())
