@@ -18,6 +18,16 @@
 //!   before the cases): the restore ends Succeeded, the new cluster is Available, serves the
 //!   restored revision and holds the marker key written before that backup; the new member's
 //!   PVC exists and the source cluster's PVCs are all still there.
+//! - Process faults, no failpoint: a voter's etcd SIGKILLed while a new learner catches up
+//!   (converges at the new size, every member keeping its ID), and a member's etcd SIGSTOPped
+//!   past the operator's dead-member grace period (shortened to [`DEAD_AFTER_SECONDS`]) then
+//!   resumed: the operator may replace it (its Pod was NotReady and its peers did not hear
+//!   it), and must converge with every other member keeping its ID and no PVC lost.
+//! - S3 faults, no failpoint: weed SIGKILLed as a backup starts (the kubelet restarts it on
+//!   its emptyDir): the backup fails cleanly or succeeds, nothing pending, the next backup
+//!   succeeds; weed SIGSTOPped for [`S3_PAUSE`] as a restore starts: the restore succeeds once
+//!   it answers. (S3 dying mid-upload and coming back, which needs a snapshot large enough to
+//!   catch in flight, is operators/backup/tests/execute.rs.)
 //!
 //! `cargo nextest run` runs a representative subset ([`SUBSET`]); `make chaos` sets
 //! `CHAOS_FULL=1` and runs every failpoint these actions reach, on both sides, printing one
@@ -63,7 +73,42 @@ enum Trigger {
     /// An EtcdRestore into a new cluster (`clusterSpec`): the cluster created, the seed's PVC
     /// and Pod, the seed admitted, the hold released, the finalizer, the status.
     RestoreNew,
+    /// No failpoint: one member's etcd SIGSTOPped (a grey failure: its Pod turns NotReady, its
+    /// peers stop hearing it) for longer than the operator's dead-member grace period, then
+    /// SIGCONT. The operator may replace it (it was dead by every account) but must converge.
+    StopMember,
+    /// No failpoint: `spec.size` one up, and a voter's etcd SIGKILLed while the new learner
+    /// catches up (the kubelet restarts it on its data).
+    KillDuringCatchUp,
+    /// No failpoint: S3 (weed) SIGKILLed as an on-demand backup starts (the kubelet restarts it
+    /// on the same emptyDir): the backup fails cleanly or retries, nothing is left pending,
+    /// and the next backup succeeds.
+    S3DownBackup,
+    /// No failpoint: S3 (weed) SIGSTOPped while a restore into a new cluster starts, resumed
+    /// [`S3_PAUSE`] later: the restore succeeds once S3 answers again, or fails with nothing
+    /// deleted.
+    S3DownRestore,
 }
+
+impl Trigger {
+    /// A fault of a process (etcd, S3) rather than an operator crash at a failpoint.
+    fn is_process_fault(self) -> bool {
+        matches!(
+            self,
+            Trigger::StopMember
+                | Trigger::KillDuringCatchUp
+                | Trigger::S3DownBackup
+                | Trigger::S3DownRestore
+        )
+    }
+}
+
+/// How long S3 stays stopped in a [`Trigger::S3DownRestore`] case.
+const S3_PAUSE: Duration = Duration::from_secs(20);
+
+/// The dead-member grace period the chart is upgraded to before a [`Trigger::StopMember`] case
+/// (the chart's default is 300 s, its schema's minimum 30).
+const DEAD_AFTER_SECONDS: u64 = 30;
 
 #[derive(Clone)]
 struct Case {
@@ -73,6 +118,15 @@ struct Case {
 }
 
 impl Case {
+    /// `<failpoint>:<side>`, or the process fault's name.
+    fn scenario(&self) -> String {
+        if self.trigger.is_process_fault() {
+            self.failpoint.to_owned()
+        } else {
+            format!("{}:{}", self.failpoint, self.when)
+        }
+    }
+
     /// The Deployment's component label of the operator this failpoint is in.
     fn operator(&self) -> String {
         let operator = self.failpoint.split('.').next().unwrap();
@@ -99,6 +153,11 @@ const SUBSET: &[Case] = &[
     case("cluster.member_remove", "after", Trigger::ScaleDown),
     case("backup.s3_upload_part", "after", Trigger::Backup),
     case("restore.seed_pod_create", "after", Trigger::RestoreNew),
+    case(
+        "process.kill_voter_during_catch_up",
+        "",
+        Trigger::KillDuringCatchUp,
+    ),
 ];
 
 /// Every failpoint the triggers reach, on both sides. Not here: `cluster.secret_create` (TLS
@@ -140,6 +199,14 @@ fn full() -> Vec<Case> {
             cases.push(case(failpoint, when, trigger));
         }
     }
+    cases.push(case(
+        "process.kill_voter_during_catch_up",
+        "",
+        KillDuringCatchUp,
+    ));
+    cases.push(case("process.sigstop_past_grace", "", StopMember));
+    cases.push(case("s3.killed_as_backup_starts", "", S3DownBackup));
+    cases.push(case("s3.stopped_during_restore", "", S3DownRestore));
     cases
 }
 
@@ -160,13 +227,16 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         let wanted: BTreeSet<&str> = only.split(',').map(str::trim).collect();
         cases = full()
             .into_iter()
-            .filter(|c| wanted.contains(format!("{}:{}", c.failpoint, c.when).as_str()))
+            .filter(|c| wanted.contains(c.scenario().as_str()))
             .collect();
         assert_eq!(cases.len(), wanted.len(), "CHAOS_ONLY={only}: unknown case");
     }
-    let needs_s3 = cases
-        .iter()
-        .any(|c| matches!(c.trigger, Trigger::Backup | Trigger::RestoreNew));
+    let needs_s3 = cases.iter().any(|c| {
+        matches!(
+            c.trigger,
+            Trigger::Backup | Trigger::RestoreNew | Trigger::S3DownBackup | Trigger::S3DownRestore
+        )
+    });
     let env = Env::start().await;
     if needs_s3 {
         start_s3(&env);
@@ -186,7 +256,10 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         .await;
     let url = env.client_url(cluster.name).await;
     // The restore cases' source: a backup with the marker in it (unarmed, not timed).
-    let source = if cases.iter().any(|c| c.trigger == Trigger::RestoreNew) {
+    let source = if cases
+        .iter()
+        .any(|c| matches!(c.trigger, Trigger::RestoreNew | Trigger::S3DownRestore))
+    {
         write_keys(&env, CLUSTER, [(MARKER.0.to_owned(), MARKER.1.to_owned())]).await;
         env.apply(&on_demand_backup(
             "chaos-source",
@@ -208,12 +281,22 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         None
     };
 
+    // The grey failure must outlast the grace period: shortened for it (a rollout, not timed).
+    if cases.iter().any(|c| c.trigger == Trigger::StopMember) {
+        env.helm_upgrade(&[
+            "--set",
+            &format!("clusterOperator.deadMemberAfterSeconds={DEAD_AFTER_SECONDS}"),
+        ]);
+    }
+
     let mut rows = Vec::new();
     for (index, case) in cases.iter().enumerate() {
-        let scenario = format!("{}:{}", case.failpoint, case.when);
+        let scenario = case.scenario();
         let operator = case.operator();
-        let deployment = env
-            .kubectl(&[
+        let deployment = if case.trigger.is_process_fault() {
+            String::new()
+        } else {
+            env.kubectl(&[
                 "get",
                 "deployment",
                 "-n",
@@ -224,7 +307,8 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 "name",
             ])
             .trim()
-            .to_owned();
+            .to_owned()
+        };
         prepare(&env, &mut cluster, case).await;
         let clients = Workload::start_prefixed(url.clone(), &format!("history/{index}/k"));
         let (outcome, converged) = match case.trigger {
@@ -238,6 +322,17 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::RestoreNew => {
                 let revision = source.unwrap();
                 restore_case(&env, &deployment, &operator, case, index, revision).await
+            }
+            Trigger::StopMember | Trigger::KillDuringCatchUp => {
+                process_case(&env, &mut cluster, case).await
+            }
+            Trigger::S3DownBackup => {
+                let s3 = s3.as_ref().unwrap();
+                s3_down_backup_case(&env, s3, index).await
+            }
+            Trigger::S3DownRestore => {
+                let revision = source.unwrap();
+                s3_down_restore_case(&env, index, revision).await
             }
         };
         let report = clients.finish().await;
@@ -284,11 +379,14 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
 /// Unarmed and not timed: gives the cluster room to move the way the case needs.
 async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
     let mut changed = false;
-    if case.trigger == Trigger::ScaleUp && cluster.size >= 5 {
+    let grows = matches!(case.trigger, Trigger::ScaleUp | Trigger::KillDuringCatchUp);
+    if grows && cluster.size >= 5 {
         cluster.size = 3;
         changed = true;
     }
-    if case.trigger == Trigger::ScaleDown && cluster.size <= 2 {
+    if (case.trigger == Trigger::ScaleDown && cluster.size <= 2)
+        || (case.trigger == Trigger::StopMember && cluster.size != 3)
+    {
         cluster.size = 3;
         changed = true;
     }
@@ -321,7 +419,7 @@ async fn cluster_case(
         Trigger::ScaleUp => cluster.size += 1,
         Trigger::ScaleDown => cluster.size -= 1,
         Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
-        Trigger::Backup | Trigger::RestoreNew => unreachable!("not a cluster case"),
+        _ => unreachable!("not a crash of the cluster operator"),
     }
     env.apply(&cluster.yaml()).unwrap();
     let crashed = wait_crash(env, operator).await;
@@ -337,6 +435,278 @@ async fn cluster_case(
         }
     };
     (outcome, restarted.elapsed())
+}
+
+/// A member's etcd stopped or killed (found by its `--name` and the cluster's UID in the
+/// initial-cluster token on its command line: the node agent runs containers as host
+/// processes and keeps their PIDs in memory only). Timed from the fault's end to Available.
+async fn process_case(
+    env: &Env,
+    cluster: &mut Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let uid = env
+        .clusters()
+        .get(cluster.name)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let before = Snapshot::take(env, cluster).await;
+    // The newest member: never the seed, which the bootstrap made the first leader.
+    let victim = before.pods.iter().next_back().unwrap().clone();
+    let mut may_be_replaced = None;
+    let ended = match case.trigger {
+        Trigger::StopMember => {
+            let pid = signal_member(&victim, &uid, "STOP");
+            let stopped = Instant::now();
+            // Held past the grace period, and until the operator has acted on it or a minute
+            // more has passed.
+            let hold = Duration::from_secs(DEAD_AFTER_SECONDS + 60);
+            while stopped.elapsed() < hold {
+                let members = member_names(env, cluster.name).await;
+                if stopped.elapsed() > Duration::from_secs(DEAD_AFTER_SECONDS)
+                    && !members.contains(&victim)
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            eprintln!(
+                "chaos: {victim} (pid {pid}) stopped for {:.1?}; resuming it",
+                stopped.elapsed()
+            );
+            signal_pid(pid, "CONT");
+            may_be_replaced = Some(victim.clone());
+            Instant::now()
+        }
+        Trigger::KillDuringCatchUp => {
+            cluster.size += 1;
+            env.apply(&cluster.yaml()).unwrap();
+            let deadline = Instant::now() + STEP;
+            loop {
+                if learners(env, cluster.name).await > 0 {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return (
+                        Err(format!("no learner seen within {STEP:?}")),
+                        Duration::ZERO,
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            kill_member_process(&victim, &uid);
+            Instant::now()
+        }
+        _ => unreachable!("not a process fault"),
+    };
+    env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+        .await;
+    let after = Snapshot::take(env, cluster).await;
+    let mut expected = before;
+    if let Some(victim) = &may_be_replaced
+        && after.members.get(victim) != expected.members.get(victim)
+    {
+        eprintln!("chaos: {victim} was replaced (its etcd ID changed)");
+        expected.members.remove(victim);
+    }
+    (check(&expected, &after, cluster, case), ended.elapsed())
+}
+
+/// S3 killed as a backup starts; timed from the kill to the next backup's success.
+async fn s3_down_backup_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    index: usize,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-backup-{index}");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    let restarts = s3_restarts(env).await;
+    let pid = signal_s3(env, "KILL").await;
+    let killed = Instant::now();
+    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let backup = wait_backup_finished(env, &name).await;
+    let status = backup.status.clone().unwrap_or_default();
+    eprintln!(
+        "chaos: weed (pid {pid}) killed; {name} ended {:?} {:?}: {:?}",
+        status.phase, status.reason, status.message
+    );
+    // The kubelet restarted weed: wait until it serves again before checking what is stored.
+    let deadline = Instant::now() + STEP;
+    while s3_restarts(env).await == restarts || s3.list_buckets().send().await.is_err() {
+        if Instant::now() > deadline {
+            return (Err("S3 did not come back".to_owned()), killed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if let Err(e) = check_backup(s3, &backup, &before).await {
+        return (Err(e), killed.elapsed());
+    }
+    if status.phase == Some(BackupPhase::Failed)
+        && status.reason.as_deref() != Some("S3Unavailable")
+    {
+        return (
+            Err(format!(
+                "{name} failed with reason {:?}, not S3Unavailable: {:?}",
+                status.reason, status.message
+            )),
+            killed.elapsed(),
+        );
+    }
+    let next = format!("{name}-next");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    env.apply(&on_demand_backup(&next, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let backup = wait_backup_finished(env, &next).await;
+    let outcome = match check_backup(s3, &backup, &before).await {
+        Ok(BackupPhase::Succeeded) => Ok(()),
+        Ok(phase) => Err(format!(
+            "{next} after S3 came back ended {phase:?}: {:?}",
+            backup.status
+        )),
+        Err(e) => Err(e),
+    };
+    (outcome, killed.elapsed())
+}
+
+/// S3 stopped while a restore into a new cluster starts; timed from the resume to Available.
+async fn s3_down_restore_case(
+    env: &Env,
+    index: usize,
+    source_revision: i64,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-restore-{index}");
+    let target = format!("chaos-restored-{index}");
+    let pvcs_before = pvc_names(env).await;
+    let pid = signal_s3(env, "STOP").await;
+    env.apply(&restore_yaml(&name, &target)).unwrap();
+    tokio::time::sleep(S3_PAUSE).await;
+    let phase = Api::<EtcdRestore>::namespaced(env.client.clone(), NS)
+        .get(&name)
+        .await
+        .ok()
+        .and_then(|r| r.status);
+    eprintln!("chaos: weed (pid {pid}) resumed after {S3_PAUSE:?}; {name} then: {phase:?}");
+    signal_pid(pid, "CONT");
+    let resumed = Instant::now();
+    let outcome = check_restore(env, &name, &target, source_revision, &pvcs_before).await;
+    let converged = resumed.elapsed();
+    env.kubectl(&["delete", "etcdcluster", &target, "-n", NS, "--wait=false"]);
+    (outcome, converged)
+}
+
+/// Restarts of the S3 Pod's container so far.
+async fn s3_restarts(env: &Env) -> i32 {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    pods.get("s3")
+        .await
+        .ok()
+        .and_then(|p| p.status)
+        .and_then(|s| s.container_statuses)
+        .and_then(|c| c.first().map(|c| c.restart_count))
+        .unwrap_or_default()
+}
+
+/// Sends `signal` to this instance's weed (its `-ip=` is the S3 Pod's IP and its `-s3.port=`
+/// the Pod's container port); returns its PID.
+async fn signal_s3(env: &Env, signal: &str) -> u32 {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pod = pods.get("s3").await.unwrap();
+    let ip = pod.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    let port = pod.spec.as_ref().unwrap().containers[0]
+        .ports
+        .as_ref()
+        .unwrap()[0]
+        .container_port;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with("weed"))
+            && args.iter().any(|a| a == &format!("-ip={ip}"))
+            && args.iter().any(|a| a == &format!("-s3.port={port}"))
+        {
+            signal_pid(pid, signal);
+            return pid;
+        }
+    }
+    panic!("no weed process with -ip={ip} -s3.port={port}");
+}
+
+/// An EtcdRestore of the source backup into a new one-member cluster `target`.
+fn restore_yaml(name: &str, target: &str) -> String {
+    format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {target}\n  source: {{backupRef: {{name: chaos-source}}}}\n  \
+         clusterSpec: {{size: 1, version: \"{VERSION}\"}}\n"
+    )
+}
+
+/// Sends `signal` to the etcd of `member` of the cluster with UID `uid`; returns its PID.
+fn signal_member(member: &str, uid: &str, signal: &str) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_etcd = args.first().is_some_and(|a| a.ends_with("etcd"));
+        let named = args.iter().any(|a| a == &format!("--name={member}"));
+        if is_etcd && named && args.iter().any(|a| a.contains(uid)) {
+            signal_pid(pid, signal);
+            return pid;
+        }
+    }
+    panic!("no etcd process for member {member} ({uid})");
+}
+
+fn signal_pid(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The members etcd lists now, by name (empty when no member answers).
+async fn member_names(env: &Env, cluster: &str) -> BTreeSet<String> {
+    member_list(env, cluster)
+        .await
+        .map(|l| l.members().iter().map(|m| m.name().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+async fn learners(env: &Env, cluster: &str) -> usize {
+    member_list(env, cluster)
+        .await
+        .map(|l| l.members().iter().filter(|m| m.is_learner()).count())
+        .unwrap_or(0)
+}
+
+async fn member_list(env: &Env, cluster: &str) -> Option<etcd_client::MemberListResponse> {
+    let url = env.client_url(cluster).await;
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(3));
+    let mut client = etcd_client::Client::connect([url.as_str()], Some(options))
+        .await
+        .ok()?;
+    client.member_list().await.ok()
 }
 
 /// An on-demand EtcdBackup with the backup operator armed; timed from the crash to the backup's
@@ -469,12 +839,7 @@ async fn restore_case(
     let target = format!("chaos-restored-{index}");
     let pvcs_before = pvc_names(env).await;
     set_failpoint(env, deployment, Some(&scenario));
-    env.apply(&format!(
-        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
-         spec:\n  clusterName: {target}\n  source: {{backupRef: {{name: chaos-source}}}}\n  \
-         clusterSpec: {{size: 1, version: \"{VERSION}\"}}\n"
-    ))
-    .unwrap();
+    env.apply(&restore_yaml(&name, &target)).unwrap();
     let crashed = wait_crash(env, operator).await;
     let restarted = Instant::now();
     set_failpoint(env, deployment, None);
@@ -532,13 +897,22 @@ async fn check_restore(
     }
     env.wait_available(target, 1, VERSION, STEP).await;
     let url = env.client_url(target).await;
-    let read = async {
-        let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
-        client.get(MARKER.0, None).await
+    // Retried: right after Available the Service may still route to a connection being closed
+    // (seen once: "operation was canceled ... connection closed").
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let read = async {
+            let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
+            client.get(MARKER.0, None).await
+        };
+        match read.await {
+            Ok(got) => break got,
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(format!("reading {} from {target}: {e}", MARKER.0));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
     };
-    let got = read
-        .await
-        .map_err(|e| format!("reading {} from {target}: {e}", MARKER.0))?;
     let value = got
         .kvs()
         .first()
