@@ -179,7 +179,10 @@ where
     };
     match &err {
         SdkError::TimeoutError(_) => return unavailable(),
-        SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => return unavailable(),
+        // No answer came back, whatever the connector calls it: a refused or reset connection,
+        // or one closed before the response (weed killed under a request: `Other`, seen by the
+        // issue 18 fault suite, was reported as reason Other).
+        SdkError::DispatchFailure(_) => return unavailable(),
         _ => {}
     }
     let status = err.raw_response().map(|r| r.status().as_u16());
