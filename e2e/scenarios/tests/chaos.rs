@@ -23,6 +23,9 @@
 //!   past the operator's dead-member grace period (shortened to [`DEAD_AFTER_SECONDS`]) then
 //!   resumed: the operator may replace it (its Pod was NotReady and its peers did not hear
 //!   it), and must converge with every other member keeping its ID and no PVC lost.
+//! - A network fault: the cluster operator's netns cut (nftables, via nsenter) from one
+//!   member's Pod IP past the grace period: the member must stay (the kubelet reports it
+//!   Ready and its peers hear it), with no member changed once the cut heals.
 //! - S3 faults, no failpoint: weed SIGKILLed as a backup starts (the kubelet restarts it on
 //!   its emptyDir): the backup fails cleanly or succeeds, nothing pending, the next backup
 //!   succeeds; weed SIGSTOPped for [`S3_PAUSE`] as a restore starts: the restore succeeds once
@@ -80,6 +83,11 @@ enum Trigger {
     /// No failpoint: `spec.size` one up, and a voter's etcd SIGKILLed while the new learner
     /// catches up (the kubelet restarts it on its data).
     KillDuringCatchUp,
+    /// No failpoint: the cluster operator's network namespace cut from one member's Pod IP
+    /// (an nftables drop rule entered with nsenter) for longer than the dead-member grace
+    /// period. The kubelet still reports the member Ready and the leader still hears it, so
+    /// the operator must not remove it (design.md: unreachable from the operator is not dead).
+    OperatorCutFromMember,
     /// No failpoint: S3 (weed) SIGKILLed as an on-demand backup starts (the kubelet restarts it
     /// on the same emptyDir): the backup fails cleanly or retries, nothing is left pending,
     /// and the next backup succeeds.
@@ -97,6 +105,7 @@ impl Trigger {
             self,
             Trigger::StopMember
                 | Trigger::KillDuringCatchUp
+                | Trigger::OperatorCutFromMember
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
         )
@@ -205,6 +214,11 @@ fn full() -> Vec<Case> {
         KillDuringCatchUp,
     ));
     cases.push(case("process.sigstop_past_grace", "", StopMember));
+    cases.push(case(
+        "net.operator_cut_from_member",
+        "",
+        OperatorCutFromMember,
+    ));
     cases.push(case("s3.killed_as_backup_starts", "", S3DownBackup));
     cases.push(case("s3.stopped_during_restore", "", S3DownRestore));
     cases
@@ -282,7 +296,12 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
     };
 
     // The grey failure must outlast the grace period: shortened for it (a rollout, not timed).
-    if cases.iter().any(|c| c.trigger == Trigger::StopMember) {
+    if cases.iter().any(|c| {
+        matches!(
+            c.trigger,
+            Trigger::StopMember | Trigger::OperatorCutFromMember
+        )
+    }) {
         env.helm_upgrade(&[
             "--set",
             &format!("clusterOperator.deadMemberAfterSeconds={DEAD_AFTER_SECONDS}"),
@@ -326,6 +345,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::StopMember | Trigger::KillDuringCatchUp => {
                 process_case(&env, &mut cluster, case).await
             }
+            Trigger::OperatorCutFromMember => operator_cut_case(&env, &cluster, case).await,
             Trigger::S3DownBackup => {
                 let s3 = s3.as_ref().unwrap();
                 s3_down_backup_case(&env, s3, index).await
@@ -385,7 +405,10 @@ async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
         changed = true;
     }
     if (case.trigger == Trigger::ScaleDown && cluster.size <= 2)
-        || (case.trigger == Trigger::StopMember && cluster.size != 3)
+        || (matches!(
+            case.trigger,
+            Trigger::StopMember | Trigger::OperatorCutFromMember
+        ) && cluster.size != 3)
     {
         cluster.size = 3;
         changed = true;
@@ -513,6 +536,130 @@ async fn process_case(
         expected.members.remove(victim);
     }
     (check(&expected, &after, cluster, case), ended.elapsed())
+}
+
+/// The cluster operator cut from one member past the grace period; no member may change.
+/// Timed from the cut's end to Available.
+async fn operator_cut_case(
+    env: &Env,
+    cluster: &Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let before = Snapshot::take(env, cluster).await;
+    let victim = before.pods.iter().next_back().unwrap().clone();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let ip = pods
+        .get(&victim)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.pod_ip)
+        .unwrap();
+    let operator = operator_pid(env, "etcd-cluster-operator");
+    nft(
+        operator,
+        &format!(
+            "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
+             add rule inet chaos out ip daddr {ip} drop; \
+             add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+             add rule inet chaos in ip saddr {ip} drop"
+        ),
+    );
+    let cut = Instant::now();
+    let hold = Duration::from_secs(DEAD_AFTER_SECONDS + 30);
+    let mut removed = None;
+    // The cut must be real: the operator's status reports the member unhealthy at some point.
+    let mut seen_unhealthy = false;
+    while cut.elapsed() < hold {
+        let members = member_names(env, cluster.name).await;
+        if !members.is_empty() && !members.contains(&victim) {
+            removed = Some(cut.elapsed());
+            break;
+        }
+        let status = env
+            .clusters()
+            .get(cluster.name)
+            .await
+            .ok()
+            .and_then(|c| c.status);
+        seen_unhealthy |=
+            status.is_some_and(|s| s.members.iter().any(|m| m.name == victim && !m.healthy));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The operator may have restarted meanwhile (a new netns without the rule): ignore a
+    // failure to delete the table then.
+    let _ = std::process::Command::new("nsenter")
+        .args([
+            "-t",
+            &operator.to_string(),
+            "-n",
+            "nft",
+            "delete table inet chaos",
+        ])
+        .status();
+    eprintln!(
+        "chaos: cluster operator (pid {operator}) cut from {victim} ({ip}) for {:.1?}; \
+         reported unhealthy meanwhile: {seen_unhealthy}",
+        cut.elapsed()
+    );
+    let healed = Instant::now();
+    if !seen_unhealthy && removed.is_none() {
+        return (
+            Err(format!(
+                "the cut had no visible effect: the operator never reported {victim} unhealthy"
+            )),
+            healed.elapsed(),
+        );
+    }
+    if let Some(after) = removed {
+        return (
+            Err(format!(
+                "the operator removed {victim} {after:.1?} after losing sight of it, while the \
+                 kubelet and its peers still saw it"
+            )),
+            healed.elapsed(),
+        );
+    }
+    env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+        .await;
+    let after = Snapshot::take(env, cluster).await;
+    (check(&before, &after, cluster, case), healed.elapsed())
+}
+
+/// The PID of this instance's operator process `name` (a child of its localkube).
+fn operator_pid(env: &Env, name: &str) -> u32 {
+    let parent = env.lk.pid().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .map(str::trim);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        if ppid == Some(parent.as_str()) && String::from_utf8_lossy(program).ends_with(name) {
+            return pid;
+        }
+    }
+    panic!("no {name} process under localkube {parent}");
+}
+
+/// Runs `nft <commands>` in the network namespace of `pid`.
+fn nft(pid: u32, commands: &str) {
+    let out = std::process::Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-n", "nft", commands])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nsenter -t {pid} -n nft {commands}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// S3 killed as a backup starts; timed from the kill to the next backup's success.
