@@ -126,10 +126,11 @@ test: deps ## Install what tests need, build and lint once, and run every test (
 	$(call timed,doctests,$(DOCTESTS))
 	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
 
-# Every failpoint of the cluster operator, before and after its side effect: crash there, restart
-# without it, check convergence (e2e/scenarios/tests/chaos.rs). `make test` runs a subset.
+# Every failpoint of the three operators that a spec change, a backup or a restore reaches,
+# before and after its side effect: crash there, restart without it, check the outcome and the
+# clients' history (e2e/scenarios/tests/chaos.rs). `make test` runs a subset.
 .PHONY: chaos
-chaos: deps ## Crash the cluster operator at each of its failpoints, restart it, check it converges; one table
+chaos: deps ## Crash each operator at its failpoints, restart it, check the outcome and the clients' history; one table
 	cargo build -q --workspace --bins   # the chart's operators run these
 	$(call timed,chaos,CHAOS_FULL=1 $(LINTED) cargo nextest run -p e2e-scenarios --test chaos --no-capture)
 

@@ -36,6 +36,9 @@ pub const DEFAULT_PART_SIZE: usize = 16 * 1024 * 1024;
 pub const MAX_PART_SIZE: usize = 5 * 1024 * 1024 * 1024;
 /// Most parts one multipart upload may have.
 pub const MAX_PARTS: i32 = 10_000;
+/// How long an upload's abort is retried while S3 does not answer (see `Multipart::abort`).
+pub const ABORT_PATIENCE: Duration = Duration::from_secs(20);
+
 /// Upper bound for any single S3 request (one part, the completion, the abort). The SDK client's
 /// own timeouts, when configured, apply as well.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
@@ -176,7 +179,10 @@ where
     };
     match &err {
         SdkError::TimeoutError(_) => return unavailable(),
-        SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => return unavailable(),
+        // No answer came back, whatever the connector calls it: a refused or reset connection,
+        // or one closed before the response (weed killed under a request: `Other`, seen by the
+        // issue 18 fault suite, was reported as reason Other).
+        SdkError::DispatchFailure(_) => return unavailable(),
         _ => {}
     }
     let status = err.raw_response().map(|r| r.status().as_u16());
@@ -463,25 +469,42 @@ impl Multipart {
             let _ = handle.await;
         }
         self.finished = true;
-        let result = with_timeout(
-            "AbortMultipartUpload",
-            failpoint::around(
-                "backup.s3_abort",
-                self.s3
-                    .abort_multipart_upload()
-                    .bucket(&self.bucket)
-                    .key(&self.key)
-                    .upload_id(&self.upload_id)
-                    .send(),
-            ),
-        )
-        .await;
-        let abort_detail = match result {
-            Ok(Ok(_)) => return error,
-            // Already gone (e.g. a concurrent abort): nothing remains.
-            Ok(Err(e)) if e.code() == Some("NoSuchUpload") => return error,
-            Ok(Err(e)) => DisplayErrorContext(&e).to_string(),
-            Err(timeout) => timeout.to_string(),
+        // The failure is often S3 itself going away (a restart, a network blip): retried while
+        // it does not answer, for up to ABORT_PATIENCE, so that an outage shorter than that
+        // leaves no pending upload behind (the issue 18 fault suite found one after 3 s down).
+        let started = tokio::time::Instant::now();
+        let mut delay = Duration::from_millis(500);
+        let abort_detail = loop {
+            let result = with_timeout(
+                "AbortMultipartUpload",
+                failpoint::around(
+                    "backup.s3_abort",
+                    self.s3
+                        .abort_multipart_upload()
+                        .bucket(&self.bucket)
+                        .key(&self.key)
+                        .upload_id(&self.upload_id)
+                        .send(),
+                ),
+            )
+            .await;
+            let (detail, unanswered) = match result {
+                Ok(Ok(_)) => return error,
+                // Already gone (e.g. a concurrent abort): nothing remains.
+                Ok(Err(e)) if e.code() == Some("NoSuchUpload") => return error,
+                Ok(Err(e)) => {
+                    let classified = classify("AbortMultipartUpload", &self.bucket, e);
+                    let unanswered = matches!(classified, UploadError::S3Unavailable { .. });
+                    (classified.to_string(), unanswered)
+                }
+                // REQUEST_TIMEOUT already spent on this one attempt.
+                Err(timeout) => (timeout.to_string(), false),
+            };
+            if !unanswered || started.elapsed() + delay > ABORT_PATIENCE {
+                break detail;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(8));
         };
         UploadError::AbortFailed {
             error: Box::new(error),

@@ -471,7 +471,8 @@ async fn s3_killed_mid_upload_returns_an_error() {
     .await
     .expect("stream_to_s3 hung after the S3 server died");
     let err = result.unwrap_err();
-    // The abort cannot reach the dead server either: the error says so, with the original cause.
+    // The abort cannot reach the dead server either (retried for ABORT_PATIENCE, in case it
+    // comes back): the error says so, with the original cause.
     assert!(matches!(err, UploadError::AbortFailed { .. }), "{err:?}");
     assert!(
         matches!(err.root(), UploadError::S3Unavailable { .. }),

@@ -77,6 +77,7 @@ pub const ALL: &[&str] = &[
     "backup.s3_complete",
     "backup.s3_abort",
     "backup.s3_abort_on_drop",
+    "backup.s3_abort_interrupted",
     "backup.backup_create",
     "backup.retention_s3_delete",
     "backup.retention_backup_delete",

@@ -65,6 +65,7 @@ impl WeedPorts {
 pub struct S3Server {
     // Field order is drop order: the process dies before the leases and the dir go.
     process: ProcessGuard,
+    weed: PathBuf,
     ports: WeedPorts,
     endpoint: String,
     access_key: String,
@@ -86,48 +87,25 @@ impl S3Server {
         let block = AddressBlock::claim_checking(&[], 1)?;
         let ip = block.ip(1);
         let dir = TestDir::new(&format!("weed-{ip}-"))?;
-        let data_dir = dir.path().join("data");
+        let data_dir = dir.path().join(DATA_DIR);
         std::fs::create_dir_all(&data_dir)
             .map_err(|e| HarnessError::io(format!("creating {}", data_dir.display()), e))?;
         let access_key = format!("test{}", random_hex(16));
         let secret_key = random_hex(40);
-        let config_path = dir.path().join("s3.json");
+        let config_path = dir.path().join(CONFIG_FILE);
         let config = format!(
             r#"{{"identities":[{{"name":"tester","credentials":[{{"accessKey":"{access_key}","secretKey":"{secret_key}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#
         );
         std::fs::write(&config_path, config)
             .map_err(|e| HarnessError::io(format!("writing {}", config_path.display()), e))?;
-        let log_path = dir.path().join("weed.log");
+        let log_path = dir.path().join(LOG_FILE);
 
         let mut attempt = 0;
         let (process, lease, ports) = loop {
             attempt += 1;
             let lease = PortLease::claim(5, &[ip])?;
             let ports = WeedPorts::from_lease(&lease)?;
-            let mut command = Command::new(&weed);
-            remove_env_prefixed(&mut command, &["AWS_", "S3_", "WEED_"]);
-            command.current_dir(dir.path()).args([
-                "mini".to_owned(),
-                format!("-dir={}", data_dir.display()),
-                format!("-ip={ip}"),
-                format!("-ip.bind={ip}"),
-                format!("-master.port={}", ports.master),
-                format!("-volume.port={}", ports.volume),
-                format!("-filer.port={}", ports.filer),
-                format!("-s3.port={}", ports.s3),
-                format!("-admin.port={}", ports.admin),
-                "-master.telemetry=false".to_owned(),
-                "-admin.ui=false".to_owned(),
-                "-webdav=false".to_owned(),
-                "-s3.port.iceberg=0".to_owned(),
-                "-s3.port.lance=0".to_owned(),
-                format!("-s3.config={}", config_path.display()),
-                format!(
-                    "-filer.localSocket={}",
-                    dir.path().join("filer.sock").display()
-                ),
-                format!("-s3.localSocket={}", dir.path().join("s3.sock").display()),
-            ]);
+            let command = weed_command(&weed, dir.path(), ip, ports);
             let mut process = ProcessGuard::spawn(format!("weed mini {ip}"), command, &log_path)?;
             match wait_healthz(&mut process, ip, ports.s3).await {
                 Ok(()) => break (process, lease, ports),
@@ -143,6 +121,7 @@ impl S3Server {
         };
         let mut server = S3Server {
             process,
+            weed,
             ports,
             endpoint: format!("http://{ip}:{}", ports.s3),
             access_key,
@@ -259,6 +238,26 @@ impl S3Server {
         self.process.kill()
     }
 
+    /// Starts the server again after [`S3Server::kill`] or [`S3Server::stop`]: the same
+    /// address, ports, credentials and data directory (what was stored, and the multipart
+    /// uploads begun, are still there), as a store that was down and came back.
+    pub async fn restart(&mut self) -> Result<(), HarnessError> {
+        if self.process.is_running() {
+            return Err(HarnessError::InvalidArgument(
+                "restart of an S3 server that is still running".to_owned(),
+            ));
+        }
+        let ip = self.block.ip(1);
+        let command = weed_command(&self.weed, self.dir.path(), ip, self.ports);
+        self.process = ProcessGuard::spawn(
+            format!("weed mini {ip}"),
+            command,
+            self.dir.path().join(LOG_FILE),
+        )?;
+        wait_healthz(&mut self.process, ip, self.ports.s3).await?;
+        self.wait_authenticated().await
+    }
+
     /// Stops the server gracefully (SIGTERM, up to 10 s, then SIGKILL).
     pub async fn stop(&mut self) -> Result<ExitStatus, HarnessError> {
         self.process.terminate(Duration::from_secs(10)).await
@@ -269,6 +268,37 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         print_log_tail_if_panicking(self.process.name(), self.process.log_path());
     }
+}
+
+/// The server's data directory and config file in its temp dir, and its log.
+const DATA_DIR: &str = "data";
+const CONFIG_FILE: &str = "s3.json";
+const LOG_FILE: &str = "weed.log";
+
+/// `weed mini` on `ip` and `ports`, its data, config and sockets in `dir`.
+fn weed_command(weed: &Path, dir: &Path, ip: Ipv4Addr, ports: WeedPorts) -> Command {
+    let mut command = Command::new(weed);
+    remove_env_prefixed(&mut command, &["AWS_", "S3_", "WEED_"]);
+    command.current_dir(dir).args([
+        "mini".to_owned(),
+        format!("-dir={}", dir.join(DATA_DIR).display()),
+        format!("-ip={ip}"),
+        format!("-ip.bind={ip}"),
+        format!("-master.port={}", ports.master),
+        format!("-volume.port={}", ports.volume),
+        format!("-filer.port={}", ports.filer),
+        format!("-s3.port={}", ports.s3),
+        format!("-admin.port={}", ports.admin),
+        "-master.telemetry=false".to_owned(),
+        "-admin.ui=false".to_owned(),
+        "-webdav=false".to_owned(),
+        "-s3.port.iceberg=0".to_owned(),
+        "-s3.port.lance=0".to_owned(),
+        format!("-s3.config={}", dir.join(CONFIG_FILE).display()),
+        format!("-filer.localSocket={}", dir.join("filer.sock").display()),
+        format!("-s3.localSocket={}", dir.join("s3.sock").display()),
+    ]);
+    command
 }
 
 /// An S3 client for `endpoint` with static credentials, region us-east-1 and path-style addressing.

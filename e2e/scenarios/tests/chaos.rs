@@ -1,16 +1,41 @@
-//! Crash and restart at the cluster operator's failpoints (crates/failpoint): the operator's
-//! Deployment gets `ETCD_OPERATOR_FAILPOINT=<name>:<before|after>`, a spec change makes it reach
-//! that side effect, the process exits there (code 86, and again at each restart of the
-//! container while the point is still reached), then the variable is removed and the operator
-//! restarted without it. Each case then checks that the cluster converges to Available at the
-//! size asked, that the etcd member list is exactly the member Pods (no extra or missing member,
-//! none left a learner), that every member that existed before the crash kept its etcd ID (a
-//! member never restarted on an empty data directory under its old ID), that no PVC vanished
-//! (reclaimPolicy Retain), and that the concurrent clients' history is linearizable with no acknowledged write lost.
+//! Crash and restart at the operators' failpoints (crates/failpoint): the operator's Deployment
+//! gets `ETCD_OPERATOR_FAILPOINT=<name>:<before|after>`, an action makes it reach that side
+//! effect, the process exits there (code 86, and again at each restart of the container while
+//! the point is still reached), then the variable is removed and the operator restarted without
+//! it. Every case runs with its own concurrent clients on the cluster (common's `Workload`):
+//! their history must be linearizable with no acknowledged write lost.
+//!
+//! - The cluster operator (a spec change: scale up or down, the reclaim policy flipped): the
+//!   cluster converges to Available at the size asked, the etcd member list is exactly the
+//!   member Pods (no extra or missing member, none left a learner), every member that existed
+//!   before the crash kept its etcd ID (a member never restarted on an empty data directory
+//!   under its old ID), and no PVC vanished (reclaimPolicy Retain).
+//! - The backup operator (an on-demand EtcdBackup of the cluster): the backup ends Succeeded with
+//!   its object in S3, read back and matching `status.artifact` (size, SHA-256), or Failed with
+//!   no object carrying its UID; either way no multipart upload is left pending under the
+//!   prefix and every object there before the case is unchanged (never overwritten).
+//! - The restore operator (an EtcdRestore into a new one-member cluster from a backup taken
+//!   before the cases): the restore ends Succeeded, the new cluster is Available, serves the
+//!   restored revision and holds the marker key written before that backup; the new member's
+//!   PVC exists and the source cluster's PVCs are all still there.
+//! - Process faults, no failpoint: a voter's etcd SIGKILLed while a new learner catches up
+//!   (converges at the new size, every member keeping its ID), and a member's etcd SIGSTOPped
+//!   past the operator's dead-member grace period (shortened to [`DEAD_AFTER_SECONDS`]) then
+//!   resumed: the operator may replace it (its Pod was NotReady and its peers did not hear
+//!   it), and must converge with every other member keeping its ID and no PVC lost.
+//! - A network fault: the cluster operator's netns cut (nftables, via nsenter) from one
+//!   member's Pod IP past the grace period: the member must stay (the kubelet reports it
+//!   Ready and its peers hear it), with no member changed once the cut heals.
+//! - S3 faults, no failpoint: weed SIGKILLed as a backup starts (the kubelet restarts it on
+//!   its emptyDir): the backup fails cleanly or succeeds, nothing pending, the next backup
+//!   succeeds; weed SIGSTOPped for [`S3_PAUSE`] as a restore starts: the restore succeeds once
+//!   it answers. (S3 dying mid-upload and coming back, which needs a snapshot large enough to
+//!   catch in flight, is operators/backup/tests/execute.rs.)
 //!
 //! `cargo nextest run` runs a representative subset ([`SUBSET`]); `make chaos` sets
-//! `CHAOS_FULL=1` and runs every failpoint of the cluster operator on both sides, printing one
-//! table: scenario, outcome, time to converge.
+//! `CHAOS_FULL=1` and runs every failpoint these actions reach, on both sides, printing one
+//! table: scenario, outcome, time to converge, operations checked, acknowledged writes lost,
+//! linearizable. `CHAOS_ONLY=<name>:<side>,...` runs just those cases of the full table.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,14 +44,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::*;
+use etcd_api::{BackupPhase, EtcdBackup, EtcdRestore, RestorePhase};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::ListParams;
+use sha2::{Digest, Sha256};
 
 const VERSION: &str = "3.5.35";
 /// Generous for a 2-core machine running several scenarios at once.
 const STEP: Duration = Duration::from_secs(240);
-const OPERATOR: &str = "app.kubernetes.io/component=cluster-operator";
+/// The cluster every case runs its clients on.
+const CLUSTER: &str = "chaos";
+/// Where the cases' backups go.
+const BACKUP_PREFIX: &str = "chaos/";
+/// Written before the restore cases' source backup; every restored cluster must hold it.
+const MARKER: (&str, &str) = ("chaos/marker", "written-before-the-source-backup");
 
 /// What makes the operator reach a failpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,13 +70,77 @@ enum Trigger {
     ScaleDown,
     /// `spec.storage.reclaimPolicy` flipped: the PVCs' owner references follow.
     FlipReclaimPolicy,
+    /// An on-demand EtcdBackup: Running written, the snapshot streamed as a multipart upload
+    /// (create, parts, complete), the outcome written.
+    Backup,
+    /// An EtcdRestore into a new cluster (`clusterSpec`): the cluster created, the seed's PVC
+    /// and Pod, the seed admitted, the hold released, the finalizer, the status.
+    RestoreNew,
+    /// No failpoint: one member's etcd SIGSTOPped (a grey failure: its Pod turns NotReady, its
+    /// peers stop hearing it) for longer than the operator's dead-member grace period, then
+    /// SIGCONT. The operator may replace it (it was dead by every account) but must converge.
+    StopMember,
+    /// No failpoint: `spec.size` one up, and a voter's etcd SIGKILLed while the new learner
+    /// catches up (the kubelet restarts it on its data).
+    KillDuringCatchUp,
+    /// No failpoint: the cluster operator's network namespace cut from one member's Pod IP
+    /// (an nftables drop rule entered with nsenter) for longer than the dead-member grace
+    /// period. The kubelet still reports the member Ready and the leader still hears it, so
+    /// the operator must not remove it (design.md: unreachable from the operator is not dead).
+    OperatorCutFromMember,
+    /// No failpoint: S3 (weed) SIGKILLed as an on-demand backup starts (the kubelet restarts it
+    /// on the same emptyDir): the backup fails cleanly or retries, nothing is left pending,
+    /// and the next backup succeeds.
+    S3DownBackup,
+    /// No failpoint: S3 (weed) SIGSTOPped while a restore into a new cluster starts, resumed
+    /// [`S3_PAUSE`] later: the restore succeeds once S3 answers again, or fails with nothing
+    /// deleted.
+    S3DownRestore,
 }
+
+impl Trigger {
+    /// A fault of a process (etcd, S3) rather than an operator crash at a failpoint.
+    fn is_process_fault(self) -> bool {
+        matches!(
+            self,
+            Trigger::StopMember
+                | Trigger::KillDuringCatchUp
+                | Trigger::OperatorCutFromMember
+                | Trigger::S3DownBackup
+                | Trigger::S3DownRestore
+        )
+    }
+}
+
+/// How long S3 stays stopped in a [`Trigger::S3DownRestore`] case.
+const S3_PAUSE: Duration = Duration::from_secs(20);
+
+/// The dead-member grace period the chart is upgraded to before a [`Trigger::StopMember`] case
+/// (the chart's default is 300 s, its schema's minimum 30).
+const DEAD_AFTER_SECONDS: u64 = 30;
 
 #[derive(Clone)]
 struct Case {
     failpoint: &'static str,
     when: &'static str,
     trigger: Trigger,
+}
+
+impl Case {
+    /// `<failpoint>:<side>`, or the process fault's name.
+    fn scenario(&self) -> String {
+        if self.trigger.is_process_fault() {
+            self.failpoint.to_owned()
+        } else {
+            format!("{}:{}", self.failpoint, self.when)
+        }
+    }
+
+    /// The Deployment's component label of the operator this failpoint is in.
+    fn operator(&self) -> String {
+        let operator = self.failpoint.split('.').next().unwrap();
+        format!("app.kubernetes.io/component={operator}-operator")
+    }
 }
 
 const fn case(failpoint: &'static str, when: &'static str, trigger: Trigger) -> Case {
@@ -55,18 +151,30 @@ const fn case(failpoint: &'static str, when: &'static str, trigger: Trigger) -> 
     }
 }
 
-/// The `make test` subset: one crash in each half of a membership change, and a status write.
+/// The `make test` subset: one crash in each half of a membership change, a status write, a
+/// crash mid-upload (a pending multipart upload to clean up), and one while the restore's seed
+/// is being built.
 const SUBSET: &[Case] = &[
     case("cluster.member_add", "after", Trigger::ScaleUp),
     case("cluster.pod_create", "before", Trigger::ScaleUp),
     case("cluster.member_promote", "before", Trigger::ScaleUp),
     case("cluster.status", "after", Trigger::ScaleUp),
     case("cluster.member_remove", "after", Trigger::ScaleDown),
+    case("backup.s3_upload_part", "after", Trigger::Backup),
+    case("restore.seed_pod_create", "after", Trigger::RestoreNew),
+    case(
+        "process.kill_voter_during_catch_up",
+        "",
+        Trigger::KillDuringCatchUp,
+    ),
 ];
 
-/// Every failpoint of the cluster operator but `cluster.secret_create` and
-/// `cluster.secret_replace` (TLS clusters only), on both sides. `pvc_delete` runs under
-/// reclaimPolicy `Delete` (set unarmed first).
+/// Every failpoint the triggers reach, on both sides. Not here: `cluster.secret_create` and
+/// `cluster.secret_replace` (TLS clusters only), the cluster operator's maintenance points (defragment, compact, alarms,
+/// resize, annotations: not reached by these spec changes), `backup.s3_abort*` (only after an
+/// S3 error), the CronJob's `backup_create`/`retention_*` (a Job, not the Deployment), and the
+/// restore steps over an existing cluster (`hold`, `pvc_retain`, `old_pod_delete`) and the
+/// seed's removal after a failed seed (`seed_pod_delete`, `seed_pvc_delete`).
 fn full() -> Vec<Case> {
     use Trigger::*;
     let mut cases = Vec::new();
@@ -83,120 +191,897 @@ fn full() -> Vec<Case> {
         ("cluster.pod_delete", ScaleDown),
         ("cluster.pvc_owner_patch", FlipReclaimPolicy),
         ("cluster.pvc_delete", ScaleDown),
+        ("backup.status", Backup),
+        ("backup.s3_create_multipart", Backup),
+        ("backup.s3_upload_part", Backup),
+        ("backup.s3_complete", Backup),
+        ("backup.status_outcome", Backup),
+        ("restore.status", RestoreNew),
+        ("restore.cluster_create", RestoreNew),
+        ("restore.seed_pvc_create", RestoreNew),
+        ("restore.seed_pod_create", RestoreNew),
+        ("restore.seed_admit", RestoreNew),
+        ("restore.release", RestoreNew),
+        ("restore.finalizer_patch", RestoreNew),
     ] {
         for when in ["before", "after"] {
             cases.push(case(failpoint, when, trigger));
         }
     }
+    cases.push(case(
+        "process.kill_voter_during_catch_up",
+        "",
+        KillDuringCatchUp,
+    ));
+    cases.push(case("process.sigstop_past_grace", "", StopMember));
+    cases.push(case(
+        "net.operator_cut_from_member",
+        "",
+        OperatorCutFromMember,
+    ));
+    cases.push(case("s3.killed_as_backup_starts", "", S3DownBackup));
+    cases.push(case("s3.stopped_during_restore", "", S3DownRestore));
     cases
 }
 
-#[tokio::test]
+/// One row of the table.
+struct Row {
+    scenario: String,
+    outcome: Result<(), String>,
+    converged: Duration,
+    report: WorkloadReport,
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn operator_crashed_at_failpoints_converges_after_restart() {
     let full_run = std::env::var("CHAOS_FULL").is_ok_and(|v| v == "1");
-    let cases = if full_run { full() } else { SUBSET.to_vec() };
+    let mut cases = if full_run { full() } else { SUBSET.to_vec() };
+    // `CHAOS_ONLY=backup.s3_complete:after,...`: those cases of the full table (to rerun one).
+    if let Ok(only) = std::env::var("CHAOS_ONLY") {
+        let wanted: BTreeSet<&str> = only.split(',').map(str::trim).collect();
+        cases = full()
+            .into_iter()
+            .filter(|c| wanted.contains(c.scenario().as_str()))
+            .collect();
+        assert_eq!(cases.len(), wanted.len(), "CHAOS_ONLY={only}: unknown case");
+    }
+    let needs_s3 = cases.iter().any(|c| {
+        matches!(
+            c.trigger,
+            Trigger::Backup | Trigger::RestoreNew | Trigger::S3DownBackup | Trigger::S3DownRestore
+        )
+    });
     let env = Env::start().await;
-    let deployment = env
-        .kubectl(&[
-            "get",
-            "deployment",
-            "-n",
-            OPERATOR_NAMESPACE,
-            "-l",
-            OPERATOR,
-            "-o",
-            "name",
-        ])
-        .trim()
-        .to_owned();
+    if needs_s3 {
+        start_s3(&env);
+    }
     let mut cluster = Cluster {
-        name: "chaos",
+        name: CLUSTER,
         size: 3,
         delete_pvcs: false,
     };
     env.apply(&cluster.yaml()).unwrap();
+    let s3 = if needs_s3 {
+        Some(s3_from_host(&env).await)
+    } else {
+        None
+    };
     env.wait_available(cluster.name, cluster.size, VERSION, STEP)
         .await;
-    let clients = Workload::start(env.client_url(cluster.name).await);
+    let url = env.client_url(cluster.name).await;
+    // The restore cases' source: a backup with the marker in it (unarmed, not timed).
+    let source = if cases
+        .iter()
+        .any(|c| matches!(c.trigger, Trigger::RestoreNew | Trigger::S3DownRestore))
+    {
+        write_keys(&env, CLUSTER, [(MARKER.0.to_owned(), MARKER.1.to_owned())]).await;
+        env.apply(&on_demand_backup(
+            "chaos-source",
+            CLUSTER,
+            BACKUP_PREFIX,
+            S3_SECRET,
+        ))
+        .unwrap();
+        let backup = wait_backup_finished(&env, "chaos-source").await;
+        let status = backup.status.unwrap_or_default();
+        match (status.phase, &status.artifact) {
+            (Some(BackupPhase::Succeeded), Some(a)) => Some(a.revision),
+            _ => fail(
+                &env,
+                &format!("the source backup did not succeed: {status:?}"),
+            ),
+        }
+    } else {
+        None
+    };
 
-    let mut table = Vec::new();
-    let mut failures = Vec::new();
-    for case in &cases {
-        let scenario = format!("{}:{}", case.failpoint, case.when);
-        // Room to move in the direction the case needs (unarmed, not timed).
-        if case.trigger == Trigger::ScaleUp && cluster.size >= 5 {
-            cluster.size = 3;
-            env.apply(&cluster.yaml()).unwrap();
-            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                .await;
-        }
-        if case.trigger == Trigger::ScaleDown && cluster.size <= 2 {
-            cluster.size = 3;
-            env.apply(&cluster.yaml()).unwrap();
-            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                .await;
-        }
-        // A PVC is deleted only under reclaimPolicy Delete.
-        if case.failpoint == "cluster.pvc_delete" && !cluster.delete_pvcs {
-            cluster.delete_pvcs = true;
-            env.apply(&cluster.yaml()).unwrap();
-            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                .await;
-        }
-        let before = Snapshot::take(&env, &cluster).await;
-        set_failpoint(&env, &deployment, Some(&scenario));
-        match case.trigger {
-            Trigger::ScaleUp => cluster.size += 1,
-            Trigger::ScaleDown => cluster.size -= 1,
-            Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
-        }
-        env.apply(&cluster.yaml()).unwrap();
-        let crashed = wait_crash(&env).await;
-        // Timed from the crash: the restart without the failpoint (a rollout, then the Lease the
-        // crashed process still held) counts.
-        let restarted = Instant::now();
-        set_failpoint(&env, &deployment, None);
-        let outcome = match crashed {
-            Err(e) => Err(e),
-            Ok(()) => {
-                env.wait_available(cluster.name, cluster.size, VERSION, STEP)
-                    .await;
-                let after = Snapshot::take(&env, &cluster).await;
-                check(&before, &after, &cluster, case)
+    // The grey failure must outlast the grace period: shortened for it (a rollout, not timed).
+    if cases.iter().any(|c| {
+        matches!(
+            c.trigger,
+            Trigger::StopMember | Trigger::OperatorCutFromMember
+        )
+    }) {
+        env.helm_upgrade(&[
+            "--set",
+            &format!("clusterOperator.deadMemberAfterSeconds={DEAD_AFTER_SECONDS}"),
+        ]);
+    }
+
+    let mut rows = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
+        let scenario = case.scenario();
+        let operator = case.operator();
+        let deployment = if case.trigger.is_process_fault() {
+            String::new()
+        } else {
+            env.kubectl(&[
+                "get",
+                "deployment",
+                "-n",
+                OPERATOR_NAMESPACE,
+                "-l",
+                &operator,
+                "-o",
+                "name",
+            ])
+            .trim()
+            .to_owned()
+        };
+        prepare(&env, &mut cluster, case).await;
+        let clients = Workload::start_prefixed(url.clone(), None, &format!("history/{index}/k"));
+        let (outcome, converged) = match case.trigger {
+            Trigger::ScaleUp | Trigger::ScaleDown | Trigger::FlipReclaimPolicy => {
+                cluster_case(&env, &deployment, &operator, &mut cluster, case).await
+            }
+            Trigger::Backup => {
+                let s3 = s3.as_ref().unwrap();
+                backup_case(&env, s3, &deployment, &operator, case, index).await
+            }
+            Trigger::RestoreNew => {
+                let revision = source.unwrap();
+                restore_case(&env, &deployment, &operator, case, index, revision).await
+            }
+            Trigger::StopMember | Trigger::KillDuringCatchUp => {
+                process_case(&env, &mut cluster, case).await
+            }
+            Trigger::OperatorCutFromMember => operator_cut_case(&env, &cluster, case).await,
+            Trigger::S3DownBackup => {
+                let s3 = s3.as_ref().unwrap();
+                s3_down_backup_case(&env, s3, index).await
+            }
+            Trigger::S3DownRestore => {
+                let revision = source.unwrap();
+                s3_down_restore_case(&env, index, revision).await
             }
         };
-        let converged = restarted.elapsed();
-        let checked = clients.check().await;
-        eprintln!(
-            "chaos: {scenario}: {outcome:?} in {converged:.1?} ({checked} acknowledged writes present)"
-        );
-        if let Err(e) = &outcome {
-            failures.push(format!("{scenario}: {e}"));
-        }
-        table.push((scenario, outcome, converged));
+        let report = clients.finish().await;
+        eprintln!("chaos: {scenario}: {outcome:?} in {converged:.1?}; {report}");
+        rows.push(Row {
+            scenario,
+            outcome,
+            converged,
+            report,
+        });
     }
-    clients.stop().await;
 
     println!(
-        "\n{:<40} {:<10} {:>12}",
-        "scenario", "outcome", "converged in"
+        "\n{:<40} {:<8} {:>12} {:>8} {:>6} {:>12}",
+        "scenario", "outcome", "converged in", "ops", "lost", "linearizable"
     );
-    for (scenario, outcome, converged) in &table {
-        let outcome = match outcome {
-            Ok(()) => "ok".to_owned(),
-            Err(_) => "FAILED".to_owned(),
-        };
+    let mut failures = Vec::new();
+    for row in &rows {
+        let outcome = if row.outcome.is_ok() { "ok" } else { "FAILED" };
         println!(
-            "{scenario:<40} {outcome:<10} {:>10.1} s",
-            converged.as_secs_f64()
+            "{:<40} {outcome:<8} {:>10.1} s {:>8} {:>6} {:>12}",
+            row.scenario,
+            row.converged.as_secs_f64(),
+            row.report.checked.operations,
+            row.report.lost.len(),
+            if row.report.linearizable() {
+                "yes"
+            } else {
+                "NO"
+            },
+        );
+        if let Err(e) = &row.outcome {
+            failures.push(format!("{}: {e}", row.scenario));
+        }
+        if !row.report.lost.is_empty() || !row.report.linearizable() {
+            failures.push(format!("{}: {}", row.scenario, row.report));
+        }
+    }
+    if !failures.is_empty() {
+        fail(&env, &failures.join("\n"));
+    }
+}
+
+/// Unarmed and not timed: gives the cluster room to move the way the case needs.
+async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
+    let mut changed = false;
+    let grows = matches!(case.trigger, Trigger::ScaleUp | Trigger::KillDuringCatchUp);
+    if grows && cluster.size >= 5 {
+        cluster.size = 3;
+        changed = true;
+    }
+    if (case.trigger == Trigger::ScaleDown && cluster.size <= 2)
+        || (matches!(
+            case.trigger,
+            Trigger::StopMember | Trigger::OperatorCutFromMember
+        ) && cluster.size != 3)
+    {
+        cluster.size = 3;
+        changed = true;
+    }
+    // A PVC is deleted only under reclaimPolicy Delete.
+    if case.failpoint == "cluster.pvc_delete" && !cluster.delete_pvcs {
+        cluster.delete_pvcs = true;
+        changed = true;
+    }
+    if changed {
+        env.apply(&cluster.yaml()).unwrap();
+        env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+            .await;
+    }
+}
+
+/// A spec change of the cluster with the cluster operator armed. Timed from the crash: the
+/// restart without the failpoint (a rollout, then the Lease the crashed process still held)
+/// counts.
+async fn cluster_case(
+    env: &Env,
+    deployment: &str,
+    operator: &str,
+    cluster: &mut Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let before = Snapshot::take(env, cluster).await;
+    set_failpoint(env, deployment, Some(&scenario));
+    match case.trigger {
+        Trigger::ScaleUp => cluster.size += 1,
+        Trigger::ScaleDown => cluster.size -= 1,
+        Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
+        _ => unreachable!("not a crash of the cluster operator"),
+    }
+    env.apply(&cluster.yaml()).unwrap();
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, None);
+    let outcome = match crashed {
+        Err(e) => Err(e),
+        Ok(()) => {
+            env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+                .await;
+            let after = Snapshot::take(env, cluster).await;
+            check(&before, &after, cluster, case)
+        }
+    };
+    (outcome, restarted.elapsed())
+}
+
+/// A member's etcd stopped or killed (found by its `--name` and the cluster's UID in the
+/// initial-cluster token on its command line: the node agent runs containers as host
+/// processes and keeps their PIDs in memory only). Timed from the fault's end to Available.
+async fn process_case(
+    env: &Env,
+    cluster: &mut Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let uid = env
+        .clusters()
+        .get(cluster.name)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let before = Snapshot::take(env, cluster).await;
+    // The newest member: never the seed, which the bootstrap made the first leader.
+    let victim = before.pods.iter().next_back().unwrap().clone();
+    let mut may_be_replaced = None;
+    let ended = match case.trigger {
+        Trigger::StopMember => {
+            let pid = signal_member(&victim, &uid, "STOP");
+            let stopped = Instant::now();
+            // Held past the grace period, and until the operator has acted on it or a minute
+            // more has passed.
+            let hold = Duration::from_secs(DEAD_AFTER_SECONDS + 60);
+            while stopped.elapsed() < hold {
+                let members = member_names(env, cluster.name).await;
+                if stopped.elapsed() > Duration::from_secs(DEAD_AFTER_SECONDS)
+                    && !members.contains(&victim)
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            eprintln!(
+                "chaos: {victim} (pid {pid}) stopped for {:.1?}; resuming it",
+                stopped.elapsed()
+            );
+            signal_pid(pid, "CONT");
+            may_be_replaced = Some(victim.clone());
+            Instant::now()
+        }
+        Trigger::KillDuringCatchUp => {
+            cluster.size += 1;
+            env.apply(&cluster.yaml()).unwrap();
+            let deadline = Instant::now() + STEP;
+            loop {
+                if learners(env, cluster.name).await > 0 {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return (
+                        Err(format!("no learner seen within {STEP:?}")),
+                        Duration::ZERO,
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            kill_member_process(&victim, &uid);
+            Instant::now()
+        }
+        _ => unreachable!("not a process fault"),
+    };
+    env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+        .await;
+    let after = Snapshot::take(env, cluster).await;
+    let mut expected = before;
+    if let Some(victim) = &may_be_replaced
+        && after.members.get(victim) != expected.members.get(victim)
+    {
+        eprintln!("chaos: {victim} was replaced (its etcd ID changed)");
+        expected.members.remove(victim);
+    }
+    (check(&expected, &after, cluster, case), ended.elapsed())
+}
+
+/// The cluster operator cut from one member past the grace period; no member may change.
+/// Timed from the cut's end to Available.
+async fn operator_cut_case(
+    env: &Env,
+    cluster: &Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let before = Snapshot::take(env, cluster).await;
+    let victim = before.pods.iter().next_back().unwrap().clone();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let ip = pods
+        .get(&victim)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.pod_ip)
+        .unwrap();
+    let operator = operator_pid(env, "etcd-cluster-operator");
+    nft(
+        operator,
+        &format!(
+            "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
+             add rule inet chaos out ip daddr {ip} drop; \
+             add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+             add rule inet chaos in ip saddr {ip} drop"
+        ),
+    );
+    let cut = Instant::now();
+    let hold = Duration::from_secs(DEAD_AFTER_SECONDS + 30);
+    let mut removed = None;
+    // The cut must be real: the operator's status reports the member unhealthy at some point.
+    let mut seen_unhealthy = false;
+    while cut.elapsed() < hold {
+        let members = member_names(env, cluster.name).await;
+        if !members.is_empty() && !members.contains(&victim) {
+            removed = Some(cut.elapsed());
+            break;
+        }
+        let status = env
+            .clusters()
+            .get(cluster.name)
+            .await
+            .ok()
+            .and_then(|c| c.status);
+        seen_unhealthy |=
+            status.is_some_and(|s| s.members.iter().any(|m| m.name == victim && !m.healthy));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The operator may have restarted meanwhile (a new netns without the rule): ignore a
+    // failure to delete the table then.
+    let _ = std::process::Command::new("nsenter")
+        .args([
+            "-t",
+            &operator.to_string(),
+            "-n",
+            "nft",
+            "delete table inet chaos",
+        ])
+        .status();
+    eprintln!(
+        "chaos: cluster operator (pid {operator}) cut from {victim} ({ip}) for {:.1?}; \
+         reported unhealthy meanwhile: {seen_unhealthy}",
+        cut.elapsed()
+    );
+    let healed = Instant::now();
+    if !seen_unhealthy && removed.is_none() {
+        return (
+            Err(format!(
+                "the cut had no visible effect: the operator never reported {victim} unhealthy"
+            )),
+            healed.elapsed(),
         );
     }
+    if let Some(after) = removed {
+        return (
+            Err(format!(
+                "the operator removed {victim} {after:.1?} after losing sight of it, while the \
+                 kubelet and its peers still saw it"
+            )),
+            healed.elapsed(),
+        );
+    }
+    env.wait_available(cluster.name, cluster.size, VERSION, STEP)
+        .await;
+    let after = Snapshot::take(env, cluster).await;
+    (check(&before, &after, cluster, case), healed.elapsed())
+}
+
+/// The PID of this instance's operator process `name` (a child of its localkube).
+fn operator_pid(env: &Env, name: &str) -> u32 {
+    let parent = env.lk.pid().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .map(str::trim);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        if ppid == Some(parent.as_str()) && String::from_utf8_lossy(program).ends_with(name) {
+            return pid;
+        }
+    }
+    panic!("no {name} process under localkube {parent}");
+}
+
+/// Runs `nft <commands>` in the network namespace of `pid`.
+fn nft(pid: u32, commands: &str) {
+    let out = std::process::Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-n", "nft", commands])
+        .output()
+        .unwrap();
     assert!(
-        failures.is_empty(),
-        "{}\n{}",
-        failures.join("\n"),
-        env.diagnostics()
+        out.status.success(),
+        "nsenter -t {pid} -n nft {commands}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// S3 killed as a backup starts; timed from the kill to the next backup's success.
+async fn s3_down_backup_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    index: usize,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-backup-{index}");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    let restarts = s3_restarts(env).await;
+    let pid = signal_s3(env, "KILL").await;
+    let killed = Instant::now();
+    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let backup = wait_backup_finished(env, &name).await;
+    let status = backup.status.clone().unwrap_or_default();
+    eprintln!(
+        "chaos: weed (pid {pid}) killed; {name} ended {:?} {:?}: {:?}",
+        status.phase, status.reason, status.message
+    );
+    // The kubelet restarted weed: wait until it serves again before checking what is stored.
+    let deadline = Instant::now() + STEP;
+    while s3_restarts(env).await == restarts || s3.list_buckets().send().await.is_err() {
+        if Instant::now() > deadline {
+            return (Err("S3 did not come back".to_owned()), killed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if let Err(e) = check_backup(s3, &backup, &before).await {
+        return (Err(e), killed.elapsed());
+    }
+    if status.phase == Some(BackupPhase::Failed)
+        && status.reason.as_deref() != Some("S3Unavailable")
+    {
+        return (
+            Err(format!(
+                "{name} failed with reason {:?}, not S3Unavailable: {:?}",
+                status.reason, status.message
+            )),
+            killed.elapsed(),
+        );
+    }
+    let next = format!("{name}-next");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    env.apply(&on_demand_backup(&next, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let backup = wait_backup_finished(env, &next).await;
+    let outcome = match check_backup(s3, &backup, &before).await {
+        Ok(BackupPhase::Succeeded) => Ok(()),
+        Ok(phase) => Err(format!(
+            "{next} after S3 came back ended {phase:?}: {:?}",
+            backup.status
+        )),
+        Err(e) => Err(e),
+    };
+    (outcome, killed.elapsed())
+}
+
+/// S3 stopped while a restore into a new cluster starts; timed from the resume to Available.
+async fn s3_down_restore_case(
+    env: &Env,
+    index: usize,
+    source_revision: i64,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-restore-{index}");
+    let target = format!("chaos-restored-{index}");
+    let pvcs_before = pvc_names(env).await;
+    let pid = signal_s3(env, "STOP").await;
+    env.apply(&restore_yaml(&name, &target)).unwrap();
+    tokio::time::sleep(S3_PAUSE).await;
+    let phase = Api::<EtcdRestore>::namespaced(env.client.clone(), NS)
+        .get(&name)
+        .await
+        .ok()
+        .and_then(|r| r.status);
+    eprintln!("chaos: weed (pid {pid}) resumed after {S3_PAUSE:?}; {name} then: {phase:?}");
+    signal_pid(pid, "CONT");
+    let resumed = Instant::now();
+    let outcome = check_restore(env, &name, &target, source_revision, &pvcs_before).await;
+    let converged = resumed.elapsed();
+    env.kubectl(&["delete", "etcdcluster", &target, "-n", NS, "--wait=false"]);
+    (outcome, converged)
+}
+
+/// Restarts of the S3 Pod's container so far.
+async fn s3_restarts(env: &Env) -> i32 {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    pods.get("s3")
+        .await
+        .ok()
+        .and_then(|p| p.status)
+        .and_then(|s| s.container_statuses)
+        .and_then(|c| c.first().map(|c| c.restart_count))
+        .unwrap_or_default()
+}
+
+/// Sends `signal` to this instance's weed (its `-ip=` is the S3 Pod's IP and its `-s3.port=`
+/// the Pod's container port); returns its PID.
+async fn signal_s3(env: &Env, signal: &str) -> u32 {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pod = pods.get("s3").await.unwrap();
+    let ip = pod.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    let port = pod.spec.as_ref().unwrap().containers[0]
+        .ports
+        .as_ref()
+        .unwrap()[0]
+        .container_port;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with("weed"))
+            && args.iter().any(|a| a == &format!("-ip={ip}"))
+            && args.iter().any(|a| a == &format!("-s3.port={port}"))
+        {
+            signal_pid(pid, signal);
+            return pid;
+        }
+    }
+    panic!("no weed process with -ip={ip} -s3.port={port}");
+}
+
+/// An EtcdRestore of the source backup into a new one-member cluster `target`.
+fn restore_yaml(name: &str, target: &str) -> String {
+    format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {target}\n  source: {{backupRef: {{name: chaos-source}}}}\n  \
+         clusterSpec: {{size: 1, version: \"{VERSION}\"}}\n"
+    )
+}
+
+/// Sends `signal` to the etcd of `member` of the cluster with UID `uid`; returns its PID.
+fn signal_member(member: &str, uid: &str, signal: &str) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_etcd = args.first().is_some_and(|a| a.ends_with("etcd"));
+        let named = args.iter().any(|a| a == &format!("--name={member}"));
+        if is_etcd && named && args.iter().any(|a| a.contains(uid)) {
+            signal_pid(pid, signal);
+            return pid;
+        }
+    }
+    panic!("no etcd process for member {member} ({uid})");
+}
+
+fn signal_pid(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The members etcd lists now, by name (empty when no member answers).
+async fn member_names(env: &Env, cluster: &str) -> BTreeSet<String> {
+    member_list(env, cluster)
+        .await
+        .map(|l| l.members().iter().map(|m| m.name().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+async fn learners(env: &Env, cluster: &str) -> usize {
+    member_list(env, cluster)
+        .await
+        .map(|l| l.members().iter().filter(|m| m.is_learner()).count())
+        .unwrap_or(0)
+}
+
+async fn member_list(env: &Env, cluster: &str) -> Option<etcd_client::MemberListResponse> {
+    let url = env.client_url(cluster).await;
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(3));
+    let mut client = etcd_client::Client::connect([url.as_str()], Some(options))
+        .await
+        .ok()?;
+    client.member_list().await.ok()
+}
+
+/// An on-demand EtcdBackup with the backup operator armed; timed from the crash to the backup's
+/// final phase.
+async fn backup_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    deployment: &str,
+    operator: &str,
+    case: &Case,
+    index: usize,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let name = format!("chaos-backup-{index}");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    set_failpoint(env, deployment, Some(&scenario));
+    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, None);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let backup = wait_backup_finished(env, &name).await;
+    let converged = restarted.elapsed();
+    (
+        check_backup(s3, &backup, &before).await.map(|phase| {
+            eprintln!("chaos: {scenario}: {name} ended {phase:?}");
+        }),
+        converged,
+    )
+}
+
+/// Key → (size, ETag) of the objects under `prefix`.
+async fn objects(s3: &aws_sdk_s3::Client, prefix: &str) -> BTreeMap<String, (i64, String)> {
+    let listed = s3
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "LIST {prefix}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            )
+        });
+    listed
+        .contents()
+        .iter()
+        .map(|o| {
+            (
+                o.key().unwrap_or_default().to_owned(),
+                (
+                    o.size().unwrap_or_default(),
+                    o.e_tag().unwrap_or_default().to_owned(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A finished backup after a crash: Succeeded with its verified object, or Failed with no
+/// object of its UID; no pending upload; nothing that was there before changed.
+async fn check_backup(
+    s3: &aws_sdk_s3::Client,
+    backup: &EtcdBackup,
+    before: &BTreeMap<String, (i64, String)>,
+) -> Result<BackupPhase, String> {
+    let name = backup.metadata.name.clone().unwrap_or_default();
+    let uid = backup.metadata.uid.clone().unwrap_or_default();
+    let status = backup.status.clone().unwrap_or_default();
+    let after = objects(s3, BACKUP_PREFIX).await;
+    for (key, object) in before {
+        match after.get(key) {
+            Some(now) if now == object => {}
+            now => return Err(format!("{key} changed: {object:?} before, {now:?} after")),
+        }
+    }
+    let pending = pending_uploads(s3, BACKUP_PREFIX).await;
+    if !pending.is_empty() {
+        return Err(format!(
+            "{name} ({:?}, {:?}) left multipart uploads pending: {pending:?}",
+            status.phase, status.reason
+        ));
+    }
+    let own: Vec<&String> = after
+        .keys()
+        .filter(|k| !before.contains_key(*k) && k.contains(&uid))
+        .collect();
+    match (status.phase, &status.artifact) {
+        (Some(BackupPhase::Succeeded), Some(artifact)) => {
+            let key = object_key(artifact, BACKUP_PREFIX, CLUSTER);
+            if own != [&key] {
+                return Err(format!(
+                    "{name} Succeeded with {key}, but the new objects of its UID are {own:?}"
+                ));
+            }
+            let bytes = get_object(s3, &key).await;
+            if bytes.len() as i64 != artifact.size_bytes
+                || hex(&Sha256::digest(&bytes)) != artifact.sha256
+            {
+                return Err(format!(
+                    "{key}: {} bytes read back do not match status.artifact {artifact:?}",
+                    bytes.len()
+                ));
+            }
+            Ok(BackupPhase::Succeeded)
+        }
+        (Some(BackupPhase::Failed), None) if own.is_empty() => Ok(BackupPhase::Failed),
+        _ => Err(format!(
+            "{name} ended {status:?} with new objects of its UID {own:?}"
+        )),
+    }
+}
+
+/// An EtcdRestore into a new one-member cluster with the restore operator armed; timed from the
+/// crash to the new cluster Available. The new cluster is deleted afterwards.
+async fn restore_case(
+    env: &Env,
+    deployment: &str,
+    operator: &str,
+    case: &Case,
+    index: usize,
+    source_revision: i64,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let name = format!("chaos-restore-{index}");
+    let target = format!("chaos-restored-{index}");
+    let pvcs_before = pvc_names(env).await;
+    set_failpoint(env, deployment, Some(&scenario));
+    env.apply(&restore_yaml(&name, &target)).unwrap();
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, None);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let outcome = check_restore(env, &name, &target, source_revision, &pvcs_before).await;
+    let converged = restarted.elapsed();
+    // Free the machine for the next case (the restored cluster's PVC stays: Retain).
+    env.kubectl(&["delete", "etcdcluster", &target, "-n", NS, "--wait=false"]);
+    (outcome, converged)
+}
+
+async fn pvc_names(env: &Env) -> BTreeSet<String> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    pvcs.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+async fn check_restore(
+    env: &Env,
+    name: &str,
+    target: &str,
+    source_revision: i64,
+    pvcs_before: &BTreeSet<String>,
+) -> Result<(), String> {
+    let restores: Api<EtcdRestore> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + STEP;
+    let status = loop {
+        let status = restores.get(name).await.ok().and_then(|r| r.status);
+        if let Some(status) = status
+            && status.phase.is_some_and(RestorePhase::is_finished)
+        {
+            break status;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{name} did not finish within {STEP:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    if status.phase != Some(RestorePhase::Succeeded) {
+        return Err(format!("{name} did not succeed: {status:?}"));
+    }
+    if status.restored_revision != Some(source_revision) {
+        return Err(format!(
+            "{name} restored revision {:?}, the source backup is at {source_revision}",
+            status.restored_revision
+        ));
+    }
+    env.wait_available(target, 1, VERSION, STEP).await;
+    let url = env.client_url(target).await;
+    // Retried: right after Available the Service may still route to a connection being closed
+    // (seen once: "operation was canceled ... connection closed").
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let read = async {
+            let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
+            client.get(MARKER.0, None).await
+        };
+        match read.await {
+            Ok(got) => break got,
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(format!("reading {} from {target}: {e}", MARKER.0));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    };
+    let value = got
+        .kvs()
+        .first()
+        .map(|kv| kv.value_str().unwrap().to_owned());
+    let revision = got.header().map_or(0, |h| h.revision());
+    if value.as_deref() != Some(MARKER.1) || revision < source_revision {
+        return Err(format!(
+            "{target} serves {}={value:?} at revision {revision}, restored from revision {source_revision}",
+            MARKER.0
+        ));
+    }
+    let pvcs_after = pvc_names(env).await;
+    if let Some(gone) = pvcs_before.difference(&pvcs_after).next() {
+        return Err(format!("PVC {gone} was deleted during {name}"));
+    }
+    if !pvcs_after
+        .iter()
+        .any(|p| p.starts_with(&format!("{target}-")))
+    {
+        return Err(format!("{target} has no member PVC: {pvcs_after:?}"));
+    }
+    Ok(())
 }
 
 struct Cluster {
@@ -234,12 +1119,13 @@ fn set_failpoint(env: &Env, deployment: &str, value: Option<&str>) {
     ]);
 }
 
-/// Waits until an operator container exited with the failpoint's code.
-async fn wait_crash(env: &Env) -> Result<(), String> {
+/// Waits until a container of the operator with the component label `operator` exited with the
+/// failpoint's code.
+async fn wait_crash(env: &Env, operator: &str) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
     let deadline = tokio::time::Instant::now() + STEP;
     loop {
-        let list = pods.list(&ListParams::default().labels(OPERATOR)).await;
+        let list = pods.list(&ListParams::default().labels(operator)).await;
         let live = list.iter().flat_map(|l| &l.items);
         let crashed = live
             .filter(|p| p.metadata.deletion_timestamp.is_none())

@@ -122,9 +122,10 @@ enum LeftBehindError {
     S3(String),
 }
 
-/// What the interrupted run of `backup` left in S3 (see [`crate::execute::find_left_behind`]).
-/// The key's cluster part is the one the run used: `spec.clusterName`, else the cluster label,
-/// else the backup's name.
+/// What the interrupted run of `backup` left in S3 (see [`crate::execute::find_left_behind`]),
+/// after aborting the multipart upload it left pending, if any
+/// ([`crate::execute::abort_left_uploads`]). The key's cluster part is the one the run used:
+/// `spec.clusterName`, else the cluster label, else the backup's name.
 async fn left_behind(
     client: &kube::Client,
     backup: &EtcdBackup,
@@ -136,6 +137,18 @@ async fn left_behind(
         .map_err(|e| LeftBehindError::Unresolved(e.to_string()))?;
     let cluster = crate::execute::key_cluster(backup);
     let s3 = crate::execute::s3_client(&target).await;
+    // First: a pending upload is never completed after this, so the object found next is the
+    // only one the run can ever leave.
+    let aborted = crate::execute::abort_left_uploads(&s3, &target, &cluster, uid)
+        .await
+        .map_err(LeftBehindError::S3)?;
+    if !aborted.is_empty() {
+        tracing::info!(
+            uid,
+            ?aborted,
+            "aborted the multipart upload an interrupted backup left pending"
+        );
+    }
     crate::execute::find_left_behind(&s3, &target, &cluster, uid)
         .await
         .map_err(LeftBehindError::S3)

@@ -650,6 +650,83 @@ pub async fn find_left_behind(
     }))
 }
 
+/// Aborts the multipart uploads an interrupted run of the backup `uid` of `cluster` began under
+/// `<prefix><cluster>/` and neither completed nor aborted: the process ended mid-upload, so the
+/// abort that a failed or dropped upload sends never ran, and the parts would stay billed and
+/// listed until a lifecycle rule (if the bucket has one) removed them. Returns the keys whose
+/// uploads were aborted.
+///
+/// Only uploads whose key carries `uid` are touched: keys are unique per backup
+/// ([`SnapshotKey`]), so another backup's upload in progress is never aborted. An upload
+/// already gone (`NoSuchUpload`: completed or aborted meanwhile) is not an error. Any other S3
+/// failure is (the caller retries): the backup is not reported Failed while its upload may
+/// still be pending.
+pub async fn abort_left_uploads(
+    s3: &aws_sdk_s3::Client,
+    target: &S3Target,
+    cluster: &str,
+    uid: &str,
+) -> Result<Vec<String>, String> {
+    use aws_sdk_s3::error::ProvideErrorMetadata;
+    let prefix = format!("{}{cluster}/", target.prefix);
+    let mut aborted = Vec::new();
+    let (mut key_marker, mut upload_id_marker) = (None, None);
+    loop {
+        let page = s3
+            .list_multipart_uploads()
+            .bucket(&target.bucket)
+            .prefix(&prefix)
+            .set_key_marker(key_marker.take())
+            .set_upload_id_marker(upload_id_marker.take())
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "listing the multipart uploads under s3://{}/{prefix}: {}",
+                    target.bucket,
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                )
+            })?;
+        for upload in page.uploads() {
+            let (Some(key), Some(upload_id)) = (upload.key(), upload.upload_id()) else {
+                continue;
+            };
+            if !SnapshotKey::parse(key).is_ok_and(|k| k.uid == uid) {
+                continue;
+            }
+            let result = failpoint::around(
+                "backup.s3_abort_interrupted",
+                s3.abort_multipart_upload()
+                    .bucket(&target.bucket)
+                    .key(key)
+                    .upload_id(upload_id)
+                    .send(),
+            )
+            .await;
+            match result {
+                Ok(_) => aborted.push(key.to_owned()),
+                Err(e) if e.code() == Some("NoSuchUpload") => {}
+                Err(e) => {
+                    return Err(format!(
+                        "aborting the upload {upload_id} of s3://{}/{key}: {}",
+                        target.bucket,
+                        aws_sdk_s3::error::DisplayErrorContext(e)
+                    ));
+                }
+            }
+        }
+        if page.is_truncated() != Some(true) {
+            break;
+        }
+        key_marker = page.next_key_marker().map(str::to_owned);
+        upload_id_marker = page.next_upload_id_marker().map(str::to_owned);
+        if key_marker.is_none() && upload_id_marker.is_none() {
+            break;
+        }
+    }
+    Ok(aborted)
+}
+
 /// The member chosen, connected.
 struct Prepared {
     probe: MemberProbe,

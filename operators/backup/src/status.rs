@@ -148,9 +148,8 @@ pub fn after_interruption(
             REASON_INTERRUPTED,
             &format!(
                 "{stopped}; it is not re-run. No object with this backup's UID exists under \
-                 {searched} (checked): the upload never completed. An incomplete upload the \
-                 operator could not abort is removed by the bucket's \
-                 AbortIncompleteMultipartUpload lifecycle rule. Create a new EtcdBackup to retry"
+                 {searched} (checked): the upload never completed, and its multipart upload, if \
+                 one was begun, was aborted. Create a new EtcdBackup to retry"
             ),
             now,
         ),

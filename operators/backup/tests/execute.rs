@@ -310,11 +310,12 @@ async fn s3_failures_leave_no_object() {
     assert_eq!(objects(&admin).await.len(), 1);
 }
 
-/// The S3 server dies while parts are being uploaded: the backup fails (it does not hang) with
-/// S3Unavailable. The dead server cannot be asked whether an object exists; a multipart upload
-/// becomes an object only on completion, which needs the server.
+/// The S3 server dies while parts are being uploaded and comes back a few seconds later (the
+/// same data: the upload begun is still pending there): the backup fails (it does not hang)
+/// with S3Unavailable, leaves no object and no pending multipart upload once S3 is back, and
+/// the next backup succeeds.
 #[tokio::test(flavor = "multi_thread")]
-async fn s3_killed_mid_upload_fails() {
+async fn s3_killed_mid_upload_fails_and_leaves_nothing_once_back() {
     let (etcd, s3) = tokio::join!(
         async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
         async {
@@ -327,13 +328,14 @@ async fn s3_killed_mid_upload_fails() {
     fill(&mut client, 100, 1024 * 1024).await;
     let job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
     let admin = s3.client();
-    let s3 = Arc::new(std::sync::Mutex::new(s3));
-    let killer = Arc::clone(&s3);
-    // Kill the server as soon as a multipart upload is pending.
-    let kill = tokio::spawn(async move {
+    let s3 = Arc::new(tokio::sync::Mutex::new(s3));
+    let server = Arc::clone(&s3);
+    let watcher = admin.clone();
+    // Kill the server as soon as a multipart upload is pending; start it again 3 s later.
+    let outage = tokio::spawn(async move {
         let start = Instant::now();
         loop {
-            let pending = admin
+            let pending = watcher
                 .list_multipart_uploads()
                 .bucket(BUCKET)
                 .send()
@@ -341,8 +343,8 @@ async fn s3_killed_mid_upload_fails() {
                 .map(|o| !o.uploads().is_empty())
                 .unwrap_or(false);
             if pending {
-                killer.lock().unwrap().kill().unwrap();
-                return;
+                server.lock().await.kill().unwrap();
+                break;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -350,6 +352,9 @@ async fn s3_killed_mid_upload_fails() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        server.lock().await.restart().await.unwrap();
+        eprintln!("S3 back after {:?}", start.elapsed());
     });
     let start = Instant::now();
     let result = tokio::time::timeout(
@@ -358,9 +363,12 @@ async fn s3_killed_mid_upload_fails() {
     )
     .await
     .expect("the backup hung after the S3 server died");
-    kill.await.unwrap();
     let err = result.unwrap_err();
     eprintln!("failed after {:?}: {err}", start.elapsed());
     assert_eq!(err.reason(), "S3Unavailable", "{err}");
-    assert!(!s3.lock().unwrap().is_running());
+    outage.await.unwrap();
+    assert!(s3.lock().await.is_running());
+    assert_nothing_stored(&admin).await;
+    let artifact = execute(&job, &CancellationToken::new()).await.unwrap();
+    assert_eq!(objects(&admin).await.len(), 1, "{artifact:?}");
 }

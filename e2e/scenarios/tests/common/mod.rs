@@ -286,6 +286,12 @@ impl Workload {
         Workload(KvWorkload::start(vec![url], tls, config))
     }
 
+    /// Stops the clients, reads every key and checks the history, without asserting: the
+    /// caller reports the verdict (a table row) and fails at the end.
+    pub async fn finish(self) -> WorkloadReport {
+        self.0.finish(READ_PATIENCE).await
+    }
+
     /// Writes acknowledged so far.
     pub fn acknowledged(&self) -> usize {
         self.0.counts().acknowledged_writes
@@ -678,6 +684,34 @@ pub async fn list_keys(
         .contents()
         .iter()
         .filter_map(|o| o.key().map(str::to_owned))
+        .collect()
+}
+
+/// The multipart uploads begun under `prefix` and neither completed nor aborted, as
+/// `key (upload id)`.
+pub async fn pending_uploads(s3: &aws_sdk_s3::Client, prefix: &str) -> Vec<String> {
+    let listed = s3
+        .list_multipart_uploads()
+        .bucket(BUCKET)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "LIST uploads {prefix}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            )
+        });
+    listed
+        .uploads()
+        .iter()
+        .map(|u| {
+            format!(
+                "{} ({})",
+                u.key().unwrap_or_default(),
+                u.upload_id().unwrap_or_default()
+            )
+        })
         .collect()
 }
 
