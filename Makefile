@@ -114,6 +114,23 @@ test: deps ## Install what tests need, lint, build once, and run every test (all
 	$(call timed,doctests,cargo test --workspace --doc)
 	$(call timed,rbac-usage,target/debug/rbac-usage $(CHART) examples/scheduled-backup.yaml)
 
+# The operators' image without Docker (image/build.sh, image/ociimage.py): an OCI layout in
+# target/image/etcd-operator/ and the same as target/image/etcd-operator.tar (`ctr images import`,
+# `skopeo copy oci-archive:`, `docker load`). Reproducible: the same commit and binaries give the
+# same digest. Release binaries: a cold release build of the workspace takes minutes.
+OPERATOR_PACKAGES := -p etcd-cluster-operator -p etcd-backup-operator -p etcd-restore-operator
+
+.PHONY: image
+image: ## Build the operators' OCI image (release) into target/image/ without Docker; needs the etcdutl of make deps
+	$(call timed,image-build,cargo build --release --locked $(OPERATOR_PACKAGES))
+	$(call timed,image,image/build.sh release)
+
+# Not part of `make test`: packing and unpacking ~350 MiB of debug binaries twice is ~1 min here.
+.PHONY: image-test
+image-test: ## As root: build the image (debug binaries) twice, compare, run each binary inside it as 65532, check it against the Dockerfile
+	$(call timed,image-build,cargo build $(OPERATOR_PACKAGES))
+	$(call timed,image-test,IMAGE_PROFILE=debug python3 image/test_image.py)
+
 # Every failpoint of the cluster operator, before and after its side effect: crash there, restart
 # without it, check convergence (e2e/scenarios/tests/chaos.rs). `make test` runs a subset.
 .PHONY: chaos
