@@ -2,16 +2,17 @@
 """Builds, unpacks and checks OCI images without Docker (Python standard library only).
 
     ociimage.py build --out DIR --ref NAME:TAG [--file IMAGE_PATH=HOST_PATH ...] [--hardlink A=B ...]
-                      [--with-libs] [--ca-certificates] [--nonroot-user] [--user U:G]
-                      [--entrypoint PATH ...] [--label K=V ...] [--epoch SECONDS]
+                      [--dir IMAGE_PATH ...] [--with-libs] [--ca-certificates] [--nonroot-user]
+                      [--user U:G] [--workdir DIR] [--entrypoint ARG ...] [--cmd ARG ...] [--label K=V ...]
+                      [--epoch SECONDS] [--gzip-level N]
     ociimage.py unpack DIR ROOTFS
     ociimage.py check-dockerfile DOCKERFILE DIR
 
 `build` writes an OCI image layout at DIR (oci-layout, index.json, blobs/sha256/...) and the same
 layout as one tarball DIR.tar, which `ctr images import`, `skopeo copy oci-archive:` and (through
-its manifest.json) `docker load` read. The image has two layers: the Debian files (the shared
-libraries the binaries load, found with ldd, and their copyright files; the CA bundle; /etc/passwd
-with the distroless `nonroot` user 65532) and the binaries.
+its manifest.json) `docker load` read. The image has up to two layers: the Debian files (the
+shared libraries the binaries load, found with ldd, and their copyright files; the CA bundle;
+/etc/passwd with the distroless `nonroot` user 65532) and the binaries.
 
 Reproducible: the same inputs give the same bytes. Entries are sorted, every mtime is --epoch
 (make passes the commit time, SOURCE_DATE_EPOCH), owners are numeric with no names, gzip
@@ -272,6 +273,8 @@ def build(args: argparse.Namespace) -> str:
         app.file(image_path, source=os.path.realpath(host_path), mode=0o755)
     for image_path, target in (_pair(h, "--hardlink") for h in args.hardlink):
         app.hardlink(image_path, target)
+    for image_path in args.dir:
+        app.dir(image_path)
 
     if args.with_libs:
         for _, host_path in files:
@@ -323,10 +326,12 @@ def build(args: argparse.Namespace) -> str:
     image_config: dict = {"Env": env, "Labels": labels}
     if args.entrypoint:
         image_config["Entrypoint"] = args.entrypoint
+    if args.cmd:
+        image_config["Cmd"] = args.cmd
     if args.user:
         image_config["User"] = args.user
-    if args.nonroot_user:
-        image_config["WorkingDir"] = "/home/nonroot"
+    if args.workdir or args.nonroot_user:
+        image_config["WorkingDir"] = args.workdir or "/home/nonroot"
     config = {
         "architecture": "amd64",
         "os": "linux",
@@ -596,6 +601,9 @@ def main() -> int:
     b.add_argument("--nonroot-user", action="store_true", help="add /etc/passwd with nonroot (65532), /tmp")
     b.add_argument("--user")
     b.add_argument("--entrypoint", nargs="+")
+    b.add_argument("--cmd", nargs="+")
+    b.add_argument("--workdir", help="default: /home/nonroot with --nonroot-user")
+    b.add_argument("--dir", action="append", default=[], help="an empty directory, root's, 0755")
     b.add_argument("--label", action="append", default=[], help="KEY=VALUE")
     b.add_argument("--epoch", type=int, default=int(os.environ.get("SOURCE_DATE_EPOCH", "0")))
     b.add_argument("--gzip-level", type=int, default=6)

@@ -184,5 +184,37 @@ class ImageTest(unittest.TestCase):
         self.assertEqual(name, f"ghcr.io/etcd-operator-rs/etcd-operator:{workspace_version()}")
 
 
+class EtcdImagesTest(unittest.TestCase):
+    """The etcd images (image/build-etcd.sh): each binary runs inside its image and is the minor's."""
+
+    def test_each_minor_runs_inside_its_image(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="etcd-images-") as tmp:
+            env = dict(os.environ, IMAGE_OUT_DIR=tmp, IMAGE_GZIP_LEVEL="1")
+            run = subprocess.run([os.path.join(HERE, "build-etcd.sh")], env=env, capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            built = dict((line.split()[0], line.split()[1]) for line in run.stdout.splitlines())
+            self.assertEqual(sorted(built), ["etcd-3.4", "etcd-3.5", "etcd-3.6", "etcd-3.7"])
+            for name, version in built.items():
+                with self.subTest(image=name):
+                    layout, rootfs = os.path.join(tmp, name), os.path.join(tmp, name + "-rootfs")
+                    _, config, _ = ociimage.read_image(layout)
+                    self.assertEqual(config["config"]["Cmd"], ["/usr/local/bin/etcd"])
+                    ociimage.unpack(layout, rootfs)
+                    etcd = in_image(rootfs, "/usr/local/bin/etcd", "--version")
+                    self.assertEqual(etcd.returncode, 0, etcd.stderr)
+                    self.assertIn(f"etcd Version: {version}", etcd.stdout)
+                    self.assertTrue(version.startswith(name.split("-")[1] + "."), version)
+                    etcdctl = in_image(rootfs, "/usr/local/bin/etcdctl", "version")
+                    self.assertEqual(etcdctl.returncode, 0, etcdctl.stderr)
+                    self.assertIn(f"etcdctl version: {version}", etcdctl.stdout)
+                    if name != "etcd-3.4":  # 3.4 has no etcdutl
+                        etcdutl = in_image(rootfs, "/usr/local/bin/etcdutl", "version")
+                        self.assertEqual(etcdutl.returncode, 0, etcdutl.stderr)
+                        self.assertIn(f"etcdutl version: {version}", etcdutl.stdout)
+                    with open(os.path.join(layout, "index.json")) as f:
+                        ref = json.load(f)["manifests"][0]["annotations"]["io.containerd.image.name"]
+                    self.assertEqual(ref, f"gcr.io/etcd-development/etcd:v{version}")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
