@@ -8,8 +8,9 @@
 #   docker build -t ghcr.io/etcd-operator-rs/etcd-operator:0.1.0 .
 #   docker push ghcr.io/etcd-operator-rs/etcd-operator:0.1.0
 #
-# There is no Docker engine on the project's machines; the local control plane maps this image
-# name to the workspace's own build instead (e2e/README.md, "Images map to binaries").
+# There is no Docker engine on the project's machines: `make image` builds the same image without
+# one (image/build.sh), and `make image-test` checks that it matches this file (files, user,
+# entrypoint, labels, the etcdutl versions, the Debian release). Change both together.
 ARG ETCD35_IMAGE=gcr.io/etcd-development/etcd:v3.5.35
 ARG ETCD36_IMAGE=gcr.io/etcd-development/etcd:v3.6.16
 ARG ETCD37_IMAGE=gcr.io/etcd-development/etcd:v3.7.3
@@ -37,5 +38,15 @@ COPY --from=etcd35 /usr/local/bin/etcdutl /usr/local/bin/etcdutl-3.5
 COPY --from=etcd36 /usr/local/bin/etcdutl /usr/local/bin/etcdutl-3.6
 COPY --from=etcd37 /usr/local/bin/etcdutl /usr/local/bin/etcdutl-3.7
 COPY --from=etcd36 /usr/local/bin/etcdutl /usr/local/bin/etcdutl
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=1970-01-01T00:00:00Z
+LABEL org.opencontainers.image.title=etcd-operator \
+      org.opencontainers.image.description="Operators for etcd on Kubernetes: clusters, backups to S3, restores" \
+      org.opencontainers.image.source=https://github.com/etcd-operator-rs/etcd-operator \
+      org.opencontainers.image.licenses=Apache-2.0 \
+      org.opencontainers.image.version=${VERSION} \
+      org.opencontainers.image.revision=${REVISION} \
+      org.opencontainers.image.created=${CREATED}
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/etcd-cluster-operator"]
