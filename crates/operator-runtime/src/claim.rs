@@ -13,10 +13,15 @@
 //! expires (the first install was uninstalled or stopped acting there) or is released (on a clean
 //! shutdown).
 //!
+//! An install whose RBAC does not grant the claim Leases (an older chart's Role, with the new
+//! binary) acts as before claims existed and says once in its log that overlaps go undetected:
+//! stopping would turn an operator upgrade without the chart's RBAC into an outage.
+//!
 //! The decision is [`crate::leader::decide`], the same as for leader election; this module is the
 //! I/O and a cache, so a reconcile costs no API call while the claim is fresh.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -53,6 +58,10 @@ pub enum Claim {
     Ours,
     /// Another install does (`holder`): leave the namespace's objects alone.
     Theirs { holder: String },
+    /// The API server forbids this install the claim Leases (RBAC of an older chart, or a
+    /// hand-written Role without them): act as before claims existed, unguarded against an
+    /// overlapping install, and say so once in the log.
+    Unguarded,
 }
 
 /// The claims of one operator of one install.
@@ -62,6 +71,8 @@ pub struct NamespaceClaims {
     install: String,
     /// Namespace → when this process last wrote the claim as ours.
     renewed: Mutex<HashMap<String, Instant>>,
+    /// Whether the log already said that the claims are forbidden.
+    warned_forbidden: AtomicBool,
 }
 
 impl NamespaceClaims {
@@ -73,6 +84,7 @@ impl NamespaceClaims {
             lease_name: claim_lease_name(binary),
             install,
             renewed: Mutex::new(HashMap::new()),
+            warned_forbidden: AtomicBool::new(false),
         }
     }
 
@@ -85,6 +97,25 @@ impl NamespaceClaims {
     /// An error (the API refused, or another install wrote the claim at the same moment) means
     /// "not known to be ours": the caller must not act and should retry.
     pub async fn claim(&self, namespace: &str) -> Result<Claim, kube::Error> {
+        match self.try_claim(namespace).await {
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                if !self.warned_forbidden.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        %namespace,
+                        lease = %self.lease_name,
+                        error = %status.message,
+                        "the claim Leases are forbidden to this install (its RBAC predates them): \
+                         acting without them, so an overlapping install would not be detected; \
+                         grant leases get/create/update in the watched namespaces"
+                    );
+                }
+                Ok(Claim::Unguarded)
+            }
+            other => other,
+        }
+    }
+
+    async fn try_claim(&self, namespace: &str) -> Result<Claim, kube::Error> {
         if self
             .cached(namespace)
             .is_some_and(|at| at.elapsed() < FRESH_FOR)
@@ -146,7 +177,7 @@ impl NamespaceClaims {
     {
         let namespace = object.namespace().unwrap_or_default();
         match self.claim(&namespace).await? {
-            Claim::Ours => Ok(true),
+            Claim::Ours | Claim::Unguarded => Ok(true),
             Claim::Theirs { holder } => {
                 let message = overlap_message(&namespace, &holder, &self.install);
                 tracing::warn!(%namespace, %holder, install = %self.install, "another install manages this namespace: not acting");

@@ -1,7 +1,8 @@
 //! Namespace claims against a real API server: the first install to act in a namespace holds it,
 //! a second install is refused there (and told so by a Warning event on the object) but not in
 //! another namespace, a clean stop hands the namespace over at once, a claim whose holder
-//! stopped renewing is taken over, and two installs racing for an expired claim never both win.
+//! stopped renewing is taken over, two installs racing for an expired claim never both win, and
+//! an install whose RBAC forbids the claims acts unguarded instead of stopping.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -34,7 +35,7 @@ async fn holder(client: &kube::Client, namespace: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn namespace_claims_against_the_api_server() {
-    let (_lk, client) = common::api_server().await;
+    let (lk, client) = common::api_server().await;
     for ns in ["team-a", "team-b", "team-c", "team-d"] {
         common::create_namespace(&client, ns).await;
     }
@@ -136,4 +137,19 @@ async fn namespace_claims_against_the_api_server() {
     assert_eq!(winners, 1);
     let winner = holder(&client, "team-d").await.unwrap();
     assert!(winner == A || winner == B, "{winner}");
+
+    // An install whose RBAC predates the claims (an older chart's Role) is refused the Lease:
+    // it acts as it did before claims existed, rather than stopping.
+    let kubeconfig = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some("system:serviceaccount:ops:old-chart".into());
+    let old = NamespaceClaims::new(
+        kube::Client::try_from(config).unwrap(),
+        BINARY,
+        "ops/old".into(),
+    );
+    assert_eq!(old.claim("team-c").await.unwrap(), Claim::Unguarded);
+    assert!(old.admit(&object, &events).await.unwrap());
 }
