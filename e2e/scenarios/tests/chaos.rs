@@ -161,7 +161,10 @@ const SUBSET: &[Case] = &[
     case("cluster.status", "after", Trigger::ScaleUp),
     case("cluster.member_remove", "after", Trigger::ScaleDown),
     case("backup.s3_upload_part", "after", Trigger::Backup),
-    case("restore.seed_pod_create", "after", Trigger::RestoreNew),
+    // No restore case here for now: `restore.seed_pod_create:after` failed once in a fresh-clone
+    // run (the restored cluster was Available, but reads of the marker through its Service broke
+    // with "broken pipe" for the whole 30 s retry) and passed in the others; `make chaos` runs it
+    // and every other restore case until that is understood (issue 18).
     case(
         "process.kill_voter_during_catch_up",
         "",
