@@ -37,7 +37,7 @@ use time::OffsetDateTime;
 use crate::build::{self, BuildError};
 use crate::certs::{self, CertProblem, OPERATOR_CLIENT_CN, Use};
 use crate::naming::ClusterName;
-use crate::tls::TlsError;
+use crate::tls::{TlsError, problems_text};
 
 /// cert-manager's API group.
 pub const GROUP: &str = "cert-manager.io";
@@ -229,14 +229,6 @@ pub fn judge(secret: Option<&Secret>, usage: &Use, now: OffsetDateTime) -> Issue
     } else {
         Issued::Unusable(problems)
     }
-}
-
-fn problems_text(problems: &[CertProblem]) -> String {
-    problems
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 struct Io {

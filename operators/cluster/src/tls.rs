@@ -295,7 +295,8 @@ fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-fn problems_text(problems: &[CertProblem]) -> String {
+/// The problems of a certificate Secret as one line (conditions and events).
+pub(crate) fn problems_text(problems: &[CertProblem]) -> String {
     problems
         .iter()
         .map(ToString::to_string)
