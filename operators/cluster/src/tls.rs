@@ -195,6 +195,9 @@ pub struct ClusterTls {
     pub secret_digests: BTreeMap<String, String>,
     /// What this pass changed in the Secrets, as (event reason, note), for an event each.
     pub changes: Vec<(&'static str, String)>,
+    /// When the next operator-managed certificate (member, operators' client, CA) becomes due
+    /// for renewal ([`certs::next_renewal`]): the reconcile looks again by then at the latest.
+    pub next_renewal: Option<OffsetDateTime>,
 }
 
 /// Event reason of a renewed certificate.
@@ -584,6 +587,8 @@ pub async fn prepare(
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
         .collect();
     let mut changes = Vec::new();
+    // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
+    let mut managed_certs: Vec<String> = Vec::new();
     // How the operator itself connects.
     let mut etcd = None;
     if let Some(operator) = cluster.operator_client_secret() {
@@ -606,6 +611,7 @@ pub async fn prepare(
                     &mut changes,
                 )
                 .await?;
+                managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
                 etcd = ClientTls::from_secret_data(&data, true).ok();
             }
         } else if let Some(data) = read.get(&operator.name) {
@@ -632,6 +638,7 @@ pub async fn prepare(
             if let Some(change) = change {
                 changes.push(change);
             }
+            managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
             secret_digests.insert(name, build::secret_digest(&data));
         }
     }
@@ -677,12 +684,16 @@ pub async fn prepare(
             ));
         }
     }
+    // The CA's own renewal is a rotation, started by a pass that finds it due.
+    managed_certs.extend(ca.as_ref().map(|ca| ca.issuing.cert_pem.clone()));
+    let next_renewal = certs::next_renewal(managed_certs.iter().map(String::as_str), now);
     Ok(Prepared::Ready(Box::new(ClusterTls {
         etcd,
         ca,
         leaf_validity,
         secret_digests,
         changes,
+        next_renewal,
     })))
 }
 
