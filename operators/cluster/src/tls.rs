@@ -579,12 +579,15 @@ pub async fn prepare(
         }
     }
     // Certificates cert-manager issues (crate::cert_manager).
-    let (cert_manager_etcd, refused) =
-        crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
-    invalid.extend(refused);
+    let from_cert_manager = crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
+    invalid.extend(from_cert_manager.refusals);
+    let cert_manager_etcd = from_cert_manager.etcd;
+    // The digest of every Secret a member mounts, whoever writes it: a change of any rolls
+    // the members that mount it.
     let mut secret_digests: BTreeMap<String, String> = read
         .iter()
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
+        .chain(from_cert_manager.digests)
         .collect();
     let mut changes = Vec::new();
     // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
