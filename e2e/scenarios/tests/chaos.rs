@@ -23,14 +23,29 @@
 //!   past the operator's dead-member grace period (shortened to [`DEAD_AFTER_SECONDS`]) then
 //!   resumed: the operator may replace it (its Pod was NotReady and its peers did not hear
 //!   it), and must converge with every other member keeping its ID and no PVC lost.
-//! - A network fault: the cluster operator's netns cut (nftables, via nsenter) from one
+//! - Network faults: the cluster operator's netns cut (nftables, via nsenter) from one
 //!   member's Pod IP past the grace period: the member must stay (the kubelet reports it
-//!   Ready and its peers hear it), with no member changed once the cut heals.
+//!   Ready and its peers hear it), with no member changed once the cut heals. One member's
+//!   netns cut from its peers (not from the operator) for 12 s, far past etcd's 1 s election
+//!   timeout (it reports no leader) and short of the grace period: neither removed nor
+//!   replaced, quorum kept by the other two. The leader slowed by a tbf bandwidth limit on its
+//!   Pod's interface during a scale-up (this kernel has no `sch_netem`, so no added delay:
+//!   `tc qdisc add ... netem` answers "Specified qdisc kind is unknown").
+//! - The cluster operator at two replicas, its leader SIGSTOPped during a scale-up: the
+//!   standby takes the Lease and finishes it; the old leader, resumed, exits with no
+//!   successful API write between its resume and its exit (the audit log, by the Pod name in
+//!   its bound token). A member's etcd SIGKILLed during the 3.5 -> 3.6 upgrade roll (last:
+//!   the cluster stays upgraded). The backup operator SIGKILLed while a member streams it the
+//!   snapshot (an established connection from its Pod on the member's client port; members'
+//!   egress limited so the stream lasts).
 //! - S3 faults, no failpoint: weed SIGKILLed as a backup starts (the kubelet restarts it on
 //!   its emptyDir): the backup fails cleanly or succeeds, nothing pending, the next backup
 //!   succeeds; weed SIGSTOPped for [`S3_PAUSE`] as a restore starts: the restore succeeds once
 //!   it answers. (S3 dying mid-upload and coming back, which needs a snapshot large enough to
-//!   catch in flight, is operators/backup/tests/execute.rs.)
+//!   catch in flight, is operators/backup/tests/execute.rs.) An ambiguous
+//!   CompleteMultipartUpload: the backup's endpoint is a proxy in the test that passes the
+//!   completion to S3 and drops its answer; the backup must not end Failed with its object in
+//!   place, nor Succeeded without one (checked by listing).
 //!
 //! `cargo nextest run` runs a representative subset ([`SUBSET`]); `make chaos` sets
 //! `CHAOS_FULL=1` and runs every failpoint these actions reach, on both sides, printing one
@@ -99,16 +114,20 @@ enum Trigger {
     /// new learner catches up and is promoted, the slow member stays, and the limit is lifted.
     SlowMemberScaleUp,
     /// No failpoint: the cluster operator at two replicas; the leader's process SIGSTOPped, then
-    /// `spec.size` one up. The standby must take the Lease once it expires and grow the cluster
-    /// while the old leader is stopped; resumed, the old leader must stop (it lost the Lease)
-    /// without a single successful write to the API server (the audit log, by the Pod name
-    /// bound in its token) between its resume and its exit. Back to one replica after.
+    /// `spec.size` one up. The standby must take the Lease once it expires and grow the
+    /// cluster; the old leader, resumed as soon as the standby holds the Lease, must stop (it
+    /// lost the Lease) without a single successful write to the API server (the audit log, by
+    /// the Pod name bound in its token) between its resume and its exit. Back to one replica.
     StopLeaderOperator,
     /// No failpoint: an on-demand backup whose S3 endpoint is a proxy in the test that passes
     /// everything to S3 but loses the answer to the CompleteMultipartUpload (S3 applied it).
     /// The backup must end Succeeded with its object (read back, matching `status.artifact`),
     /// or Failed with none: never Failed with its object in place. Checked by listing.
     AmbiguousComplete,
+    /// No failpoint: the backup operator's process SIGKILLed while its snapshot stream from a
+    /// member is open (members' egress limited to [`STREAM_RATE`] so that it lasts); the
+    /// kubelet restarts it, and it must end the backup cleanly.
+    KillBackupOperator,
     /// No failpoint, and last in the table (an upgrade cannot be undone): `spec.version` to
     /// [`UPGRADE_TO`], and a member's etcd still on the old version SIGKILLed once the roll has
     /// begun (the kubelet restarts it on its data). The roll completes, every member keeping its
@@ -137,6 +156,7 @@ impl Trigger {
                 | Trigger::KillDuringUpgrade
                 | Trigger::StopLeaderOperator
                 | Trigger::AmbiguousComplete
+                | Trigger::KillBackupOperator
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
         )
@@ -281,6 +301,11 @@ fn full() -> Vec<Case> {
         StopLeaderOperator,
     ));
     cases.push(case("s3.complete_answer_lost", "", AmbiguousComplete));
+    cases.push(case(
+        "process.kill_backup_operator_mid_stream",
+        "",
+        KillBackupOperator,
+    ));
     // Last: the cluster stays on the new version.
     cases.push(case(
         "process.kill_member_during_upgrade",
@@ -319,6 +344,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
                 | Trigger::AmbiguousComplete
+                | Trigger::KillBackupOperator
         )
     });
     let env = Env::start().await;
@@ -424,6 +450,10 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::AmbiguousComplete => {
                 let s3 = s3.as_ref().unwrap();
                 ambiguous_complete_case(&env, s3, index).await
+            }
+            Trigger::KillBackupOperator => {
+                let s3 = s3.as_ref().unwrap();
+                kill_backup_operator_case(&env, s3, &cluster, index).await
             }
             Trigger::S3DownBackup => {
                 let s3 = s3.as_ref().unwrap();
@@ -891,8 +921,9 @@ async fn upgrade_kill_case(
     (check(&before, &after, cluster, case), killed.elapsed())
 }
 
-/// The cluster operator's leader SIGSTOPped with a standby waiting, the cluster grown by one
-/// meanwhile, then the old leader resumed. Timed from the stop to Available at the new size.
+/// The cluster operator's leader SIGSTOPped with a standby waiting and the cluster grown by one
+/// meanwhile; the old leader resumed once the standby holds the Lease. Timed from the stop to
+/// Available at the new size.
 async fn leader_stop_case(
     env: &Env,
     cluster: &mut Cluster,
@@ -942,15 +973,22 @@ async fn leader_stop_case(
     let stopped = Instant::now();
     cluster.size += 1;
     env.apply(&cluster.yaml()).unwrap();
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let converged = stopped.elapsed();
-    let new_holder = holder().await;
+    // Resumed as soon as the standby holds the Lease (15 s after the last renewal), so both run
+    // at once, and well before the liveness probe (3 x 10 s) would have the kubelet kill it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let new_holder = loop {
+        let now = holder().await;
+        if now != leader || Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let resumed_at = Timestamp::now();
     signal_pid(pid, "CONT");
     eprintln!(
-        "chaos: cluster operator leader {leader} (pid {pid}) stopped for {converged:.1?}; \
-         the Lease is now {new_holder:?}; resumed"
+        "chaos: cluster operator leader {leader} (pid {pid}) stopped for {:.1?}, until the \
+         Lease went to {new_holder:?}; resumed",
+        stopped.elapsed()
     );
     // Resumed, it must find its leadership lost and exit (the kubelet restarts it as a standby).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -960,14 +998,17 @@ async fn leader_stop_case(
             return (
                 Err(format!(
                     "the resumed old leader {leader} (pid {pid}) still ran 60 s after the \
-                     standby {standby} took the Lease"
+                     Lease went to {new_holder:?}"
                 )),
-                converged,
+                stopped.elapsed(),
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let exited_at = Timestamp::now();
+    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
+        .await;
+    let converged = stopped.elapsed();
     let mut problems = Vec::new();
     if new_holder != standby {
         problems.push(format!(
@@ -1194,6 +1235,124 @@ async fn answer_losing_proxy(
     });
     (endpoint, lost)
 }
+
+/// The backup operator SIGKILLed while its snapshot stream from a member is open: every member's
+/// egress is limited to [`STREAM_RATE`] so the stream lasts seconds, and the kill waits until the
+/// operator holds an established connection to an etcd client port. The
+/// restarted operator must end the backup Succeeded with its verified object (adopted) or
+/// Failed with none, leaving no multipart upload pending. Timed from the kill to the final phase.
+async fn kill_backup_operator_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    cluster: &Cluster,
+    index: usize,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-backup-{index}");
+    let before = objects(s3, BACKUP_PREFIX).await;
+    let uid = cluster_uid(env, cluster.name).await;
+    let members: Vec<u32> = pod_ips(env, cluster.name)
+        .await
+        .keys()
+        .filter_map(|m| member_pid(m, &uid))
+        .collect();
+    // At least a mebibyte to stream (four seconds at the limit), whatever the cases before wrote.
+    write_keys(
+        env,
+        CLUSTER,
+        (0..4).map(|i| (format!("filler/{i}"), "x".repeat(256 * 1024))),
+    )
+    .await;
+    for pid in &members {
+        in_netns(
+            *pid,
+            "tc",
+            &[
+                "qdisc",
+                "add",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+                "rate",
+                STREAM_RATE,
+                "burst",
+                "16kb",
+                "latency",
+                "400ms",
+            ],
+        );
+    }
+    let operator_pod: Api<Pod> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
+    let operator_ip = operator_pod
+        .list(&ListParams::default().labels("app.kubernetes.io/component=backup-operator"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .find_map(|p| p.status?.pod_ip)
+        .unwrap();
+    let operator = operator_pid(env, "etcd-backup-operator");
+    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    // The stream is open: the operator holds an established connection to an etcd client port
+    // (through the client Service or to a member's Pod IP; it holds none between backups).
+    let deadline = Instant::now() + STEP;
+    let streaming = loop {
+        let open = in_netns(
+            operator,
+            "ss",
+            &["-Htn", "state", "established", "( dport = :2379 )"],
+        );
+        if !open.trim().is_empty() {
+            eprintln!(
+                "chaos: the backup operator's etcd connections: {}",
+                open.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    signal_pid(operator, "KILL");
+    let killed = Instant::now();
+    let phase = Api::<EtcdBackup>::namespaced(env.client.clone(), NS)
+        .get(&name)
+        .await
+        .ok()
+        .and_then(|b| b.status)
+        .and_then(|s| s.phase);
+    eprintln!(
+        "chaos: backup operator (pid {operator}, {operator_ip}) killed with its snapshot stream \
+         open: {streaming}; {name} was {phase:?}"
+    );
+    let backup = wait_backup_finished(env, &name).await;
+    let converged = killed.elapsed();
+    for pid in &members {
+        in_netns(*pid, "tc", &["qdisc", "del", "dev", "eth0", "root"]);
+    }
+    if !streaming {
+        return (
+            Err(format!(
+                "no snapshot stream from a member seen within {STEP:?}"
+            )),
+            converged,
+        );
+    }
+    let outcome = check_backup(s3, &backup, &before).await.map(|phase| {
+        let status = backup.status.clone().unwrap_or_default();
+        eprintln!(
+            "chaos: {name} ended {phase:?} {:?}: {:?}",
+            status.reason, status.message
+        );
+    });
+    (outcome, converged)
+}
+
+/// The egress limit on every member while a [`Trigger::KillBackupOperator`] case streams.
+const STREAM_RATE: &str = "2mbit";
 
 async fn cluster_uid(env: &Env, name: &str) -> String {
     env.clusters()
