@@ -362,7 +362,7 @@ impl Multipart {
             self.send_part(buf).await?;
         }
         self.wait_in_flight().await?;
-        self.complete().await?;
+        self.complete(&verified).await?;
         Ok(verified)
     }
 
@@ -419,7 +419,87 @@ impl Multipart {
         Ok(())
     }
 
-    async fn complete(&mut self) -> Result<(), UploadError> {
+    /// Completes the upload. A completion whose answer did not say "done" may still have been
+    /// applied: its answer lost on the way back, after which the SDK's retry finds the upload gone
+    /// or, because of `If-None-Match`, the key taken by our own object (`ObjectExists`). So on
+    /// any error the key is read back: holding exactly the verified bytes, it is this upload's
+    /// object and the upload succeeded (issue 18: the backup reported Failed with its object in
+    /// place). Otherwise the error stands and the caller aborts.
+    async fn complete(&mut self, verified: &Verified) -> Result<(), UploadError> {
+        let error = match self.send_complete().await {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        match self.holds_our_object(verified).await {
+            Ok(true) => {
+                self.finished = true;
+                Ok(())
+            }
+            // Not there, or other bytes (another writer's object: ObjectExists stands).
+            Ok(false) => Err(error),
+            // S3 does not answer: the upload is aborted (a no-op if it was completed after all)
+            // and the error stands; a restarted operator's check of what a run left (the
+            // backup operator's `find_left_behind`) is the remaining net.
+            Err(_) => Err(error),
+        }
+    }
+
+    /// Whether the key now holds the verified snapshot (size and whole-object SHA-256). Retried
+    /// while S3 does not answer, for up to [`ABORT_PATIENCE`]; `Err` if it never did.
+    async fn holds_our_object(&self, verified: &Verified) -> Result<bool, String> {
+        let started = tokio::time::Instant::now();
+        let mut delay = Duration::from_millis(500);
+        loop {
+            let detail = match self.read_back(verified).await {
+                Ok(answer) => return Ok(answer),
+                Err(detail) => detail,
+            };
+            if started.elapsed() + delay > ABORT_PATIENCE {
+                return Err(detail);
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(8));
+        }
+    }
+
+    /// One read of the key: `Ok(false)` if absent or other bytes, `Err` if S3 did not answer.
+    async fn read_back(&self, verified: &Verified) -> Result<bool, String> {
+        use sha2::{Digest, Sha256};
+        let got = with_timeout(
+            "GetObject",
+            self.s3
+                .get_object()
+                .bucket(&self.bucket)
+                .key(&self.key)
+                .send(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let object = match got {
+            Ok(object) => object,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(DisplayErrorContext(&e).to_string()),
+        };
+        if object
+            .content_length()
+            .is_some_and(|n| n as u64 != verified.size_bytes)
+        {
+            return Ok(false);
+        }
+        let mut body = object.body;
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| format!("reading the object back: {e}"))?;
+            size += chunk.len() as u64;
+            hasher.update(&chunk);
+        }
+        Ok(size == verified.size_bytes && hasher.finalize().as_slice() == verified.object_sha256)
+    }
+
+    async fn send_complete(&mut self) -> Result<(), UploadError> {
         let result = with_timeout(
             "CompleteMultipartUpload",
             failpoint::around(

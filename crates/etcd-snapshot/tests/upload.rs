@@ -590,3 +590,114 @@ async fn dropped_upload_is_aborted_in_the_background() {
     }
     assert_nothing_left(&s3).await;
 }
+
+/// A TCP proxy to `upstream` that loses the answer to the first CompleteMultipartUpload (a
+/// `POST` with `uploadId=`): the request reaches S3, which applies it, and the connection is
+/// closed before any byte of the answer goes back. Returns the proxy's endpoint URL.
+async fn answer_losing_proxy(upstream: &str) -> String {
+    let upstream = upstream.trim_start_matches("http://").to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    tokio::spawn(async move {
+        loop {
+            let (client, _) = listener.accept().await.unwrap();
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            tokio::spawn(lose_complete_answer(client, server, lost.clone()));
+        }
+    });
+    endpoint
+}
+
+async fn lose_complete_answer(
+    client: tokio::net::TcpStream,
+    server: tokio::net::TcpStream,
+    lost: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    // Set once this connection carried the CompleteMultipartUpload whose answer is to be lost.
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let armed_up = armed.clone();
+    let up = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let complete = text
+                .lines()
+                .any(|l| l.starts_with("POST /") && l.contains("uploadId="));
+            if complete && !lost.swap(true, Ordering::SeqCst) {
+                armed_up.store(true, Ordering::SeqCst);
+            }
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match server_read.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if armed.load(Ordering::SeqCst) {
+            // S3 answered the completion: it was applied. The client never hears it.
+            break;
+        }
+        if client_write.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    up.abort();
+}
+
+/// CompleteMultipartUpload applied by S3 but its answer lost (issue 18): the upload must not
+/// report a failure while its object is in place (a backup Failed whose object exists), nor
+/// succeed without one. Checked by listing.
+#[tokio::test(flavor = "multi_thread")]
+async fn completion_applied_but_its_answer_lost() {
+    let (server, s3) = s3_with_bucket().await;
+    let proxy = answer_losing_proxy(server.endpoint()).await;
+    let through_proxy =
+        test_support::s3::s3_client(&proxy, server.access_key(), server.secret_key());
+    let key = key("ambiguous");
+    let snap = synthetic_snapshot(6 * 1024 * 1024);
+    let result = tokio::time::timeout(
+        Duration::from_secs(120),
+        stream_to_s3(
+            &through_proxy,
+            BUCKET,
+            &key,
+            BTreeMap::new(),
+            chunks(snap.clone()),
+            MIN_PART_SIZE,
+        ),
+    )
+    .await
+    .expect("stream_to_s3 hung after the lost answer");
+    let stored = objects(&s3).await;
+    match result {
+        Ok(artifact) => {
+            assert_eq!(stored, vec![key.clone()], "succeeded: {artifact:?}");
+            assert_eq!(
+                download(&s3, &key).await,
+                snap,
+                "the object is not the snapshot"
+            );
+            assert_eq!(artifact.size_bytes, snap.len() as u64);
+            assert_eq!(artifact.sha256, hex(&Sha256::digest(&snap)));
+        }
+        Err(err) => assert_eq!(
+            stored,
+            Vec::<String>::new(),
+            "the upload failed ({err}) but its object is in place"
+        ),
+    }
+    assert_eq!(pending_uploads(&s3).await, Vec::<String>::new());
+}

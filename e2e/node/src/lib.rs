@@ -21,6 +21,7 @@ pub mod logs;
 mod lookups;
 mod probe;
 pub mod registration;
+pub mod status_report;
 mod volumes;
 mod worker;
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use localkube_podspec::backoff::{Backoff, crash_loop_event_message, crash_loop_message};
@@ -25,7 +25,6 @@ use localkube_podspec::status::{
 use localkube_sandbox::{
     BindMount, Confinement, ContainerSpec, PodSandbox, SandboxSpec, SpawnError,
 };
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::NodeOptions;
@@ -931,11 +930,7 @@ impl PodWorker {
             return;
         }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
-        let patch = json!({ "status": value });
-        match pods
-            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match crate::status_report::patch_pod_status(&pods, &self.name, &status).await {
             Ok(pod) => {
                 self.last_status = Some(value);
                 if pod.metadata.uid.as_deref() == Some(self.uid.as_str()) {

@@ -209,6 +209,12 @@ const KUBELET_CONDITIONS: [&str; 5] = [
     "PodReadyToStartContainers",
 ];
 
+/// Whether kubelet owns the condition `type_` (it writes those; readiness gates and
+/// `DisruptionTarget` belong to other writers).
+pub fn is_kubelet_condition(type_: &str) -> bool {
+    KUBELET_CONDITIONS.contains(&type_)
+}
+
 fn condition(
     type_: &str,
     status: bool,
