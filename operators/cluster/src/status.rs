@@ -241,25 +241,8 @@ pub fn status_from(
     }
 }
 
-/// Names of the members etcd reported in `status` (entries with an ID): what the planner may
-/// restart when no member answers. Pods that were not members are listed in status without an
-/// ID and are left out, so they are never mistaken for members.
-pub fn last_known_members(status: &EtcdClusterStatus) -> Vec<String> {
-    status
-        .members
-        .iter()
-        .filter(|m| m.id.is_some())
-        .map(|m| m.name.clone())
-        .collect()
-}
-
-/// `status.currentVersion`, parsed.
-pub fn last_known_version(status: &EtcdClusterStatus) -> Option<EtcdVersion> {
-    status
-        .current_version
-        .as_deref()
-        .and_then(EtcdVersion::parse)
-}
+/// What the previous status says, read as the observer reads it (the membership core).
+pub use etcd_member::observe::{last_known_members, last_known_version};
 
 /// The event for an action, to publish once the action succeeded: one per membership or version
 /// change and every refusal; none for quiet waits (the seed or a learner starting, a Pod
