@@ -220,3 +220,9 @@ impl Build for Observed {
 pub fn unstarted_learner(ordinal: u32) -> Member {
     learner(ordinal, false)
 }
+
+/// The proof a destructive action carries, for expected actions in tests: from the gate itself
+/// (one healthy voter of one taken down), so tests hold no way around it either.
+pub fn quorum_checked() -> crate::plan::QuorumChecked {
+    crate::plan::quorum_gate(crate::plan::Disruption::TakeDownHealthyVoter, 1, 1).unwrap()
+}

@@ -31,4 +31,4 @@ pub mod tls;
 // The membership core under the names this operator's modules have always used.
 #[cfg(test)]
 use etcd_member::fixtures;
-pub use etcd_member::{build, naming, observe, plan, state};
+pub use etcd_member::{build, desired, naming, observe, plan, state};

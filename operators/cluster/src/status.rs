@@ -312,6 +312,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             id,
             reason: RemovalReason::ScaleDown,
+            ..
         } => normal(
             reasons::MEMBER_REMOVED,
             format!("Removed member {member} (ID {id:x}) to scale down; its Pod is deleted next"),
@@ -320,6 +321,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             id,
             reason: RemovalReason::Dead,
+            ..
         } => normal(
             reasons::MEMBER_REMOVED,
             format!(
@@ -331,6 +333,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             id,
             reason: RemovalReason::LearnerStuck,
+            ..
         } => warning(
             reasons::MEMBER_REMOVED,
             format!(
@@ -342,7 +345,9 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::MEMBER_POD_DELETED,
             format!("Deleted Pod {member}: it is not an etcd member"),
         ),
-        Action::UpgradeMember { member, from, to } => normal(
+        Action::UpgradeMember {
+            member, from, to, ..
+        } => normal(
             reasons::MEMBER_UPGRADING,
             format!(
                 "Took member {member} down to upgrade it from etcd {from} to {to}: its Pod is recreated on the \
@@ -353,6 +358,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             up_to_date,
             voters,
+            ..
         } => normal(
             reasons::MEMBER_ROLLED,
             format!(
@@ -362,7 +368,9 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 config_progress(*up_to_date, *voters)
             ),
         ),
-        Action::SnapshotBeforeUpgrade { member, version } => normal(
+        Action::SnapshotBeforeUpgrade {
+            member, version, ..
+        } => normal(
             reasons::SNAPSHOT_BEFORE_UPGRADE,
             format!(
                 "Took member {member} down to restart it on etcd {version} with \
@@ -901,14 +909,18 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::DELETING_POD,
             format!("Waiting for Pod {member} to terminate"),
         ),
-        Action::UpgradeMember { member, from, to } => active(
+        Action::UpgradeMember {
+            member, from, to, ..
+        } => active(
             reasons::UPGRADING,
             format!(
                 "Upgrading member {member} from etcd {from} to {to}; {}",
                 facts.upgrade_progress()
             ),
         ),
-        Action::SnapshotBeforeUpgrade { member, version } => active(
+        Action::SnapshotBeforeUpgrade {
+            member, version, ..
+        } => active(
             reasons::UPGRADING,
             format!(
                 "Restarting member {member} on etcd {version} with --snapshot-count=1 to take a \
