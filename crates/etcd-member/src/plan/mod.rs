@@ -45,6 +45,8 @@ mod gate;
 mod maintenance;
 mod rollout;
 #[cfg(test)]
+mod scenarios;
+#[cfg(test)]
 mod tests;
 mod volumes;
 
