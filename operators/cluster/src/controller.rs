@@ -588,16 +588,7 @@ fn requeue_after(action: &Action) -> Duration {
 }
 
 fn error_policy(cluster: Arc<EtcdCluster>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
-    let delay = ctx.backoff.failure(&cluster.uid().unwrap_or_default());
-    warn!(
-        namespace = cluster.namespace().unwrap_or_default(),
-        name = cluster.name_any(),
-        reason = error.reason(),
-        %error,
-        retry_in = ?delay,
-        "reconcile failed"
-    );
-    Requeue::requeue(delay)
+    operator_runtime::backoff::requeue_failure(&*cluster, error.reason(), error, &ctx.backoff)
 }
 
 #[cfg(test)]
