@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 pub type ClientId = u32;
 
 /// What a client asked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Request {
     Put {
         key: String,
@@ -57,7 +57,7 @@ impl Request {
 }
 
 /// What the store answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Response {
     Put,
     /// The value read (`None`: the key is absent).
@@ -66,7 +66,7 @@ pub enum Response {
     Cas(bool),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     Ok(Response),
     /// Definitely not applied; the reason.
@@ -76,7 +76,7 @@ pub enum Outcome {
 }
 
 /// One operation of one client.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Operation {
     pub client: ClientId,
     pub request: Request,
@@ -151,12 +151,29 @@ impl fmt::Display for Counts {
 }
 
 /// Everything recorded, in the order the operations finished.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct History {
     pub ops: Vec<Operation>,
 }
 
 impl History {
+    /// Writes the history as JSON to a new file in the system's temporary directory (kept for
+    /// a failure's post-mortem: `serde_json::from_str::<History>` reads it back) and returns its
+    /// path, or why it could not.
+    pub fn save(&self) -> Result<std::path::PathBuf, String> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        let path = std::env::temp_dir().join(format!(
+            "etcd-operator-history-{}-{stamp}.json",
+            std::process::id()
+        ));
+        let json = serde_json::to_string(self).map_err(|e| e.to_string())?;
+        std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    }
+
     pub fn new(ops: Vec<Operation>) -> History {
         History { ops }
     }
@@ -432,6 +449,21 @@ pub(crate) mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.map(str::to_owned)))
             .collect()
+    }
+
+    #[test]
+    fn a_saved_history_reads_back_the_same() {
+        let mut unknown = cas(3, "k", None, "c", true, 5, 5_000);
+        unknown.outcome = Outcome::Unknown("timeout".into());
+        let history = History::new(vec![
+            put(1, "k", "a", 0, 10),
+            get(2, "k", None, 1, 2),
+            unknown,
+        ]);
+        let path = history.save().unwrap();
+        let read: History = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read, history);
     }
 
     #[test]

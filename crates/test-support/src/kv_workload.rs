@@ -325,6 +325,12 @@ impl WorkloadReport {
     /// Panics, with the evidence, unless the history is linearizable and no acknowledged
     /// write was lost.
     pub fn assert_ok(&self) {
+        if !self.lost.is_empty() || !self.linearizable() {
+            match self.history.save() {
+                Ok(path) => eprintln!("the client history is saved in {}", path.display()),
+                Err(e) => eprintln!("the client history could not be saved: {e}"),
+            }
+        }
         assert!(
             self.lost.is_empty(),
             "{} acknowledged writes lost ({self}):\n{}",

@@ -210,6 +210,19 @@ pub enum Issued {
     Unusable(Vec<CertProblem>),
 }
 
+impl Issued {
+    /// The [`build::secret_digest`] of a usable Secret: recorded on the member Pods that mount
+    /// it (`etcd.operator.rs/tls-hash`), so a certificate cert-manager renews in place rolls
+    /// them, one at a time, like any change of a member's Secrets. `None` otherwise: while a
+    /// Secret is pending or unusable its members' hash is unknown and nobody rolls for it.
+    pub fn digest(&self) -> Option<String> {
+        match self {
+            Issued::Usable(data) => Some(build::secret_digest(data)),
+            Issued::Pending | Issued::Unusable(_) => None,
+        }
+    }
+}
+
 /// Judges a Secret cert-manager fills (pure).
 pub fn judge(secret: Option<&Secret>, usage: &Use, now: OffsetDateTime) -> Issued {
     use etcd_api::tls::secret_keys::{CERT, KEY};
@@ -309,18 +322,20 @@ impl Io {
 }
 
 /// Before `member`'s Pod is created: its Certificates (and the operators' one) exist and
-/// cert-manager filled their Secrets with usable certificates. Nothing to do without a
+/// cert-manager filled their Secrets with usable certificates. Returns their digests by
+/// Secret name ([`Issued::digest`]), for the Pod's certificate hash. Nothing to do without a
 /// cert-manager side.
 pub async fn ensure_member_ready(
     client: &kube::Client,
     cluster: &EtcdCluster,
     member: &str,
     now: OffsetDateTime,
-) -> Result<(), TlsError> {
+) -> Result<BTreeMap<String, String>, TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let expected = expected_for_member(cluster, &names, member);
+    let mut digests = BTreeMap::new();
     if expected.is_empty() {
-        return Ok(());
+        return Ok(digests);
     }
     let io = Io::new(client, cluster);
     for wanted in &expected {
@@ -328,7 +343,11 @@ pub async fn ensure_member_ready(
     }
     for wanted in &expected {
         let secret = io.secret(&wanted.name).await?;
-        match judge(secret.as_ref(), &wanted.usage, now) {
+        let issued = judge(secret.as_ref(), &wanted.usage, now);
+        if let Some(digest) = issued.digest() {
+            digests.insert(wanted.name.clone(), digest);
+        }
+        match issued {
             Issued::Usable(_) => {}
             Issued::Pending => {
                 return Err(TlsError::WaitingForCertManager {
@@ -345,24 +364,36 @@ pub async fn ensure_member_ready(
             }
         }
     }
-    Ok(())
+    Ok(digests)
+}
+
+/// What [`prepare`] found.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// How the operators reach the client port when cert-manager issues it (`None` while its
+    /// Secret is pending: members cannot start before it is filled).
+    pub etcd: Option<ClientTls>,
+    /// A refusal for every filled Secret that is unusable.
+    pub refusals: Vec<FieldError>,
+    /// [`Issued::digest`] of every usable member Secret, by name.
+    pub digests: BTreeMap<String, String>,
 }
 
 /// Each reconcile, before anything acts: the Certificates of every member with a Pod or PVC in
 /// `with_volume` (a restore's seed gets its certificate this way) and the operators' client
-/// Certificate exist. Returns how the operators reach the client port when cert-manager issues
-/// it (`None` while its Secret is pending: members cannot start before it is filled), and a
-/// refusal for every filled Secret that is unusable.
+/// Certificate exist; their Secrets are read and judged as they are now (cert-manager renews
+/// them in place: a renewal shows as a new digest).
 pub async fn prepare(
     client: &kube::Client,
     cluster: &EtcdCluster,
     with_volume: &[String],
     now: OffsetDateTime,
-) -> Result<(Option<ClientTls>, Vec<FieldError>), TlsError> {
+) -> Result<Prepared, TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let io = Io::new(client, cluster);
     let mut refusals = Vec::new();
     let mut etcd = None;
+    let mut digests = BTreeMap::new();
     if let Some(operator) = expected_operator_client(cluster, &names) {
         io.ensure(cluster, &names, &operator).await?;
         match judge(
@@ -388,9 +419,11 @@ pub async fn prepare(
             .filter(|e| e.member.is_some())
         {
             io.ensure(cluster, &names, &wanted).await?;
-            if let Issued::Unusable(problems) =
-                judge(io.secret(&wanted.name).await?.as_ref(), &wanted.usage, now)
-            {
+            let issued = judge(io.secret(&wanted.name).await?.as_ref(), &wanted.usage, now);
+            if let Some(digest) = issued.digest() {
+                digests.insert(wanted.name.clone(), digest);
+            }
+            if let Issued::Unusable(problems) = issued {
                 refusals.push(FieldError {
                     field: wanted.field.to_owned(),
                     message: format!(
@@ -402,7 +435,11 @@ pub async fn prepare(
             }
         }
     }
-    Ok((etcd, refusals))
+    Ok(Prepared {
+        etcd,
+        refusals,
+        digests,
+    })
 }
 
 #[cfg(test)]

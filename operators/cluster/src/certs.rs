@@ -30,7 +30,9 @@ use crate::naming::ClusterName;
 pub const CA_VALIDITY: Duration = Duration::days(3650);
 /// Default lifetime of operator-managed member and client certificates. They are renewed once
 /// a third of their lifetime is left ([`renewal_due`]); the cluster operator's hidden
-/// `--certificate-validity-seconds` flag shortens it (tests exercise renewal with it).
+/// `--certificate-validity-seconds` flag shortens it (to watch renewals by hand; the e2e
+/// scenario plants certificates near their end instead, so its margin does not depend on how
+/// fast a loaded machine rolls).
 pub const LEAF_VALIDITY: Duration = Duration::days(3 * 365);
 /// Certificates start this long before they are issued (at most a tenth of their lifetime),
 /// so a node whose clock runs behind the operator's does not refuse them as not yet valid.
@@ -191,23 +193,40 @@ pub fn issue_operator_client(
 }
 
 /// Whether an operator-managed certificate (the first of `cert_pem`) must be renewed at `now`:
-/// once less than a third of its lifetime (notBefore to notAfter) is left, cert-manager's
-/// default (`renewBefore` = a third of `duration`), or when it is expired or unreadable. A
-/// renewal leaves room for a whole roll of the members before the old one expires.
+/// from its [`renewal_time`] on, or when it is unreadable.
 pub fn renewal_due(cert_pem: &str, now: OffsetDateTime) -> bool {
-    let Ok(pems) = pems(cert_pem.as_bytes(), etcd_api::tls::secret_keys::CERT) else {
-        return true;
-    };
-    let Some(Ok(cert)) = pems.first().map(|p| p.parse_x509()) else {
-        return true;
-    };
+    renewal_time(cert_pem).is_none_or(|due| now >= due)
+}
+
+/// When an operator-managed certificate (the first of `cert_pem`) becomes due for renewal:
+/// once less than a third of its lifetime (notBefore to notAfter) is left, cert-manager's
+/// default (`renewBefore` = a third of `duration`). A renewal then leaves room for a whole
+/// roll of the members before the old one expires. `None` when it does not parse.
+pub fn renewal_time(cert_pem: &str) -> Option<OffsetDateTime> {
+    let pems = pems(cert_pem.as_bytes(), etcd_api::tls::secret_keys::CERT).ok()?;
+    let cert = pems.first()?.parse_x509().ok()?;
     let validity = cert.validity();
     let (not_before, not_after) = (
         validity.not_before.timestamp(),
         validity.not_after.timestamp(),
     );
     let renew_before = (not_after - not_before).max(0) / 3;
-    now.unix_timestamp() >= not_after - renew_before
+    OffsetDateTime::from_unix_timestamp(not_after - renew_before).ok()
+}
+
+/// The earliest [`renewal_time`] of `cert_pems` still ahead of `now`: when the operator must
+/// look again at the latest, whatever else happens. Certificates already due are left out:
+/// they are re-issued in the pass that finds them, or wait for a step of their own (a Pod
+/// being adopted), and must not turn the next look into a busy loop.
+pub fn next_renewal<'a>(
+    cert_pems: impl IntoIterator<Item = &'a str>,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    cert_pems
+        .into_iter()
+        .filter_map(renewal_time)
+        .filter(|due| *due > now)
+        .min()
 }
 
 /// Whether the first certificate of `cert_pem` was signed by `ca_pem`'s first certificate

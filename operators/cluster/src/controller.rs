@@ -235,6 +235,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let mut with_volume: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
     with_volume.sort();
     with_volume.dedup();
+    let tls_now = time::OffsetDateTime::now_utc();
     let (tls, tls_refusal) = match crate::tls::prepare(
         &ctx.client,
         cluster,
@@ -243,7 +244,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             with_volume: &with_volume,
             pods: &kube.pods,
         },
-        time::OffsetDateTime::now_utc(),
+        tls_now,
         ctx.certificate_validity,
     )
     .await?
@@ -478,7 +479,11 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         Ok(()) => match housekeeping {
             // Back off like any failure (error_policy), now that it is reported.
             Some(error) => Err(error.into()),
-            None => Ok(Requeue::requeue(requeue_after(&action))),
+            None => Ok(Requeue::requeue(requeue_delay(
+                &action,
+                tls.next_renewal,
+                tls_now,
+            ))),
         },
     }
 }
@@ -587,6 +592,23 @@ fn requeue_after(action: &Action) -> Duration {
     }
 }
 
+/// [`requeue_after`], but no later than just after the next certificate renewal time: the
+/// renewal happens on time whatever the action waits for (a paused or refused cluster looks
+/// again only every few minutes, and a short certificate lifetime is shorter still).
+fn requeue_delay(
+    action: &Action,
+    next_renewal: Option<time::OffsetDateTime>,
+    now: time::OffsetDateTime,
+) -> Duration {
+    let planned = requeue_after(action);
+    let Some(due) = next_renewal else {
+        return planned;
+    };
+    // A second past it: certificate times are whole seconds, and the pass must find it due.
+    let until_due = (due - now).max(time::Duration::ZERO) + time::Duration::SECOND;
+    Duration::try_from(until_due).map_or(planned, |until_due| planned.min(until_due))
+}
+
 fn error_policy(cluster: Arc<EtcdCluster>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
     operator_runtime::backoff::requeue_failure(&*cluster, error.reason(), error, &ctx.backoff)
 }
@@ -634,6 +656,56 @@ mod reason_tests {
                 ReconcileError::REASONS.contains(&error.reason()),
                 "{} is not in ReconcileError::REASONS",
                 error.reason()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod requeue_tests {
+    use super::*;
+
+    /// The next look comes by the next certificate renewal at the latest, whatever the action
+    /// planned; a renewal further away than the planned look changes nothing.
+    #[test]
+    fn the_next_look_is_no_later_than_the_next_renewal() {
+        let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let secs = time::Duration::seconds;
+        let paused = Action::Wait(WaitReason::Paused);
+        let cases = [
+            // (action, next renewal, delay)
+            (Action::Converged, None, Duration::from_secs(30)),
+            (
+                Action::Converged,
+                Some(now + secs(3600)),
+                Duration::from_secs(30),
+            ),
+            (
+                Action::Converged,
+                Some(now + secs(10)),
+                Duration::from_secs(11),
+            ),
+            (paused.clone(), None, Duration::from_secs(300)),
+            (
+                paused.clone(),
+                Some(now + secs(120)),
+                Duration::from_secs(121),
+            ),
+            // Due now (found due by a pass that could not re-issue it): a second, not zero.
+            (paused, Some(now), Duration::from_secs(1)),
+            (
+                Action::DeletePod {
+                    member: "main-0".into(),
+                },
+                Some(now + secs(10)),
+                Duration::from_secs(1),
+            ),
+        ];
+        for (action, next_renewal, expected) in cases {
+            assert_eq!(
+                requeue_delay(&action, next_renewal, now),
+                expected,
+                "{action:?}, renewal at {next_renewal:?}"
             );
         }
     }

@@ -571,14 +571,17 @@ impl Executor<'_> {
             .await?;
             digests.insert(secret, build::secret_digest(&data));
         }
-        // Certificates cert-manager issues: filled and checked before the Pod.
-        crate::cert_manager::ensure_member_ready(
-            self.client,
-            self.cluster,
-            member,
-            time::OffsetDateTime::now_utc(),
-        )
-        .await?;
+        // Certificates cert-manager issues: filled and checked before the Pod, and recorded in
+        // its certificate hash (cert-manager renews them in place: the renewal rolls it).
+        digests.extend(
+            crate::cert_manager::ensure_member_ready(
+                self.client,
+                self.cluster,
+                member,
+                time::OffsetDateTime::now_utc(),
+            )
+            .await?,
+        );
         let mut pod = self.built(build::member_pod(self.cluster, pod))?;
         // The certificate Secrets it mounts, as they are now: a later change rolls it.
         if let Some(hash) = build::member_tls_hash(self.cluster, member, &digests) {

@@ -35,7 +35,7 @@ struct Args {
     #[arg(long, default_value = "5", value_name = "SECONDS")]
     etcd_timeout_seconds: u64,
     /// Lifetime of the member and client certificates the operator issues (renewed once a
-    /// third of it is left). For tests that exercise renewal; the default is three years.
+    /// third of it is left). To watch renewals by hand; the default is three years.
     #[arg(long, hide = true, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(60..))]
     certificate_validity_seconds: Option<u32>,
     /// Which clusters without `spec.networkPolicy.enabled` get a NetworkPolicy: `tls` (those

@@ -195,6 +195,9 @@ pub struct ClusterTls {
     pub secret_digests: BTreeMap<String, String>,
     /// What this pass changed in the Secrets, as (event reason, note), for an event each.
     pub changes: Vec<(&'static str, String)>,
+    /// When the next operator-managed certificate (member, operators' client, CA) becomes due
+    /// for renewal ([`certs::next_renewal`]): the reconcile looks again by then at the latest.
+    pub next_renewal: Option<OffsetDateTime>,
 }
 
 /// Event reason of a renewed certificate.
@@ -576,14 +579,19 @@ pub async fn prepare(
         }
     }
     // Certificates cert-manager issues (crate::cert_manager).
-    let (cert_manager_etcd, refused) =
-        crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
-    invalid.extend(refused);
+    let from_cert_manager = crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
+    invalid.extend(from_cert_manager.refusals);
+    let cert_manager_etcd = from_cert_manager.etcd;
+    // The digest of every Secret a member mounts, whoever writes it: a change of any rolls
+    // the members that mount it.
     let mut secret_digests: BTreeMap<String, String> = read
         .iter()
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
+        .chain(from_cert_manager.digests)
         .collect();
     let mut changes = Vec::new();
+    // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
+    let mut managed_certs: Vec<String> = Vec::new();
     // How the operator itself connects.
     let mut etcd = None;
     if let Some(operator) = cluster.operator_client_secret() {
@@ -606,6 +614,7 @@ pub async fn prepare(
                     &mut changes,
                 )
                 .await?;
+                managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
                 etcd = ClientTls::from_secret_data(&data, true).ok();
             }
         } else if let Some(data) = read.get(&operator.name) {
@@ -632,6 +641,7 @@ pub async fn prepare(
             if let Some(change) = change {
                 changes.push(change);
             }
+            managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
             secret_digests.insert(name, build::secret_digest(&data));
         }
     }
@@ -677,12 +687,16 @@ pub async fn prepare(
             ));
         }
     }
+    // The CA's own renewal is a rotation, started by a pass that finds it due.
+    managed_certs.extend(ca.as_ref().map(|ca| ca.issuing.cert_pem.clone()));
+    let next_renewal = certs::next_renewal(managed_certs.iter().map(String::as_str), now);
     Ok(Prepared::Ready(Box::new(ClusterTls {
         etcd,
         ca,
         leaf_validity,
         secret_digests,
         changes,
+        next_renewal,
     })))
 }
 

@@ -138,7 +138,7 @@ impl Env {
 
     /// What a human would look at when a scenario fails: operator logs, clusters, pods, events.
     pub fn diagnostics(&self) -> String {
-        let mut out = String::new();
+        let mut out = self.member_connectivity();
         for args in [
             vec!["get", "etcd,pods,pvc", "-n", NS, "-o", "wide"],
             vec!["get", "etcd", "-n", NS, "-o", "yaml"],
@@ -161,6 +161,47 @@ impl Env {
             out.push_str(&format!("----- kubectl {}\n{text}\n", args.join(" ")));
         }
         out
+    }
+
+    /// What the etcd members logged about their peers and membership changes, newest last:
+    /// why a member refused a reconfiguration ("rejecting member remove ... not connected to
+    /// all peers") and the peer streams that came and went. First in the diagnostics, since CI
+    /// shows only the beginning of a long failure message.
+    fn member_connectivity(&self) -> String {
+        const PATTERNS: [&str; 5] = [
+            "rejecting member",
+            "peer became",
+            "lost TCP streaming",
+            "established TCP streaming",
+            "failed to dial",
+        ];
+        let args = [
+            "logs",
+            "-n",
+            NS,
+            "-l",
+            "app.kubernetes.io/name=etcd",
+            "--prefix",
+            "--tail",
+            "2000",
+            "--max-log-requests",
+            "20",
+        ];
+        let text = self
+            .lk
+            .kubectl(&self.kc, &args)
+            .unwrap_or_else(|e| e.to_string());
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| PATTERNS.iter().any(|p| l.contains(p)))
+            .collect();
+        let tail = &lines[lines.len().saturating_sub(30)..];
+        format!(
+            "----- etcd members' peer connectivity (the last {} of {} such lines)\n{}\n",
+            tail.len(),
+            lines.len(),
+            tail.join("\n")
+        )
     }
 
     /// Waits until the cluster is Available with `size` healthy voters on `version`.

@@ -259,3 +259,63 @@ fn members_mount_the_secrets_cert_manager_fills() {
     let volumes = build::member_tls_volumes(&mixed, "main-2");
     assert_eq!(volumes[1].2, "main-2-tls");
 }
+
+/// cert-manager renews a certificate by writing a new one into the same Secret. The member
+/// Pods record the digest of the Secrets they mount (`etcd.operator.rs/tls-hash`), so the
+/// renewal must change the hash of the members that mount that Secret, and only theirs; while
+/// a Secret is pending or unusable its members' hash is unknown (the planner rolls nobody for
+/// an unknown hash). Before, usable cert-manager Secrets had no digest at all: member Pods of
+/// a cert-manager cluster carried no hash and a renewal never rolled them.
+#[test]
+fn a_renewal_by_cert_manager_changes_the_certificate_hash_of_its_member_only() {
+    let n = names();
+    let c = cluster(Some(issuer("a", None)), Some(issuer("b", None)));
+    let ca = certs::new_ca(&n, now()).unwrap();
+    let filled = |member: &str, side: Side| {
+        let issued = certs::issue_member(&ca, &n, member, now(), certs::LEAF_VALIDITY).unwrap();
+        let usage = match side {
+            Side::Peer => Use::Peer(vec![n.member_host(member)]),
+            Side::Client => Use::ClientServing(vec![n.member_host(member)]),
+        };
+        let data = secret(&[
+            ("tls.crt", &issued.cert_pem),
+            ("tls.key", &issued.key_pem),
+            ("ca.crt", &ca.cert_pem),
+        ]);
+        judge(Some(&data), &usage, now())
+    };
+    let mut digests = BTreeMap::new();
+    for member in ["main-0", "main-1"] {
+        for side in [Side::Peer, Side::Client] {
+            let digest = filled(member, side).digest().unwrap();
+            digests.insert(cert_manager_member_secret_name(member, side), digest);
+        }
+    }
+    let hash = |digests: &BTreeMap<String, String>, member: &str| {
+        build::member_tls_hash(&c, member, digests)
+    };
+    let (before_0, before_1) = (hash(&digests, "main-0"), hash(&digests, "main-1"));
+    assert!(before_0.is_some() && before_1.is_some());
+
+    // cert-manager renews main-1's peer certificate: a new key and certificate, same Secret.
+    let renewed = filled("main-1", Side::Peer).digest().unwrap();
+    digests.insert("main-1-peer-tls".into(), renewed);
+    assert_eq!(
+        hash(&digests, "main-0"),
+        before_0,
+        "main-0 mounts nothing renewed"
+    );
+    assert!(
+        hash(&digests, "main-1").is_some_and(|h| Some(&h) != before_1.as_ref()),
+        "main-1 must roll onto its renewed certificate"
+    );
+
+    // Pending (being re-created) or unusable: no digest, the hash is unknown.
+    assert_eq!(Issued::Pending.digest(), None);
+    assert_eq!(
+        Issued::Unusable(vec![CertProblem::MissingKey { key: "ca.crt" }]).digest(),
+        None
+    );
+    digests.remove("main-1-client-tls");
+    assert_eq!(hash(&digests, "main-1"), None);
+}

@@ -342,6 +342,42 @@ fn renewal_is_due_once_a_third_of_the_lifetime_is_left() {
     assert!(renewal_due("not a certificate", now()), "unreadable: renew");
 }
 
+/// When to look again: the earliest renewal time still ahead, from notBefore/notAfter alone.
+#[test]
+fn the_next_renewal_is_the_earliest_one_still_ahead() {
+    let ca = new_ca(&names(), now()).unwrap();
+    let issued = |at: OffsetDateTime, validity: Duration| {
+        issue_member(&ca, &names(), "main-0", at, validity)
+            .unwrap()
+            .cert_pem
+    };
+    // 3-year lifetime plus an hour of skew margin: due two thirds in, counted from notBefore.
+    let long = issued(now(), LEAF_VALIDITY);
+    let lifetime = LEAF_VALIDITY + CLOCK_SKEW;
+    let long_due = now() - CLOCK_SKEW + lifetime - lifetime / 3;
+    assert_eq!(renewal_time(&long), Some(long_due));
+    // 90 s plus 9 s of margin: due at 66 s after notBefore, 57 s after issuance.
+    let short = issued(now(), Duration::seconds(90));
+    let short_due = now() + Duration::seconds(57);
+    assert_eq!(renewal_time(&short), Some(short_due));
+    assert_eq!(renewal_time("not a certificate"), None);
+
+    let cases: [(&[&str], OffsetDateTime, Option<OffsetDateTime>); 6] = [
+        (&[], now(), None),
+        (&[&long], now(), Some(long_due)),
+        (&[&long, &short], now(), Some(short_due)),
+        (&[&short, &long], now(), Some(short_due)),
+        // The short one is due already (re-issued this pass, or waiting for a step of its
+        // own): the long one says when to look next.
+        (&[&short, &long], short_due, Some(long_due)),
+        // Unreadable ones are re-issued as they are found; they set no time.
+        (&["not a certificate", &long], now(), Some(long_due)),
+    ];
+    for (i, (pems, at, expected)) in cases.into_iter().enumerate() {
+        assert_eq!(next_renewal(pems.iter().copied(), at), expected, "case {i}");
+    }
+}
+
 #[test]
 fn signed_by_tells_which_ca_issued_a_certificate() {
     let ca = new_ca(&names(), now()).unwrap();
