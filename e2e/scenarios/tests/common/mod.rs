@@ -191,16 +191,33 @@ impl Env {
             .lk
             .kubectl(&self.kc, &args)
             .unwrap_or_else(|e| e.to_string());
-        let lines: Vec<&str> = text
+        let mut lines: Vec<&str> = text
             .lines()
             .filter(|l| PATTERNS.iter().any(|p| l.contains(p)))
             .collect();
+        // kubectl gives one Pod after another: in time order across the members.
+        let ts = |l: &&str| l.split("\"ts\":\"").nth(1).map(|t| t.to_owned());
+        lines.sort_by_key(ts);
         let tail = &lines[lines.len().saturating_sub(30)..];
+        // Members find each other by the DNS names the headless Service's EndpointSlices give
+        // them; the EndpointSlice controller backs off exponentially while its cache is stale.
+        let manager_log = self.lk.state_dir().join("logs/kube-controller-manager.log");
+        let slices = std::fs::read_to_string(&manager_log)
+            .unwrap_or_else(|e| format!("endpoint slices: {}: {e}", manager_log.display()));
+        let slice_lines: Vec<&str> = slices
+            .lines()
+            .filter(|l| l.contains("endpoint slices") || l.contains("EndpointSlice informer"))
+            .collect();
+        let slice_tail = &slice_lines[slice_lines.len().saturating_sub(8)..];
         format!(
-            "----- etcd members' peer connectivity (the last {} of {} such lines)\n{}\n",
+            "----- etcd members' peer connectivity (the last {} of {} such lines)\n{}\n\
+             ----- kube-controller-manager on EndpointSlices (the last {} of {})\n{}\n",
             tail.len(),
             lines.len(),
-            tail.join("\n")
+            tail.join("\n"),
+            slice_tail.len(),
+            slice_lines.len(),
+            slice_tail.join("\n")
         )
     }
 
