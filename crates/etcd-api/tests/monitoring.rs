@@ -214,7 +214,7 @@ fn monitors_rules_and_dashboard_render_from_the_files_promtool_tests() {
             serde_json::json!({"key": "etcd.operator.rs/cluster", "operator": "Exists"})
         );
         let endpoint = &pods["podMetricsEndpoints"][0];
-        // The member Pod's container port name (operators/cluster build.rs).
+        // The member Pod's container port name (crates/etcd-member build.rs).
         assert_eq!(endpoint["port"], "metrics");
         assert!(
             endpoint["relabelings"]

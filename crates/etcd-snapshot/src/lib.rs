@@ -1,4 +1,4 @@
-//! The streaming core of the backup (and restore) operators.
+//! The streaming core of the backup (and restore) operators, and their only S3 adapter.
 //!
 //! - [`verify`]: incremental verification of the SHA-256 trailer etcd appends to a snapshot, and
 //!   the SHA-256 of the whole object (pure).
@@ -8,6 +8,9 @@
 //!   bounded memory, completed only if the trailer verifies, aborted on any failure, never
 //!   overwriting an object.
 //! - [`etcd`]: [`snapshot_stream`], etcd's `Maintenance.Snapshot` as a stream of chunks.
+//! - [`s3`]: the one S3 adapter's connection side, for the backup and the restore alike: the
+//!   client built from the connection settings and credentials, and S3 errors classified.
+//! - [`credentials`]: static S3 credentials read from a Kubernetes Secret (pure).
 //!
 //! ```no_run
 //! # async fn example(etcd: &mut etcd_client::Client, s3: &aws_sdk_s3::Client)
@@ -23,8 +26,10 @@
 //! # }
 //! ```
 
+pub mod credentials;
 pub mod etcd;
 pub mod key;
+pub mod s3;
 pub mod upload;
 pub mod verify;
 

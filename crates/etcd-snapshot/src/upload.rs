@@ -26,6 +26,7 @@ use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPa
 use futures_util::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 
+use crate::s3::S3ErrorKind;
 use crate::verify::{TrailerVerifier, Verified, VerifyError, hex};
 
 /// Smallest part S3 accepts (except the last one): 5 MiB. Smaller `part_size`s are raised to it.
@@ -167,34 +168,23 @@ impl From<VerifyError> for UploadError {
     }
 }
 
-/// Maps an SDK error to an [`UploadError`].
+/// Maps an SDK error to an [`UploadError`] ([`crate::s3::classify`] judges it).
 fn classify<E>(operation: &'static str, bucket: &str, err: SdkError<E>) -> UploadError
 where
     E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
 {
-    let detail = DisplayErrorContext(&err).to_string();
-    let unavailable = || UploadError::S3Unavailable {
-        operation,
-        detail: detail.clone(),
-    };
-    match &err {
-        SdkError::TimeoutError(_) => return unavailable(),
-        // No answer came back, whatever the connector calls it: a refused or reset connection,
-        // or one closed before the response (weed killed under a request: `Other`, seen by the
-        // issue 18 fault suite, was reported as reason Other).
-        SdkError::DispatchFailure(_) => return unavailable(),
-        _ => {}
-    }
-    let status = err.raw_response().map(|r| r.status().as_u16());
-    match (err.code(), status) {
-        (Some("NoSuchBucket"), _) => UploadError::BucketNotFound {
+    let (kind, detail) = crate::s3::classify(&err);
+    match kind {
+        S3ErrorKind::Unavailable => UploadError::S3Unavailable { operation, detail },
+        S3ErrorKind::BucketNotFound => UploadError::BucketNotFound {
             bucket: bucket.to_owned(),
             detail,
         },
-        (Some("InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied"), _)
-        | (None, Some(403)) => UploadError::CredentialsRejected { operation, detail },
-        (_, Some(500..=599)) => unavailable(),
-        _ => UploadError::Other { operation, detail },
+        S3ErrorKind::CredentialsRejected => UploadError::CredentialsRejected { operation, detail },
+        // An upload names no existing object: a 404 here is not a missing snapshot.
+        S3ErrorKind::ObjectNotFound | S3ErrorKind::Other => {
+            UploadError::Other { operation, detail }
+        }
     }
 }
 

@@ -56,6 +56,32 @@ impl FailureBackoff {
     }
 }
 
+/// The error policy every operator's controller runs after a failed reconcile: one more
+/// failure of the object on `backoff`, one warning naming the object, the failure's `reason`
+/// (PascalCase, as in metrics and events) and when it is tried again, then a requeue after the
+/// back-off's delay.
+pub fn requeue_failure<K>(
+    object: &K,
+    reason: &'static str,
+    error: &dyn std::fmt::Display,
+    backoff: &FailureBackoff,
+) -> kube::runtime::controller::Action
+where
+    K: kube::Resource,
+{
+    let meta = object.meta();
+    let delay = backoff.failure(meta.uid.as_deref().unwrap_or_default());
+    tracing::warn!(
+        namespace = meta.namespace.as_deref().unwrap_or_default(),
+        name = meta.name.as_deref().unwrap_or_default(),
+        reason,
+        %error,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    kube::runtime::controller::Action::requeue(delay)
+}
+
 /// `base * 2^(n-1)`, capped at `max`, without overflowing for any `n`.
 fn delay(base: Duration, max: Duration, n: u32) -> Duration {
     let exponent = n.saturating_sub(1);
@@ -124,5 +150,26 @@ mod tests {
     fn is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<FailureBackoff>();
+    }
+
+    /// The shared error policy backs off per object: the same object waits longer each time,
+    /// another object starts from the base.
+    #[test]
+    fn the_error_policy_backs_off_per_object() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::controller::Action;
+        let object = |uid: &str| {
+            let mut map = ConfigMap::default();
+            map.metadata.uid = Some(uid.into());
+            map
+        };
+        let backoff = FailureBackoff::new(secs(1), secs(60));
+        let error = "boom";
+        let first = requeue_failure(&object("a"), "Boom", &error, &backoff);
+        let second = requeue_failure(&object("a"), "Boom", &error, &backoff);
+        let other = requeue_failure(&object("b"), "Boom", &error, &backoff);
+        assert_eq!(first, Action::requeue(secs(1)));
+        assert_eq!(second, Action::requeue(secs(2)));
+        assert_eq!(other, Action::requeue(secs(1)));
     }
 }

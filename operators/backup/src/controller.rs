@@ -468,17 +468,7 @@ async fn run_backup(
 }
 
 fn error_policy(backup: Arc<EtcdBackup>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let uid = backup.uid().unwrap_or_default();
-    let delay = ctx.backoff.failure(&uid);
-    tracing::warn!(
-        namespace = backup.namespace().unwrap_or_default(),
-        name = backup.name_any(),
-        reason = error.reason(),
-        %error,
-        retry_in = ?delay,
-        "reconcile failed"
-    );
-    Action::requeue(delay)
+    operator_runtime::backoff::requeue_failure(&*backup, error.reason(), error, &ctx.backoff)
 }
 
 #[cfg(test)]

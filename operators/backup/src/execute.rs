@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::error::Error as StdError;
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use etcd_api::{BackupArtifact, EtcdBackup, EtcdCluster, S3Destination};
 use etcd_snapshot::{DEFAULT_PART_SIZE, SnapshotKey, UploadError, snapshot_stream, stream_to_s3};
 use futures_util::{Stream, StreamExt, stream};
@@ -340,30 +339,12 @@ pub async fn resolve_s3(
 /// An S3 client for `target`. With static credentials nothing is read from the environment;
 /// without, the ambient AWS chain (env, profile, web identity/IRSA, instance metadata) is used.
 pub async fn s3_client(target: &S3Target) -> aws_sdk_s3::Client {
-    let region = Region::new(target.region.clone());
-    let mut builder = match &target.credentials {
-        Some(c) => aws_sdk_s3::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(region)
-            .credentials_provider(Credentials::new(
-                c.access_key_id.clone(),
-                c.secret_access_key.clone(),
-                c.session_token.clone(),
-                None,
-                "etcd-backup-operator",
-            )),
-        None => {
-            let shared = aws_config::defaults(BehaviorVersion::latest())
-                .region(region)
-                .load()
-                .await;
-            aws_sdk_s3::config::Builder::from(&shared)
-        }
+    let endpoint = etcd_snapshot::s3::S3Endpoint {
+        endpoint: target.endpoint.as_deref(),
+        region: &target.region,
+        force_path_style: target.force_path_style,
     };
-    if let Some(endpoint) = &target.endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    aws_sdk_s3::Client::from_conf(builder.force_path_style(target.force_path_style).build())
+    etcd_snapshot::s3::client(endpoint, target.credentials.as_ref()).await
 }
 
 /// Asks one member for its status (through `etcd_admin`, bounded by [`PROBE_TIMEOUT`]).

@@ -14,10 +14,12 @@
 
 pub mod controller;
 pub mod create;
-pub mod credentials;
 pub mod execute;
 pub mod metrics;
 pub mod plan;
 pub mod retention;
 pub mod select;
 pub mod status;
+
+/// S3 credentials from a Secret: read by the one S3 adapter (crates/etcd-snapshot).
+pub use etcd_snapshot::credentials;

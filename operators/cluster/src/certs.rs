@@ -13,7 +13,6 @@
 //! The operators' client certificate carries clientAuth only.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::IpAddr;
 
 use rcgen::{
@@ -41,20 +40,8 @@ pub const CLOCK_SKEW: Duration = Duration::hours(1);
 /// Common name of the operators' client certificate (what etcd's auth would see as the user).
 pub const OPERATOR_CLIENT_CN: &str = "etcd-operator";
 
-/// A certificate and its private key, PEM.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Issued {
-    /// PEM certificate.
-    pub cert_pem: String,
-    /// PEM private key (PKCS#8).
-    pub key_pem: String,
-}
-
-impl fmt::Debug for Issued {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Issued").finish_non_exhaustive()
-    }
-}
+/// A certificate and its private key, PEM (defined with the member builder, which stores it).
+pub use etcd_member::build::Issued;
 
 /// Issuing a certificate failed.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,7 @@ use kube::{Resource, ResourceExt};
 use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::desired::Desired;
 use crate::execute::{ExecError, Executor};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::observe::{self, ObserveError, UnhealthySince};
@@ -286,10 +287,16 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         .record(&observed.cluster, &crate::metrics::sample(&observed, &view));
 
     // Plan. Unusable TLS Secrets are refused like a bad spec: nothing acts until they are fixed.
-    let action = match tls_refusal {
-        Some(errors) => Action::Refuse(errors),
-        None => plan::next_action(&observed, &ctx.policy),
+    // The spec is validated once, here; the budget below uses the same validated size.
+    let desired = Desired::from_spec(&observed.spec);
+    let action = match (tls_refusal, &desired) {
+        (Some(errors), _) => Action::Refuse(errors),
+        (None, Err(errors)) => Action::Refuse(errors.clone()),
+        (None, Ok(desired)) => plan::next_action_for(&observed, desired, &ctx.policy),
     };
+    // Only an action that acts, or a restore's wait, writes the cluster's objects: both come
+    // from a valid spec.
+    let budget_voters = desired.map(|d| observed.budget_voters(d.size));
 
     // Execute (nothing is touched for a refusal or while paused).
     let acts = !matches!(
@@ -329,17 +336,13 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     let mut housekeeping: Option<ExecError> = None;
     // A restore's seed is reached through the headless Service (also for a cluster the restore
     // created): the Services and the budget are kept while a restore holds the cluster.
-    if matches!(action, Action::Wait(WaitReason::Restoring { .. })) {
-        housekeeping = executor
-            .ensure_cluster_objects(observed.budget_voters())
-            .await
-            .err();
+    if let (Action::Wait(WaitReason::Restoring { .. }), Ok(voters)) = (&action, &budget_voters) {
+        housekeeping = executor.ensure_cluster_objects(*voters).await.err();
     }
     if acts {
-        housekeeping = executor
-            .ensure_cluster_objects(observed.budget_voters())
-            .await
-            .err();
+        if let Ok(voters) = budget_voters {
+            housekeeping = executor.ensure_cluster_objects(voters).await.err();
+        }
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
             housekeeping.get_or_insert(error);
         }
@@ -607,16 +610,7 @@ fn requeue_delay(
 }
 
 fn error_policy(cluster: Arc<EtcdCluster>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
-    let delay = ctx.backoff.failure(&cluster.uid().unwrap_or_default());
-    warn!(
-        namespace = cluster.namespace().unwrap_or_default(),
-        name = cluster.name_any(),
-        reason = error.reason(),
-        %error,
-        retry_in = ?delay,
-        "reconcile failed"
-    );
-    Requeue::requeue(delay)
+    operator_runtime::backoff::requeue_failure(&*cluster, error.reason(), error, &ctx.backoff)
 }
 
 #[cfg(test)]

@@ -241,25 +241,8 @@ pub fn status_from(
     }
 }
 
-/// Names of the members etcd reported in `status` (entries with an ID): what the planner may
-/// restart when no member answers. Pods that were not members are listed in status without an
-/// ID and are left out, so they are never mistaken for members.
-pub fn last_known_members(status: &EtcdClusterStatus) -> Vec<String> {
-    status
-        .members
-        .iter()
-        .filter(|m| m.id.is_some())
-        .map(|m| m.name.clone())
-        .collect()
-}
-
-/// `status.currentVersion`, parsed.
-pub fn last_known_version(status: &EtcdClusterStatus) -> Option<EtcdVersion> {
-    status
-        .current_version
-        .as_deref()
-        .and_then(EtcdVersion::parse)
-}
+/// What the previous status says, read as the observer reads it (the membership core).
+pub use etcd_member::observe::{last_known_members, last_known_version};
 
 /// The event for an action, to publish once the action succeeded: one per membership or version
 /// change and every refusal; none for quiet waits (the seed or a learner starting, a Pod
@@ -329,6 +312,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             id,
             reason: RemovalReason::ScaleDown,
+            ..
         } => normal(
             reasons::MEMBER_REMOVED,
             format!("Removed member {member} (ID {id:x}) to scale down; its Pod is deleted next"),
@@ -337,6 +321,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             id,
             reason: RemovalReason::Dead,
+            ..
         } => normal(
             reasons::MEMBER_REMOVED,
             format!(
@@ -348,6 +333,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             id,
             reason: RemovalReason::LearnerStuck,
+            ..
         } => warning(
             reasons::MEMBER_REMOVED,
             format!(
@@ -359,7 +345,9 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             reasons::MEMBER_POD_DELETED,
             format!("Deleted Pod {member}: it is not an etcd member"),
         ),
-        Action::UpgradeMember { member, from, to } => normal(
+        Action::UpgradeMember {
+            member, from, to, ..
+        } => normal(
             reasons::MEMBER_UPGRADING,
             format!(
                 "Took member {member} down to upgrade it from etcd {from} to {to}: its Pod is recreated on the \
@@ -370,6 +358,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             up_to_date,
             voters,
+            ..
         } => normal(
             reasons::MEMBER_ROLLED,
             format!(
@@ -379,7 +368,9 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                 config_progress(*up_to_date, *voters)
             ),
         ),
-        Action::SnapshotBeforeUpgrade { member, version } => normal(
+        Action::SnapshotBeforeUpgrade {
+            member, version, ..
+        } => normal(
             reasons::SNAPSHOT_BEFORE_UPGRADE,
             format!(
                 "Took member {member} down to restart it on etcd {version} with \
@@ -918,14 +909,18 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::DELETING_POD,
             format!("Waiting for Pod {member} to terminate"),
         ),
-        Action::UpgradeMember { member, from, to } => active(
+        Action::UpgradeMember {
+            member, from, to, ..
+        } => active(
             reasons::UPGRADING,
             format!(
                 "Upgrading member {member} from etcd {from} to {to}; {}",
                 facts.upgrade_progress()
             ),
         ),
-        Action::SnapshotBeforeUpgrade { member, version } => active(
+        Action::SnapshotBeforeUpgrade {
+            member, version, ..
+        } => active(
             reasons::UPGRADING,
             format!(
                 "Restarting member {member} on etcd {version} with --snapshot-count=1 to take a \

@@ -729,33 +729,6 @@ pub enum Renewal {
     Never,
 }
 
-/// How another operator (restore) reaches the cluster's client port: read from the Secret the
-/// cluster names for the operators, without checking or creating anything. `Ok(None)` for
-/// plain HTTP; an error when TLS is on but the Secret cannot be read, so the caller does not
-/// mistake members it cannot reach for members that are down.
-pub async fn operator_client_tls(
-    client: &kube::Client,
-    cluster: &EtcdCluster,
-) -> Result<Option<ClientTls>, TlsError> {
-    let Some(operator) = cluster.operator_client_secret() else {
-        return Ok(None);
-    };
-    let secrets = secrets(client, cluster);
-    let secret = secrets
-        .get(&operator.name)
-        .await?
-        .ok_or_else(|| TlsError::BadManagedSecret {
-            name: secrets.id(&operator.name),
-            problems: "does not exist".into(),
-        })?;
-    ClientTls::from_secret_data(&data_of(&secret), operator.present_certificate)
-        .map(Some)
-        .map_err(|e| TlsError::BadManagedSecret {
-            name: secrets.id(&operator.name),
-            problems: e.to_string(),
-        })
-}
-
 fn issued_of(data: &BTreeMap<String, Vec<u8>>) -> Option<Issued> {
     let text = |key: &str| {
         data.get(key)

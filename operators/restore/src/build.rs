@@ -5,10 +5,10 @@
 use etcd_api::restore::RESTORING_ANNOTATION;
 use etcd_api::validation::{EtcdVersion, validate_version};
 use etcd_api::{EtcdCluster, EtcdRestore, common::s3_secret_keys};
-use etcd_cluster_operator::build::{
+use etcd_member::build::{
     self, BuildError, DATA_DIR, DATA_MOUNT, DATA_VOLUME, InitialState, MemberPod,
 };
-use etcd_cluster_operator::naming::ClusterName;
+use etcd_member::naming::ClusterName;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, EnvVarSource, LocalObjectReference, PersistentVolumeClaim,
     Pod, PodReadinessGate, SecretKeySelector, SecurityContext, VolumeMount,

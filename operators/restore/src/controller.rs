@@ -257,16 +257,7 @@ fn status_changed(previous: &EtcdRestoreStatus, next: &EtcdRestoreStatus) -> boo
 }
 
 fn error_policy(restore: Arc<EtcdRestore>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let delay = ctx.backoff.failure(&restore.uid().unwrap_or_default());
-    tracing::warn!(
-        namespace = restore.namespace().unwrap_or_default(),
-        name = restore.name_any(),
-        reason = error.reason(),
-        %error,
-        retry_in = ?delay,
-        "reconcile failed"
-    );
-    Action::requeue(delay)
+    operator_runtime::backoff::requeue_failure(&*restore, error.reason(), error, &ctx.backoff)
 }
 
 #[cfg(test)]

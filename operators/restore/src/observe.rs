@@ -10,7 +10,7 @@ use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
 use etcd_api::{
     BackupPhase, EtcdBackup, EtcdCluster, EtcdRestore, RestorePhase, common::s3_secret_keys,
 };
-use etcd_cluster_operator::observe::{KubeObservation, observe_kube};
+use etcd_member::observe::{KubeObservation, observe_kube};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret};
 use kube::api::{Api, LogParams};
 use kube::{Resource, ResourceExt};
@@ -86,7 +86,7 @@ pub async fn observe(
             && let Some(would_be) = crate::build::new_cluster(restore, &namespace)
         {
             let kube = observe_kube(client, &would_be).await.map_err(|e| match e {
-                etcd_cluster_operator::observe::ObserveError::List { source, .. } => source,
+                etcd_member::observe::ObserveError::List { source, .. } => source,
                 other => kube::Error::Service(other.to_string().into()),
             })?;
             observed.retained_volumes = kube.pvcs.keys().cloned().collect();
@@ -94,14 +94,14 @@ pub async fn observe(
         return Ok(Observation { observed, cluster });
     };
     let kube = observe_kube(client, found).await.map_err(|e| match e {
-        etcd_cluster_operator::observe::ObserveError::List { source, .. } => source,
+        etcd_member::observe::ObserveError::List { source, .. } => source,
         other => kube::Error::Service(other.to_string().into()),
     })?;
     let seed = observed.progress.seed_member.clone();
     let mut state = cluster_state(found, &kube, seed.as_deref());
     // A TLS cluster is asked over TLS: asked in plain HTTP its members would not answer and
     // look like a cluster without quorum. Without its TLS Secret the observation fails instead.
-    let tls = etcd_cluster_operator::tls::operator_client_tls(client, found)
+    let tls = etcd_member::observe::operator_client_tls(client, found)
         .await
         .map_err(|e| kube::Error::Service(e.to_string().into()))?;
     // The old members' quorum matters until the hand-over: before the start, and before each
@@ -110,9 +110,9 @@ pub async fn observe(
     let quorum_matters =
         observed.progress.finished.is_none() && !observed.progress.handed_over && !observed.force;
     if quorum_matters {
-        let names = etcd_cluster_operator::observe::cluster_name(found);
+        let names = etcd_member::observe::cluster_name(found);
         let seed_url = seed.as_deref().map(|s| names.client_url(s));
-        let endpoints: Vec<String> = etcd_cluster_operator::observe::endpoints_to_ask(found, &kube)
+        let endpoints: Vec<String> = etcd_member::observe::endpoints_to_ask(found, &kube)
             .into_iter()
             .filter(|url| Some(url) != seed_url.as_ref())
             .collect();
@@ -143,7 +143,7 @@ pub async fn observe(
 /// unreached Pod the kubelet reports Ready above all, leaves the quorum unknown.
 pub fn judge_quorum(
     view: &etcd_admin::ClusterView,
-    names: &etcd_cluster_operator::naming::ClusterName,
+    names: &etcd_member::naming::ClusterName,
     pods: &std::collections::BTreeMap<String, Pod>,
     seed: Option<&str>,
 ) -> Quorum {
@@ -164,7 +164,7 @@ pub fn judge_quorum(
                 "{name}: answers with leader {:x} but confirmed no quorum",
                 status.leader_id
             )),
-            None if etcd_cluster_operator::observe::pod_ready(pod) => may_serve.push(format!(
+            None if etcd_member::observe::pod_ready(pod) => may_serve.push(format!(
                 "{name}: unreachable from the operator but Ready per the kubelet"
             )),
             None => {}
@@ -382,7 +382,7 @@ pub fn cluster_state(
     kube: &KubeObservation,
     seed: Option<&str>,
 ) -> ClusterState {
-    let names = etcd_cluster_operator::observe::cluster_name(cluster);
+    let names = etcd_member::observe::cluster_name(cluster);
     let status = cluster.status.clone().unwrap_or_default();
     let status_members: Vec<String> = status.members.iter().map(|m| m.name.clone()).collect();
     let next_ordinal = kube
@@ -497,7 +497,7 @@ async fn seed_state(
     }
     state.pod = Some(seed_pod);
     if pod.metadata.deletion_timestamp.is_none() {
-        let names = etcd_cluster_operator::observe::cluster_name(cluster);
+        let names = etcd_member::observe::cluster_name(cluster);
         if let Ok(status) =
             etcd_admin::member_status_tls(&names.client_url(seed), etcd_timeout, tls).await
             && status.healthy()
@@ -904,7 +904,7 @@ mod tests {
             }
             pvc
         };
-        let kube = etcd_cluster_operator::observe::KubeObservation {
+        let kube = etcd_member::observe::KubeObservation {
             pods: std::collections::BTreeMap::new(),
             pvcs: [
                 ("main-0".to_owned(), pvc(true)),
@@ -926,7 +926,7 @@ mod tests {
     fn quorum_is_lost_only_when_every_old_member_is_proven_down() {
         use etcd_admin::{ClusterView, MemberStatus};
         use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
-        let names = etcd_cluster_operator::naming::ClusterName::new("db", "main");
+        let names = etcd_member::naming::ClusterName::new("db", "main");
         let pod = |ready: bool| Pod {
             status: Some(PodStatus {
                 conditions: Some(vec![PodCondition {

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use aws_sdk_s3::config::{BehaviorVersion, Region};
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use etcd_snapshot::s3::S3ErrorKind;
 use etcd_snapshot::{TrailerVerifier, VerifyError};
 use tokio::io::AsyncWriteExt;
 
@@ -384,41 +384,30 @@ pub fn parse_snapshot_status(stdout: &str) -> Result<(i64, u64, u64), SeedError>
 /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) variables set from the
 /// credentials Secret, else a web identity or instance profile.
 pub async fn s3_client(spec: &SeedSpec) -> aws_sdk_s3::Client {
-    let shared = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new(spec.region.clone()))
-        .load()
-        .await;
-    let mut builder = aws_sdk_s3::config::Builder::from(&shared);
-    if let Some(endpoint) = &spec.endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    aws_sdk_s3::Client::from_conf(builder.force_path_style(spec.force_path_style).build())
+    let endpoint = etcd_snapshot::s3::S3Endpoint {
+        endpoint: spec.endpoint.as_deref(),
+        region: &spec.region,
+        force_path_style: spec.force_path_style,
+    };
+    etcd_snapshot::s3::client(endpoint, None).await
 }
 
+/// Maps an SDK error to a [`SeedError`] ([`etcd_snapshot::s3::classify`] judges it).
 fn classify<E>(spec: &SeedSpec, err: SdkError<E>) -> SeedError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let uri = spec.uri();
-    let detail = DisplayErrorContext(&err).to_string();
-    match &err {
-        SdkError::TimeoutError(_) => return SeedError::S3Unavailable { uri, detail },
-        SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => {
-            return SeedError::S3Unavailable { uri, detail };
-        }
-        _ => {}
-    }
-    let status = err.raw_response().map(|r| r.status().as_u16());
-    match (err.code(), status) {
-        (Some("NoSuchKey"), _) | (None, Some(404)) => SeedError::ObjectNotFound { uri, detail },
-        (Some("NoSuchBucket"), _) => SeedError::BucketNotFound {
+    let (kind, detail) = etcd_snapshot::s3::classify(&err);
+    match kind {
+        S3ErrorKind::Unavailable => SeedError::S3Unavailable { uri, detail },
+        S3ErrorKind::ObjectNotFound => SeedError::ObjectNotFound { uri, detail },
+        S3ErrorKind::BucketNotFound => SeedError::BucketNotFound {
             bucket: spec.bucket.clone(),
             detail,
         },
-        (Some("InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied"), _)
-        | (None, Some(403)) => SeedError::CredentialsRejected { uri, detail },
-        (_, Some(500..=599)) => SeedError::S3Unavailable { uri, detail },
-        _ => SeedError::DownloadFailed { uri, detail },
+        S3ErrorKind::CredentialsRejected => SeedError::CredentialsRejected { uri, detail },
+        S3ErrorKind::Other => SeedError::DownloadFailed { uri, detail },
     }
 }
 

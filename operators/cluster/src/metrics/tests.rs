@@ -2,7 +2,9 @@ use etcd_admin::{ClusterView, MemberStatus};
 use operator_runtime::metrics::{new_registry, render};
 
 use super::*;
-use crate::fixtures::{Build, V34, V35, cluster, healthy, learner, main, unhealthy};
+use crate::fixtures::{
+    Build, V34, V35, cluster, healthy, learner, main, quorum_checked, unhealthy,
+};
 
 fn view_with_errors(errors: &[(u64, &str)]) -> ClusterView {
     let mut view = ClusterView::default();
@@ -305,6 +307,7 @@ fn every_change_is_an_action_kind_and_waiting_is_none() {
                 member: "m".into(),
                 id: 1,
                 reason: RemovalReason::Dead,
+                quorum: quorum_checked(),
             },
             Some("DeadMemberRemoved"),
         ),
@@ -313,6 +316,7 @@ fn every_change_is_an_action_kind_and_waiting_is_none() {
                 member: "m".into(),
                 from: v,
                 to: v,
+                quorum: quorum_checked(),
             },
             Some("MemberUpgraded"),
         ),

@@ -226,6 +226,7 @@ fn cases() -> Vec<Case> {
                 member: name(3),
                 id: 0xa3,
                 reason: RemovalReason::ScaleDown,
+                quorum: quorum_checked(),
             },
             phase: ClusterPhase::Scaling,
             available: (true, "AllMembersHealthy"),
@@ -282,6 +283,7 @@ fn cases() -> Vec<Case> {
                 member: name(1),
                 from: v(V34),
                 to: v(V35),
+                quorum: quorum_checked(),
             },
             phase: ClusterPhase::Upgrading,
             available: (true, "AllMembersHealthy"),
@@ -300,6 +302,7 @@ fn cases() -> Vec<Case> {
             action: Action::SnapshotBeforeUpgrade {
                 member: name(1),
                 version: v(V35),
+                quorum: quorum_checked(),
             },
             phase: ClusterPhase::Upgrading,
             available: (true, "AllMembersHealthy"),
@@ -460,6 +463,7 @@ fn cases() -> Vec<Case> {
                 member: name(2),
                 id: 0xa2,
                 reason: RemovalReason::LearnerStuck,
+                quorum: quorum_checked(),
             },
             phase: ClusterPhase::Degraded,
             available: (true, "AllMembersHealthy"),
@@ -480,6 +484,7 @@ fn cases() -> Vec<Case> {
                 member: name(1),
                 id: 0xa1,
                 reason: RemovalReason::Dead,
+                quorum: quorum_checked(),
             },
             phase: ClusterPhase::Degraded,
             available: (false, "MembersUnhealthy"),
@@ -637,6 +642,7 @@ fn cases() -> Vec<Case> {
                 member: name(1),
                 up_to_date: 0,
                 voters: 3,
+                quorum: quorum_checked(),
             },
             phase: ClusterPhase::Upgrading,
             available: (true, "AllMembersHealthy"),
@@ -729,7 +735,8 @@ fn a_roll_reports_how_many_members_run_the_current_configuration() {
         Action::RollMember {
             member: name(2),
             up_to_date: 1,
-            voters: 3
+            voters: 3,
+            quorum: quorum_checked(),
         }
     );
     let status = status_from(
@@ -1270,7 +1277,8 @@ fn event_notes_name_the_member_field_and_counts() {
         note(Action::UpgradeMember {
             member: name(1),
             from: v(V34),
-            to: v(V35)
+            to: v(V35),
+            quorum: quorum_checked(),
         })
         .contains("from etcd 3.4.23 to 3.5.35")
     );

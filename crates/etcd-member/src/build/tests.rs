@@ -771,7 +771,7 @@ fn plain_members_keep_http_and_no_certificate_flags() {
 #[test]
 fn managed_tls_secret_is_owned_and_typed() {
     let cluster = etcd(spec());
-    let issued = crate::certs::Issued {
+    let issued = Issued {
         cert_pem: "C".into(),
         key_pem: "K".into(),
     };

@@ -14,6 +14,7 @@ use std::time::Duration;
 use etcd_api::validation::EtcdVersion;
 use etcd_api::{EtcdClusterSpec, StorageSpec};
 
+use crate::desired::ClusterSize;
 use crate::naming::ClusterName;
 
 /// Everything the planner knows about one cluster at one moment.
@@ -199,15 +200,12 @@ impl Observed {
     }
 
     /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or
-    /// without one, the larger of the members last known and `spec.size` (erring towards a
-    /// stricter budget).
-    pub fn budget_voters(&self) -> usize {
+    /// without one, the larger of the members last known and `size` (the validated
+    /// `spec.size`; erring towards a stricter budget).
+    pub fn budget_voters(&self, size: ClusterSize) -> usize {
         match &self.membership {
             Membership::Known(members) => members.iter().filter(|m| !m.learner).count(),
-            Membership::Unknown => self
-                .last_known_members
-                .len()
-                .max(usize::try_from(self.spec.size).unwrap_or(0)),
+            Membership::Unknown => self.last_known_members.len().max(size.voters()),
         }
     }
 }

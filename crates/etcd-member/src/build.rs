@@ -609,12 +609,28 @@ pub fn owned_meta(cluster: &EtcdCluster, name: &str) -> Result<ObjectMeta, Build
     Ok(owner(cluster)?.meta(name.to_owned(), cluster_labels(cluster), true))
 }
 
+/// A certificate and its private key, PEM: what the cluster operator issues and
+/// [`tls_secret`] stores.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Issued {
+    /// PEM certificate.
+    pub cert_pem: String,
+    /// PEM private key (PKCS#8).
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for Issued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issued").finish_non_exhaustive()
+    }
+}
+
 /// A `kubernetes.io/tls` Secret the operator manages for the cluster (its CA, a member's
 /// certificate, the operators' client certificate), owned by the EtcdCluster so it goes with it.
 pub fn tls_secret(
     cluster: &EtcdCluster,
     name: &str,
-    issued: &crate::certs::Issued,
+    issued: &Issued,
     ca_pem: Option<&str>,
 ) -> Result<Secret, BuildError> {
     use etcd_api::tls::secret_keys::{CA, CERT, KEY};

@@ -19,7 +19,7 @@
 //! 3. then: disarm if every database file is under the quota, else wait and say what would
 //!    help ([`WaitReason::NoSpaceCannotBeFreed`]).
 
-use super::{Action, DefragReason, WaitReason, ordinal_key, quorum_after_losing_one};
+use super::{Action, DefragReason, Disruption, WaitReason, ordinal_key, quorum_gate};
 use crate::state::{DbStats, Member, Observed};
 
 /// Under NOSPACE, free space worth a defragmentation: at least 1 MiB and a tenth of the file
@@ -61,6 +61,11 @@ pub(super) fn no_space_recovery(observed: &Observed, voters: &[&Member]) -> Opti
         })
         .min_by_key(|(m, _)| (m.leader(), ordinal_key(cluster, m)))
         && let Some(client_url) = member.client_url.clone()
+        && let Ok(quorum) = quorum_gate(
+            Disruption::DefragmentUnderNoSpace,
+            voters.iter().filter(|m| m.healthy()).count(),
+            voters.len(),
+        )
     {
         return Some(Action::DefragmentMember {
             member: member.display_name(cluster),
@@ -68,6 +73,7 @@ pub(super) fn no_space_recovery(observed: &Observed, voters: &[&Member]) -> Opti
             free_bytes: db.free(),
             revision: db.revision,
             reason: DefragReason::NoSpace,
+            quorum,
         });
     }
     let largest_db = stats.iter().map(|(_, db)| db.size).max().unwrap_or(0);
@@ -126,20 +132,24 @@ pub(super) fn next_defrag(
     // A busy member is a member down for quorum's sake: the others must keep it. A
     // one-member cluster pauses for the duration, as the user chose with size 1.
     Some(
-        if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
-            Action::DefragmentMember {
+        match quorum_gate(
+            Disruption::TakeDownHealthyVoter,
+            healthy_voters,
+            voters.len(),
+        ) {
+            Ok(quorum) => Action::DefragmentMember {
                 member: name,
                 client_url,
                 free_bytes: db.free(),
                 revision: db.revision,
                 reason: DefragReason::Fragmented,
-            }
-        } else {
-            Action::Wait(WaitReason::WouldLoseQuorum {
+                quorum,
+            },
+            Err(short) => Action::Wait(WaitReason::WouldLoseQuorum {
                 member: name,
-                healthy: healthy_voters,
-                voters: voters.len(),
-            })
+                healthy: short.healthy,
+                voters: short.voters,
+            }),
         },
     )
 }

@@ -28,23 +28,29 @@
 //!    after the health checks: compact (if allowed), defragment every member, disarm
 //!    (`maintenance.rs`).
 //!
-//! Destructive actions (remove a member, take a member down to upgrade it) are only built after
-//! [`quorum_after_losing_one`] says the remaining healthy voters keep quorum.
+//! Destructive actions (remove a member; take one down to upgrade, roll, snapshot or defragment
+//! it) carry a [`QuorumChecked`], which only [`quorum_gate`] hands out: one rule, one place.
 
 use std::time::Duration;
 
 use etcd_api::ReclaimPolicy;
 use etcd_api::validation::{self, EtcdVersion, FieldError};
 
+use crate::desired::Desired;
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
 pub mod ca_rotation;
+mod gate;
 mod maintenance;
 mod rollout;
 #[cfg(test)]
+mod scenarios;
+#[cfg(test)]
 mod tests;
 mod volumes;
+
+pub use gate::{Disruption, QuorumChecked, QuorumShort, quorum_gate};
 
 /// Tunables of the planner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +118,8 @@ pub enum Action {
         id: u64,
         /// Why.
         reason: RemovalReason,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
     },
     /// Delete the Pod of something that is not (or no longer) a member.
     DeletePod {
@@ -127,6 +135,8 @@ pub enum Action {
         from: EtcdVersion,
         /// Version it will run.
         to: EtcdVersion,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
     },
     /// Delete a member's Pod so that it comes back built from the current spec (`spec.pod`,
     /// `spec.etcdOptions`); its data stays on the PVC and it rejoins as the same member.
@@ -138,6 +148,8 @@ pub enum Action {
         up_to_date: usize,
         /// Voters.
         voters: usize,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
     },
     /// Before a member moves from etcd 3.5 to 3.6: record on its PVC that its Pod runs `version`
     /// (3.5) with `--snapshot-count=1`, then delete the Pod, which comes back that way. etcd 3.6
@@ -149,6 +161,8 @@ pub enum Action {
         member: String,
         /// The version it runs (and runs again, to take the snapshot).
         version: EtcdVersion,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
     },
     /// The member's Pod built by [`Action::SnapshotBeforeUpgrade`] saved a v2 snapshot: record
     /// on its PVC that it may run etcd 3.6 (the upgrade follows).
@@ -192,6 +206,8 @@ pub enum Action {
         revision: i64,
         /// Why now.
         reason: DefragReason,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
     },
     /// Compact the key space to `revision`, the current one (`spec.maintenance.compactOnNoSpace`
     /// under a NOSPACE alarm): old revisions' space becomes free for the defragmentation.
@@ -359,25 +375,20 @@ pub fn quorum(voters: usize) -> usize {
     voters / 2 + 1
 }
 
-/// Whether the cluster keeps quorum if one healthy voter goes away (removed, or restarted for
-/// an upgrade, in which case the voter count does not shrink).
-pub fn quorum_after_losing_one(healthy: usize, voters_after: usize) -> bool {
-    // One fewer healthy voter must still be a majority: healthy - 1 >= quorum.
-    healthy > quorum(voters_after)
+/// The next action for the observed cluster: its spec validated once into a [`Desired`]
+/// (refused, touching nothing, when it is invalid), then [`next_action_for`].
+pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
+    match Desired::from_spec(&observed.spec) {
+        Ok(desired) => next_action_for(observed, &desired, policy),
+        Err(errors) => Action::Refuse(errors),
+    }
 }
 
-/// The next action for the observed cluster.
-pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
-    if let Err(errors) = validation::validate_cluster_spec(&observed.spec) {
-        return Action::Refuse(errors);
-    }
+/// The next action for the observed cluster and what its validated spec asks.
+pub fn next_action_for(observed: &Observed, desired: &Desired, policy: &Policy) -> Action {
     if let Err(error) = check_cluster_name(&observed.cluster) {
         return Action::Refuse(vec![error]);
     }
-    let target = match validation::validate_version(&observed.spec.version) {
-        Ok(version) => version,
-        Err(error) => return Action::Refuse(vec![error]),
-    };
     if let Some(current) = &observed.member_storage
         && let Err(error) = validation::check_storage_change(current, &observed.spec.storage)
     {
@@ -392,8 +403,8 @@ pub fn next_action(observed: &Observed, policy: &Policy) -> Action {
         return Action::Wait(WaitReason::Paused);
     }
     match &observed.membership {
-        Membership::Unknown => plan_without_members(observed, target),
-        Membership::Known(members) => plan_with_members(observed, members, target, policy),
+        Membership::Unknown => plan_without_members(observed, desired.version),
+        Membership::Known(members) => plan_with_members(observed, members, desired, policy),
     }
 }
 
@@ -492,9 +503,10 @@ fn plan_without_members(observed: &Observed, target: EtcdVersion) -> Action {
 fn plan_with_members(
     observed: &Observed,
     members: &[Member],
-    target: EtcdVersion,
+    desired: &Desired,
     policy: &Policy,
 ) -> Action {
+    let target = desired.version;
     let cluster = &observed.cluster;
     let voters: Vec<&Member> = members.iter().filter(|m| !m.learner).collect();
     let healthy_voters = voters.iter().filter(|m| m.healthy()).count();
@@ -572,12 +584,17 @@ fn plan_with_members(
     if let Some(stuck) = learner
         && matches!(stuck.health, MemberHealth::Unhealthy { unhealthy_for }
             if unhealthy_for >= policy.learner_deadline)
-        && healthy_voters >= quorum(voters.len())
+        && let Ok(quorum) = quorum_gate(
+            Disruption::RemoveUnhealthyOrLearner,
+            healthy_voters,
+            voters.len(),
+        )
     {
         return Action::RemoveMember {
             member: name_of(stuck),
             id: stuck.id,
             reason: RemovalReason::LearnerStuck,
+            quorum,
         };
     }
 
@@ -607,17 +624,21 @@ fn plan_with_members(
         // etcd commits the removal only with a quorum of the current voters; the dead member
         // is not among the healthy, so the remaining `healthy_voters` then hold a quorum of
         // `voters - 1` too.
-        return if healthy_voters >= quorum(voters.len()) {
-            Action::RemoveMember {
+        return match quorum_gate(
+            Disruption::RemoveUnhealthyOrLearner,
+            healthy_voters,
+            voters.len(),
+        ) {
+            Ok(quorum) => Action::RemoveMember {
                 member: name_of(dead),
                 id: dead.id,
                 reason: RemovalReason::Dead,
-            }
-        } else {
-            Action::Wait(WaitReason::MembersUnreachable {
-                reachable: healthy_voters,
-                voters: voters.len(),
-            })
+                quorum,
+            },
+            Err(short) => Action::Wait(WaitReason::MembersUnreachable {
+                reachable: short.healthy,
+                voters: short.voters,
+            }),
         };
     }
 
@@ -665,7 +686,7 @@ fn plan_with_members(
     }
 
     // 7. Scale up (or replace a removed member): one learner at a time.
-    let size = usize::try_from(observed.spec.size).unwrap_or(0);
+    let size = desired.size.voters();
     if voters.len() < size {
         let member = cluster.member_name(next_ordinal(observed, members));
         return Action::AddLearner {
@@ -682,18 +703,18 @@ fn plan_with_members(
             .max_by_key(|m| ordinal_key(cluster, m))
             .or_else(|| voters.first());
         if let Some(victim) = victim {
-            return if quorum_after_losing_one(healthy_voters, voters.len() - 1) {
-                Action::RemoveMember {
+            return match quorum_gate(Disruption::RemoveHealthyVoter, healthy_voters, voters.len()) {
+                Ok(quorum) => Action::RemoveMember {
                     member: name_of(victim),
                     id: victim.id,
                     reason: RemovalReason::ScaleDown,
-                }
-            } else {
-                Action::Wait(WaitReason::WouldLoseQuorum {
+                    quorum,
+                },
+                Err(short) => Action::Wait(WaitReason::WouldLoseQuorum {
                     member: name_of(victim),
-                    healthy: healthy_voters,
-                    voters: voters.len(),
-                })
+                    healthy: short.healthy,
+                    voters: short.voters,
+                }),
             };
         }
     }
@@ -748,25 +769,27 @@ fn plan_with_members(
             // Up on 3.5 with --snapshot-count=1; marked clean (above) once it saved one.
             return Action::Wait(WaitReason::V2SnapshotPending { member: name });
         }
-        return if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
-            if needs_v2_snapshot {
-                Action::SnapshotBeforeUpgrade {
-                    member: name,
-                    version: from,
-                }
-            } else {
-                Action::UpgradeMember {
-                    member: name,
-                    from,
-                    to: target,
-                }
-            }
-        } else {
-            Action::Wait(WaitReason::WouldLoseQuorum {
+        return match quorum_gate(
+            Disruption::TakeDownHealthyVoter,
+            healthy_voters,
+            voters.len(),
+        ) {
+            Ok(quorum) if needs_v2_snapshot => Action::SnapshotBeforeUpgrade {
+                member: name,
+                version: from,
+                quorum,
+            },
+            Ok(quorum) => Action::UpgradeMember {
+                member: name,
+                from,
+                to: target,
+                quorum,
+            },
+            Err(short) => Action::Wait(WaitReason::WouldLoseQuorum {
                 member: name_of(member),
-                healthy: healthy_voters,
-                voters: voters.len(),
-            })
+                healthy: short.healthy,
+                voters: short.voters,
+            }),
         };
     }
 

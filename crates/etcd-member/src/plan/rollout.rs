@@ -18,7 +18,7 @@
 //! adoption (which comes once the cluster is healthy, at full size and version) is taken as
 //! already applied to it.
 
-use super::{Action, WaitReason, ordinal_key, quorum_after_losing_one};
+use super::{Action, Disruption, WaitReason, ordinal_key, quorum_gate};
 
 /// Record the current hash on the first member Pod (by name) that has none and is not being
 /// deleted; `None` when every member Pod has one. Reached only with every member healthy and
@@ -101,18 +101,22 @@ pub(super) fn next_roll(
     // The same gate as an upgrade: a one-member cluster has no redundancy to keep (a short
     // outage the user chose with size 1); otherwise the others must keep quorum without it.
     Some(
-        if voters.len() == 1 || quorum_after_losing_one(healthy_voters, voters.len()) {
-            Action::RollMember {
+        match quorum_gate(
+            Disruption::TakeDownHealthyVoter,
+            healthy_voters,
+            voters.len(),
+        ) {
+            Ok(quorum) => Action::RollMember {
                 member,
                 up_to_date: current,
                 voters: voters.len(),
-            }
-        } else {
-            Action::Wait(WaitReason::WouldLoseQuorum {
+                quorum,
+            },
+            Err(short) => Action::Wait(WaitReason::WouldLoseQuorum {
                 member,
-                healthy: healthy_voters,
-                voters: voters.len(),
-            })
+                healthy: short.healthy,
+                voters: short.voters,
+            }),
         },
     )
 }
@@ -171,6 +175,7 @@ mod tests {
             member: name(ordinal),
             up_to_date,
             voters: 3,
+            quorum: quorum_checked(),
         }
     }
 
@@ -443,7 +448,8 @@ mod tests {
             Action::RollMember {
                 member: name(0),
                 up_to_date: 0,
-                voters: 1
+                voters: 1,
+                quorum: quorum_checked(),
             }
         );
     }

@@ -1,4 +1,6 @@
 //! Test fixtures shared by the planner and status tests: small builders of observed states.
+//!
+//! Behind the `fixtures` feature for the cluster operator's status and metrics tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,24 +11,24 @@ use etcd_api::{EtcdClusterSpec, StorageSpec};
 use crate::naming::ClusterName;
 use crate::state::{DbStats, Member, MemberHealth, Membership, Observed, PodState, PvcState};
 
-pub(crate) const V34: &str = "3.4.23";
-pub(crate) const V35: &str = "3.5.35";
-pub(crate) const V36: &str = "3.6.16";
-pub(crate) const V37: &str = "3.7.3";
+pub const V34: &str = "3.4.23";
+pub const V35: &str = "3.5.35";
+pub const V36: &str = "3.6.16";
+pub const V37: &str = "3.7.3";
 
-pub(crate) fn v(text: &str) -> EtcdVersion {
+pub fn v(text: &str) -> EtcdVersion {
     EtcdVersion::parse(text).unwrap()
 }
 
-pub(crate) fn main() -> ClusterName {
+pub fn main() -> ClusterName {
     ClusterName::new("db", "main")
 }
 
-pub(crate) fn name(ordinal: u32) -> String {
+pub fn name(ordinal: u32) -> String {
     main().member_name(ordinal)
 }
 
-pub(crate) fn cluster(size: i32, version: &str) -> Observed {
+pub fn cluster(size: i32, version: &str) -> Observed {
     Observed {
         cluster: main(),
         spec: EtcdClusterSpec {
@@ -58,7 +60,7 @@ pub(crate) fn cluster(size: i32, version: &str) -> Observed {
     }
 }
 
-pub(crate) fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
+pub fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
     Member {
         id: 0xa0 + u64::from(ordinal),
         name: name(ordinal),
@@ -79,7 +81,7 @@ pub(crate) fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
     }
 }
 
-pub(crate) fn unhealthy(ordinal: u32, seconds: u64) -> Member {
+pub fn unhealthy(ordinal: u32, seconds: u64) -> Member {
     Member {
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::from_secs(seconds),
@@ -89,7 +91,7 @@ pub(crate) fn unhealthy(ordinal: u32, seconds: u64) -> Member {
     }
 }
 
-pub(crate) fn learner(ordinal: u32, answers: bool) -> Member {
+pub fn learner(ordinal: u32, answers: bool) -> Member {
     let base = if answers {
         healthy(ordinal, V35, false)
     } else {
@@ -105,7 +107,7 @@ pub(crate) fn learner(ordinal: u32, answers: bool) -> Member {
     }
 }
 
-pub(crate) trait Build {
+pub trait Build {
     fn members(self, members: Vec<Member>) -> Self;
     fn pods(self, ordinals: &[u32]) -> Self;
     fn terminating(self, ordinal: u32) -> Self;
@@ -215,6 +217,12 @@ impl Build for Observed {
 }
 
 /// A learner added by `MemberAdd` that never started (etcd does not know its name yet).
-pub(crate) fn unstarted_learner(ordinal: u32) -> Member {
+pub fn unstarted_learner(ordinal: u32) -> Member {
     learner(ordinal, false)
+}
+
+/// The proof a destructive action carries, for expected actions in tests: from the gate itself
+/// (one healthy voter of one taken down), so tests hold no way around it either.
+pub fn quorum_checked() -> crate::plan::QuorumChecked {
+    crate::plan::quorum_gate(crate::plan::Disruption::TakeDownHealthyVoter, 1, 1).unwrap()
 }

@@ -12,17 +12,17 @@ use std::time::{Duration, Instant};
 
 use etcd_admin::{ClusterView, MemberInfo, MemberStatus};
 use etcd_api::validation::EtcdVersion;
-use etcd_api::{EtcdCluster, StorageSpec};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use etcd_api::{EtcdCluster, EtcdClusterStatus, StorageSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
+use crate::build;
 use crate::naming::ClusterName;
 use crate::state::{
     DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState,
 };
-use crate::{build, status};
 
 pub use etcd_api::restore::RETAINED_BY_RESTORE_LABEL;
 
@@ -232,7 +232,7 @@ pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<St
     let name = cluster_name(cluster);
     let mut members: Vec<String> = kube.pods.keys().cloned().collect();
     if let Some(previous) = &cluster.status {
-        members.extend(status::last_known_members(previous));
+        members.extend(last_known_members(previous));
     }
     members.sort();
     members.dedup();
@@ -296,8 +296,8 @@ pub fn to_observed(
             .get(etcd_api::restore::RESTORING_ANNOTATION)
             .cloned(),
         recorded_cluster_id: previous.cluster_id.clone(),
-        last_known_members: status::last_known_members(&previous),
-        last_known_version: status::last_known_version(&previous),
+        last_known_members: last_known_members(&previous),
+        last_known_version: last_known_version(&previous),
         member_storage: member_storage(&cluster.spec.storage, kube.pvcs.values()),
         membership,
         cluster_id: view.membership.as_ref().map(|(id, _)| *id),
@@ -357,6 +357,26 @@ pub fn to_observed(
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
     }
+}
+
+/// Names of the members etcd reported in `status` (entries with an ID): what the planner may
+/// restart when no member answers. Pods that were not members are listed in status without an
+/// ID and are left out, so they are never mistaken for members.
+pub fn last_known_members(status: &EtcdClusterStatus) -> Vec<String> {
+    status
+        .members
+        .iter()
+        .filter(|m| m.id.is_some())
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// `status.currentVersion`, parsed.
+pub fn last_known_version(status: &EtcdClusterStatus) -> Option<EtcdVersion> {
+    status
+        .current_version
+        .as_deref()
+        .and_then(EtcdVersion::parse)
 }
 
 /// Whether `pvc` was created strictly before `cluster` (whole seconds, as the API server stamps
@@ -485,6 +505,67 @@ fn member_storage<'a>(
     current
 }
 
+/// Reading the operators' client certificate of a TLS cluster failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientTlsError {
+    /// The API call failed.
+    #[error("get Secret {name}: {source}")]
+    Get {
+        /// namespace/name.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The Secret is missing or unusable.
+    #[error("Secret {name} {problems}")]
+    Unusable {
+        /// namespace/name.
+        name: String,
+        /// What is wrong.
+        problems: String,
+    },
+}
+
+/// How an operator other than the cluster's (restore) reaches the cluster's client port: read
+/// from the Secret the cluster names for the operators, without checking or creating anything
+/// (the cluster operator issues it). `Ok(None)` for plain HTTP; an error when TLS is on but the
+/// Secret cannot be read, so the caller does not mistake members it cannot reach for members
+/// that are down.
+pub async fn operator_client_tls(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+) -> Result<Option<etcd_admin::ClientTls>, ClientTlsError> {
+    let Some(operator) = cluster.operator_client_secret() else {
+        return Ok(None);
+    };
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = format!("{namespace}/{}", operator.name);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret = secrets
+        .get_opt(&operator.name)
+        .await
+        .map_err(|source| ClientTlsError::Get {
+            name: name.clone(),
+            source,
+        })?
+        .ok_or_else(|| ClientTlsError::Unusable {
+            name: name.clone(),
+            problems: "does not exist".into(),
+        })?;
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    etcd_admin::ClientTls::from_secret_data(&data, operator.present_certificate)
+        .map(Some)
+        .map_err(|e| ClientTlsError::Unusable {
+            name,
+            problems: e.to_string(),
+        })
+}
+
 /// Asks etcd: the member list from a member in quorum and every member's status.
 pub async fn observe_etcd(
     endpoints: &[String],
@@ -498,7 +579,7 @@ pub async fn observe_etcd(
 pub fn known_members(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
     let mut members: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
     if let Some(previous) = &cluster.status {
-        members.extend(status::last_known_members(previous));
+        members.extend(last_known_members(previous));
     }
     members.sort();
     members.dedup();
