@@ -203,6 +203,8 @@ bench: deps build-cache ## Benchmarks: figures and ratios against baselines meas
 	$(call timed,bench-cluster,cargo bench -p e2e-scenarios --bench cluster)
 	$(call timed,bench-restore,cargo bench -p e2e-scenarios --bench restore)
 	$(call timed,bench-backup,cargo bench -p etcd-backup-operator --bench backup)
+	$(call timed,bench-scale,cargo bench -p e2e-scenarios --bench scale)
+	$(call timed,bench-repair,cargo bench -p e2e-scenarios --bench repair)
 	cargo run -q -p test-support --bin bench-report -- "$(BENCH_RESULTS)"
 
 .PHONY: localkube

@@ -73,6 +73,10 @@ pub struct NamespaceClaims {
     renewed: Mutex<HashMap<String, Instant>>,
     /// Whether the log already said that the claims are forbidden.
     warned_forbidden: AtomicBool,
+    /// Held while the API server is asked: the process's concurrent reconciles (100
+    /// EtcdClusters applied at once) wait for the one renewing the claim and find it fresh,
+    /// instead of all reading the same Lease and all but one failing on the write conflict.
+    asking: tokio::sync::Mutex<()>,
 }
 
 impl NamespaceClaims {
@@ -85,6 +89,7 @@ impl NamespaceClaims {
             install,
             renewed: Mutex::new(HashMap::new()),
             warned_forbidden: AtomicBool::new(false),
+            asking: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -116,10 +121,16 @@ impl NamespaceClaims {
     }
 
     async fn try_claim(&self, namespace: &str) -> Result<Claim, kube::Error> {
-        if self
-            .cached(namespace)
-            .is_some_and(|at| at.elapsed() < FRESH_FOR)
-        {
+        let fresh = || {
+            self.cached(namespace)
+                .is_some_and(|at| at.elapsed() < FRESH_FOR)
+        };
+        if fresh() {
+            return Ok(Claim::Ours);
+        }
+        let _asking = self.asking.lock().await;
+        // Another reconcile of this process may have written the claim while this one waited.
+        if fresh() {
             return Ok(Claim::Ours);
         }
         let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);

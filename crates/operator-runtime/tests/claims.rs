@@ -1,8 +1,9 @@
 //! Namespace claims against a real API server: the first install to act in a namespace holds it,
 //! a second install is refused there (and told so by a Warning event on the object) but not in
 //! another namespace, a clean stop hands the namespace over at once, a claim whose holder
-//! stopped renewing is taken over, two installs racing for an expired claim never both win, and
-//! an install whose RBAC forbids the claims acts unguarded instead of stopping.
+//! stopped renewing is taken over, two installs racing for an expired claim never both win, one
+//! install's concurrent reconciles in a namespace are all admitted, and an install whose RBAC
+//! forbids the claims acts unguarded instead of stopping.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -36,7 +37,7 @@ async fn holder(client: &kube::Client, namespace: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn namespace_claims_against_the_api_server() {
     let (lk, client) = common::api_server().await;
-    for ns in ["team-a", "team-b", "team-c", "team-d"] {
+    for ns in ["team-a", "team-b", "team-c", "team-d", "team-e"] {
         common::create_namespace(&client, ns).await;
     }
     let a = NamespaceClaims::new(client.clone(), BINARY, A.into());
@@ -137,6 +138,28 @@ async fn namespace_claims_against_the_api_server() {
     assert_eq!(winners, 1);
     let winner = holder(&client, "team-d").await.unwrap();
     assert!(winner == A || winner == B, "{winner}");
+
+    // One install's many reconciles in one namespace at once (100 EtcdClusters applied
+    // together, issue 24): every one of them is admitted, none fails on the claim's write
+    // conflict with its own siblings.
+    let one_process = std::sync::Arc::new(NamespaceClaims::new(client.clone(), BINARY, A.into()));
+    let mut reconciles = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let claims = one_process.clone();
+        reconciles.spawn(async move { claims.claim("team-e").await });
+    }
+    let results = reconciles.join_all().await;
+    let refused: Vec<String> = results
+        .iter()
+        .filter(|r| !matches!(r, Ok(Claim::Ours)))
+        .map(|r| format!("{r:?}"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{} of 20 concurrent claims of one install not Ours: {refused:?}",
+        refused.len()
+    );
+    assert_eq!(holder(&client, "team-e").await.as_deref(), Some(A));
 
     // An install whose RBAC predates the claims (an older chart's Role) is refused the Lease:
     // it acts as it did before claims existed, rather than stopping.

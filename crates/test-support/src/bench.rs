@@ -31,11 +31,21 @@ pub enum Part {
     Backup,
     /// `e2e/scenarios/benches/restore.rs`: EtcdRestore after quorum loss.
     Restore,
+    /// `e2e/scenarios/benches/scale.rs`: one operator replica reconciling many EtcdClusters.
+    Scale,
+    /// `e2e/scenarios/benches/repair.rs`: a member's data lost → a healthy replacement.
+    Repair,
 }
 
 impl Part {
     /// Every part, in the order of the combined table.
-    pub const ALL: [Part; 3] = [Part::Cluster, Part::Backup, Part::Restore];
+    pub const ALL: [Part; 5] = [
+        Part::Cluster,
+        Part::Backup,
+        Part::Restore,
+        Part::Scale,
+        Part::Repair,
+    ];
 
     /// The name in the table's first column.
     pub fn name(self) -> &'static str {
@@ -43,6 +53,8 @@ impl Part {
             Part::Cluster => "cluster",
             Part::Backup => "backup",
             Part::Restore => "restore",
+            Part::Scale => "scale",
+            Part::Repair => "repair",
         }
     }
 
@@ -52,6 +64,8 @@ impl Part {
             Part::Cluster => "cargo bench -p e2e-scenarios --bench cluster",
             Part::Backup => "cargo bench -p etcd-backup-operator --bench backup",
             Part::Restore => "cargo bench -p e2e-scenarios --bench restore",
+            Part::Scale => "cargo bench -p e2e-scenarios --bench scale",
+            Part::Repair => "cargo bench -p e2e-scenarios --bench repair",
         }
     }
 }
@@ -470,6 +484,105 @@ pub fn steps_table(operator: &Side, by_hand: &Side, end: &str) -> String {
     out
 }
 
+/// The cumulative buckets `(le, count)` of the histogram `name` in Prometheus/OpenMetrics text,
+/// summed over the series whose labels contain `label` (e.g. `controller="cluster"`), in
+/// ascending `le` (`+Inf` last, as infinity).
+pub fn histogram_buckets(text: &str, name: &str, label: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{");
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && l.contains(label))
+    {
+        let Some(le) = line
+            .split_once("le=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(le, _)| le)
+        else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            match le.parse() {
+                Ok(le) => le,
+                Err(_) => continue,
+            }
+        };
+        let Some(count) = sample_value(line) else {
+            continue;
+        };
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, c)) => *c += count,
+            None => buckets.push((le, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    buckets
+}
+
+/// The sum of the samples of `name` (a counter's or gauge's full series name, e.g.
+/// `etcd_operator_reconciles_total`) whose labels contain `label`.
+pub fn series_sum(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                && l.contains(label)
+        })
+        .filter_map(sample_value)
+        .sum()
+}
+
+fn sample_value(line: &str) -> Option<f64> {
+    // `name{labels} value` or `name{labels} value timestamp`: the value follows the labels.
+    let after_labels = line.rsplit_once('}').map_or(line, |(_, rest)| rest);
+    after_labels.split_whitespace().next()?.parse().ok()
+}
+
+/// What `later` counted since `earlier` (cumulative buckets of the same histogram), bucket by
+/// bucket; a bucket missing from `earlier` counts from zero.
+pub fn buckets_since(later: &[(f64, f64)], earlier: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    later
+        .iter()
+        .map(|(le, count)| {
+            let before = earlier
+                .iter()
+                .find(|(b, _)| b == le)
+                .map_or(0.0, |(_, c)| *c);
+            (*le, count - before)
+        })
+        .collect()
+}
+
+/// The `q` quantile (0..=1) of cumulative buckets, as Prometheus' `histogram_quantile`
+/// estimates it: linear within the bucket the rank falls in (from 0 for the first bucket); in
+/// the `+Inf` bucket, the highest finite bound. `None` without observations.
+pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            let within = count - below;
+            let fraction = if within > 0.0 {
+                (rank - below) / within
+            } else {
+                1.0
+            };
+            return Some(lower + (le - lower) * fraction);
+        }
+        (lower, below) = (le, count);
+    }
+    Some(lower)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,7 +667,7 @@ mod tests {
             figure(Part::Restore, "EtcdRestore → Succeeded", 49.2, 23.4),
         ];
         let table = combined_table(&figures);
-        assert_eq!(table.missing, vec![Part::Backup]);
+        assert_eq!(table.missing, vec![Part::Backup, Part::Scale, Part::Repair]);
         let expected = "\
 | part | measured | figure | baseline in the same run | ratio |
 |---|---|---|---|---|
@@ -562,6 +675,8 @@ mod tests {
 | cluster | kill → Available | 10.5 s | 0.150 s: by hand | 69.7 |
 | backup | **missing**: no figures recorded (`cargo bench -p etcd-backup-operator --bench backup` not run, or it failed before recording them) | – | – | – |
 | restore | EtcdRestore → Succeeded | 49.2 s | 23.4 s: by hand | 2.10 |
+| scale | **missing**: no figures recorded (`cargo bench -p e2e-scenarios --bench scale` not run, or it failed before recording them) | – | – | – |
+| repair | **missing**: no figures recorded (`cargo bench -p e2e-scenarios --bench repair` not run, or it failed before recording them) | – | – | – |
 
 ratio = figure / baseline (times: above 1 is slower than the baseline; rates: below 1 is slower; peak RSS: 1 is flat).
 ";
@@ -572,7 +687,10 @@ ratio = figure / baseline (times: above 1 is slower than the baseline; rates: be
     fn an_empty_file_is_every_part_missing() {
         let table = combined_table(&parse_results("").unwrap());
         assert_eq!(table.missing, Part::ALL.to_vec());
-        assert_eq!(table.markdown.matches("**missing**").count(), 3);
+        assert_eq!(
+            table.markdown.matches("**missing**").count(),
+            Part::ALL.len()
+        );
     }
 
     #[test]
@@ -644,5 +762,52 @@ Promoted #1         6.00          -
 Available          11.00       4.00
 "
         );
+    }
+
+    #[test]
+    fn histogram_quantiles_from_scraped_deltas() {
+        let before = "\
+# TYPE etcd_operator_reconcile_duration_seconds histogram
+etcd_operator_reconcile_duration_seconds_bucket{le=\"0.01\",controller=\"cluster\"} 1
+etcd_operator_reconcile_duration_seconds_bucket{le=\"0.02\",controller=\"cluster\"} 1
+etcd_operator_reconcile_duration_seconds_bucket{le=\"+Inf\",controller=\"cluster\"} 1
+etcd_operator_reconcile_duration_seconds_bucket{le=\"0.01\",controller=\"backup\"} 7
+etcd_operator_reconciles_total{controller=\"cluster\",result=\"success\"} 1
+etcd_operator_reconciles_total{controller=\"cluster\",result=\"error\"} 0
+";
+        let after = "\
+etcd_operator_reconcile_duration_seconds_bucket{le=\"0.01\",controller=\"cluster\"} 51
+etcd_operator_reconcile_duration_seconds_bucket{le=\"0.02\",controller=\"cluster\"} 99
+etcd_operator_reconcile_duration_seconds_bucket{le=\"+Inf\",controller=\"cluster\"} 101
+etcd_operator_reconciles_total{controller=\"cluster\",result=\"success\"} 98
+etcd_operator_reconciles_total{controller=\"cluster\",result=\"error\"} 3
+";
+        let label = "controller=\"cluster\"";
+        let name = "etcd_operator_reconcile_duration_seconds";
+        let delta = buckets_since(
+            &histogram_buckets(after, name, label),
+            &histogram_buckets(before, name, label),
+        );
+        assert_eq!(
+            delta,
+            vec![(0.01, 50.0), (0.02, 98.0), (f64::INFINITY, 100.0)]
+        );
+        assert_eq!(histogram_quantile(0.5, &delta), Some(0.01));
+        let p99 = histogram_quantile(0.99, &delta).unwrap();
+        assert!(
+            (p99 - 0.02).abs() < 1e-12,
+            "{p99}: the +Inf bucket's rank gives the top bound"
+        );
+        let p74 = histogram_quantile(0.74, &delta).unwrap();
+        assert!((p74 - 0.015).abs() < 1e-12, "{p74}: linear within a bucket");
+        assert_eq!(
+            histogram_quantile(0.5, &[(0.01, 0.0), (f64::INFINITY, 0.0)]),
+            None
+        );
+        assert_eq!(
+            series_sum(after, "etcd_operator_reconciles_total", label),
+            101.0
+        );
+        assert_eq!(series_sum(after, "etcd_operator_reconciles", label), 0.0);
     }
 }

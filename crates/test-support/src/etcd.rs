@@ -602,6 +602,19 @@ impl EtcdCluster {
         self.members.get_mut(&i).ok_or(err)
     }
 
+    /// Puts `member` (started by the caller, e.g. after its own `member add`) in place of member
+    /// `old`, which etcd no longer lists (removed by the caller); returns `old`, whose process
+    /// is killed when it is dropped.
+    pub fn replace_member(
+        &mut self,
+        old: usize,
+        new: usize,
+        member: EtcdMember,
+    ) -> Option<EtcdMember> {
+        self.members.insert(new, member);
+        self.members.remove(&old)
+    }
+
     fn no_such_member(&self, index: usize) -> HarnessError {
         HarnessError::NoSuchMember {
             index,
