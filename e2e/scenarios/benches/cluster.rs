@@ -95,24 +95,8 @@ async fn main() {
 /// Available with `SIZE` healthy voters on the version, as the operator's status says: the
 /// condition, `readyMembers`, every listed member a healthy voter, the spec's generation seen.
 fn fully_available(c: &etcd_api::EtcdCluster, version: &str) -> bool {
-    let Some(status) = c.status.as_ref() else {
-        return false;
-    };
-    let available = status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Available" && c.status == "True");
-    let healthy_voters = status
-        .members
-        .iter()
-        .filter(|m| !m.learner && m.healthy)
-        .count();
-    available
-        && healthy_voters == SIZE
-        && status.members.len() == SIZE
-        && status.ready_members as usize == SIZE
-        && status.observed_generation == c.metadata.generation
-        && status.current_version.as_deref() == Some(version)
+    common::status_shows_healthy_voters(c, SIZE)
+        && c.status.as_ref().and_then(|s| s.current_version.as_deref()) == Some(version)
 }
 
 /// (a) `kubectl apply`, then the EtcdCluster's status polled every 100 ms until Available with

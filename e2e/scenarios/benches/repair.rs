@@ -117,24 +117,10 @@ async fn main() {
 
 /// Available with `SIZE` healthy voters, `gone` not among them, the generation seen.
 fn repaired(c: &etcd_api::EtcdCluster, gone: &str) -> bool {
-    let Some(status) = c.status.as_ref() else {
-        return false;
-    };
-    let available = status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Available" && c.status == "True");
-    let healthy_voters = status
-        .members
-        .iter()
-        .filter(|m| !m.learner && m.healthy)
-        .count();
-    available
-        && healthy_voters == SIZE
-        && status.members.len() == SIZE
-        && status.ready_members as usize == SIZE
-        && !status.members.iter().any(|m| m.id.as_deref() == Some(gone))
-        && status.observed_generation == c.metadata.generation
+    common::status_shows_healthy_voters(c, SIZE)
+        && c.status
+            .as_ref()
+            .is_some_and(|s| !s.members.iter().any(|m| m.id.as_deref() == Some(gone)))
 }
 
 /// (a) A follower's PVC and Pod deleted; polled every `POLL` until repaired.

@@ -1020,3 +1020,25 @@ pub async fn start_with_restore_operator() -> Env {
     }
     env
 }
+
+/// What the benches wait for: the operator's status says Available, `size` members all healthy
+/// voters and all Ready, with the spec's generation seen.
+pub fn status_shows_healthy_voters(c: &etcd_api::EtcdCluster, size: usize) -> bool {
+    let Some(status) = c.status.as_ref() else {
+        return false;
+    };
+    let available = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "True");
+    let healthy_voters = status
+        .members
+        .iter()
+        .filter(|m| !m.learner && m.healthy)
+        .count();
+    available
+        && healthy_voters == size
+        && status.members.len() == size
+        && status.ready_members as usize == size
+        && status.observed_generation == c.metadata.generation
+}
