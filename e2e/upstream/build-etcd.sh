@@ -4,9 +4,11 @@
 # etcd-3.7/: a go.mod requiring every go.etcd.io/etcd/* module at one version, because the etcd
 # modules' own replace lines do not apply to a consumer, and a tools.go importing the three mains).
 #
-# Installs $TOOLS/etcd/<version>/{etcd,etcdctl,etcdutl} and links $TOOLS/bin/etcd-<minor>,
-# etcdctl-<minor>, etcdutl-<minor> to them. Idempotent: a stamp file next to the binaries records
-# the version and the hash of the module's go.mod/go.sum; when it matches, nothing is rebuilt.
+# Builds into $TOOLS_STORE/etcd/<version> (default $TOOLS: install-tools.sh passes its store
+# outside the clone), hard-links $TOOLS/etcd/<version>/{etcd,etcdctl,etcdutl} to them and links
+# $TOOLS/bin/etcd-<minor>, etcdctl-<minor>, etcdutl-<minor> to those. Idempotent: a stamp file
+# next to the built binaries records the version, the hash of the module's go.mod/go.sum and the
+# Go version; when it matches, nothing is rebuilt.
 #
 #   TOOLS=... e2e/upstream/build-etcd.sh [minor ...]      (default: every etcd-* module here)
 #
@@ -17,8 +19,16 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 TOOLS=${TOOLS:-$REPO/.tools}
+TOOLS_STORE=${TOOLS_STORE:-$TOOLS}
 BIN=$TOOLS/bin
 mkdir -p "$BIN"
+
+# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
+place() {
+  [ "$1" -ef "$2" ] && return
+  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
+  mv -f "$2.tmp" "$2"
+}
 
 log() { printf '[deps/etcd] %s\n' "$*" >&2; }
 
@@ -52,7 +62,7 @@ build_minor() { # minor, e.g. 3.6
   local version
   version=$(sed -n 's#^[[:space:]]*go.etcd.io/etcd/server/v3 \(v[0-9.]*\)$#\1#p' "$mod/go.mod")
   [ -n "$version" ] || { log "FAILED: $mod/go.mod requires no go.etcd.io/etcd/server/v3"; exit 1; }
-  local dest=$TOOLS/etcd/$version stamp
+  local dest=$TOOLS_STORE/etcd/$version installed=$TOOLS/etcd/$version stamp
   stamp="$version $(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
   if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$stamp" ] \
     && [ -x "$dest/etcd" ] && [ -x "$dest/etcdctl" ] && [ -x "$dest/etcdutl" ]; then
@@ -75,7 +85,11 @@ build_minor() { # minor, e.g. 3.6
     printf '%s' "$stamp" >"$dest/.stamp"
   fi
   local b
-  for b in etcd etcdctl etcdutl; do ln -sfn "$dest/$b" "$BIN/$b-$minor"; done
+  mkdir -p "$installed"
+  for b in etcd etcdctl etcdutl; do
+    place "$dest/$b" "$installed/$b"
+    ln -sfn "$installed/$b" "$BIN/$b-$minor"
+  done
 }
 
 if [ $# -eq 0 ]; then

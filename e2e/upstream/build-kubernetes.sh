@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the upstream control plane the e2e harness runs (kube-apiserver, kube-controller-manager,
 # kube-scheduler) from the Go module proxy, at the version pinned in kubernetes/go.mod, into
-# $BIN (default .tools/bin). Idempotent: a binary whose stamp names the pinned version and this
-# module's go.sum is not rebuilt. Called by e2e/install-tools.sh (`make deps`).
+# $TOOLS_STORE/kubernetes (default: $BIN; install-tools.sh passes its store outside the clone) and
+# hard-links them into $BIN (default .tools/bin). Idempotent: a binary whose stamp names the
+# pinned version and this module's go.sum is not rebuilt. Called by e2e/install-tools.sh (`make deps`).
 #
 # Why a module of our own: k8s.io/kubernetes requires its staging modules at v0.0.0 and maps them
 # with `replace => ./staging/...`, which only applies inside its own repository; kubernetes/go.mod
@@ -14,8 +15,18 @@ BIN=${BIN:-$HERE/../../.tools/bin}
 MODULE=$HERE/kubernetes
 mkdir -p "$BIN"
 BIN=$(cd "$BIN" && pwd) # the build runs in the module's directory
+if [ -n "${TOOLS_STORE:-}" ]; then STORE=$TOOLS_STORE/kubernetes; else STORE=$BIN; fi
+mkdir -p "$STORE"
+STORE=$(cd "$STORE" && pwd)
 
 log() { printf '[deps] %s\n' "$*" >&2; }
+
+# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
+place() {
+  [ "$1" -ef "$2" ] && return
+  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
+  mv -f "$2.tmp" "$2"
+}
 fail() {
   log "FAILED: $1"
   log "$2"
@@ -38,8 +49,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
-  out=$BIN/$cmd
+  out=$STORE/$cmd
   if [ -x "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$STAMP_ID" ]; then
+    place "$out" "$BIN/$cmd"
     continue
   fi
   log "go build k8s.io/kubernetes/cmd/$cmd@$VERSION (cold: minutes on 2 cores; cached afterwards)"
@@ -51,5 +63,6 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
   fi
   mv "$out.tmp" "$out"
   echo "$STAMP_ID" > "$out.stamp"
+  place "$out" "$BIN/$cmd"
   log "built $cmd $VERSION in $(( $(date +%s) - start )) s"
 done
