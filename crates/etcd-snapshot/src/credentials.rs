@@ -122,6 +122,24 @@ pub fn credentials_from_secret(
     })
 }
 
+/// Static credentials from the environment variables a Pod gets from the credentials Secret
+/// (`valueFrom.secretKeyRef` passes the bytes as they are, a trailing newline included), read
+/// by the rules of [`credentials_from_secret`] so that a Secret a backup can use works for a
+/// restore too. `None` when either key is unset or blank: the ambient chain (web identity,
+/// instance profile) applies. `var` is `std::env::var(..).ok()` outside tests.
+pub fn credentials_from_env(var: impl Fn(&str) -> Option<String>) -> Option<S3Credentials> {
+    let read = |key: &str| {
+        var(key)
+            .map(|value| value.trim().to_owned())
+            .filter(|value| !value.is_empty())
+    };
+    Some(S3Credentials {
+        access_key_id: read(s3_secret_keys::ACCESS_KEY_ID)?,
+        secret_access_key: read(s3_secret_keys::SECRET_ACCESS_KEY)?,
+        session_token: read(s3_secret_keys::SESSION_TOKEN),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +244,42 @@ mod tests {
         assert_eq!(
             missing.to_string(),
             "S3 credentials Secret db/nope not found"
+        );
+    }
+
+    #[test]
+    fn environment_credentials_are_read_as_the_secret_is() {
+        let env = |entries: &'static [(&'static str, &'static str)]| {
+            move |key: &str| {
+                entries
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let creds = credentials_from_env(env(&[
+            ("AWS_ACCESS_KEY_ID", "AKIA\n"),
+            ("AWS_SECRET_ACCESS_KEY", " s3cr3t\n"),
+        ]))
+        .unwrap();
+        assert_eq!(creds.access_key_id, "AKIA");
+        assert_eq!(creds.secret_access_key, "s3cr3t");
+        assert_eq!(creds.session_token, None);
+        let with_token = credentials_from_env(env(&[
+            ("AWS_ACCESS_KEY_ID", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_SESSION_TOKEN", "t\n"),
+        ]))
+        .unwrap();
+        assert_eq!(with_token.session_token.as_deref(), Some("t"));
+        // Nothing set, or a key blank: the ambient chain, not half a credential.
+        assert_eq!(credentials_from_env(env(&[])), None);
+        assert_eq!(
+            credentials_from_env(env(&[
+                ("AWS_ACCESS_KEY_ID", "a"),
+                ("AWS_SECRET_ACCESS_KEY", "\n")
+            ])),
+            None
         );
     }
 }

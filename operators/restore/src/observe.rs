@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use etcd_api::condition::is_condition_true;
 use etcd_api::restore::{RESTORING_ANNOTATION, RETAINED_BY_RESTORE_LABEL};
-use etcd_api::{
-    BackupPhase, EtcdBackup, EtcdCluster, EtcdRestore, RestorePhase, common::s3_secret_keys,
-};
+use etcd_api::{BackupPhase, EtcdBackup, EtcdCluster, EtcdRestore, RestorePhase};
 use etcd_member::observe::{KubeObservation, observe_kube};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret};
 use kube::api::{Api, LogParams};
@@ -345,7 +343,10 @@ async fn check_credentials(
     ))
 }
 
-/// Whether the Secret can give the init container its credentials (pure).
+/// Whether the Secret can give the seed its credentials (pure): by the rules the backup
+/// operator reads it with (`credentials_from_secret`: both keys, non-empty, UTF-8), so a
+/// Secret that works for backups works for the restore, and a bad one is refused here, naming
+/// the key, instead of failing the seed's download after quorum loss.
 pub fn credentials_usable(
     namespace: &str,
     name: &str,
@@ -357,23 +358,9 @@ pub fn credentials_usable(
             format!("S3 credentials Secret {namespace}/{name} not found"),
         ));
     };
-    for key in [
-        s3_secret_keys::ACCESS_KEY_ID,
-        s3_secret_keys::SECRET_ACCESS_KEY,
-    ] {
-        let present = secret.data.as_ref().is_some_and(|d| d.contains_key(key))
-            || secret
-                .string_data
-                .as_ref()
-                .is_some_and(|d| d.contains_key(key));
-        if !present {
-            return Err(Refusal::new(
-                "SecretKeyMissing",
-                format!("S3 credentials Secret {namespace}/{name} has no key {key}"),
-            ));
-        }
-    }
-    Ok(())
+    etcd_snapshot::credentials::credentials_from_secret(namespace, secret)
+        .map(drop)
+        .map_err(|e| Refusal::new(e.reason(), e.to_string()))
 }
 
 /// The cluster as the planner sees it (pure; quorum is filled in by the caller).
@@ -634,6 +621,7 @@ mod tests {
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStateWaiting,
     };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn backup(phase: BackupPhase) -> EtcdBackup {
         let mut b = EtcdBackup::new(
@@ -771,6 +759,46 @@ mod tests {
             ByteString(b"b".to_vec()),
         );
         assert!(credentials_usable("db", "s3", Some(&secret)).is_ok());
+    }
+
+    /// The backup operator reads a Secret with `credentials_from_secret`: a key that is empty
+    /// or not UTF-8 is refused there. The restore must refuse the same Secret before it builds
+    /// a seed whose download would then fail with "credentials rejected" after quorum loss.
+    #[test]
+    fn a_secret_the_backup_refuses_is_refused_before_the_seed_is_built() {
+        let with = |secret_key: &[u8]| Secret {
+            metadata: ObjectMeta {
+                name: Some("s3".into()),
+                ..Default::default()
+            },
+            data: Some(
+                [
+                    ("AWS_ACCESS_KEY_ID".to_owned(), ByteString(b"a".to_vec())),
+                    (
+                        "AWS_SECRET_ACCESS_KEY".to_owned(),
+                        ByteString(secret_key.to_vec()),
+                    ),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        for (bytes, why) in [
+            (&b""[..], "empty"),
+            (&b"\n"[..], "empty"),
+            (&b"\xff"[..], "not UTF-8"),
+        ] {
+            let e = credentials_usable("db", "s3", Some(&with(bytes))).unwrap_err();
+            assert_eq!(e.reason, "SecretKeyInvalid", "{bytes:?}");
+            assert!(
+                e.message.contains("db/s3")
+                    && e.message.contains("AWS_SECRET_ACCESS_KEY")
+                    && e.message.contains(why),
+                "{}",
+                e.message
+            );
+        }
+        assert!(credentials_usable("db", "s3", Some(&with(b"b\n"))).is_ok());
     }
 
     fn status(

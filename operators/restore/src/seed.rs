@@ -380,16 +380,19 @@ pub fn parse_snapshot_status(stdout: &str) -> Result<(i64, u64, u64), SeedError>
     Ok((s.revision, s.hash, s.total_key))
 }
 
-/// An S3 client for `spec` with the ambient AWS credential chain: in the seed Pod, the
-/// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) variables set from the
-/// credentials Secret, else a web identity or instance profile.
+/// An S3 client for `spec`: in the seed Pod, the AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
+/// (/ AWS_SESSION_TOKEN) variables set from the credentials Secret, read as the backup reads
+/// that Secret (trimmed: `echo key | base64` leaves a newline the SDK would sign with); without
+/// them the ambient AWS credential chain (web identity, instance profile).
 pub async fn s3_client(spec: &SeedSpec) -> aws_sdk_s3::Client {
     let endpoint = etcd_snapshot::s3::S3Endpoint {
         endpoint: spec.endpoint.as_deref(),
         region: &spec.region,
         force_path_style: spec.force_path_style,
     };
-    etcd_snapshot::s3::client(endpoint, None).await
+    let from_secret =
+        etcd_snapshot::credentials::credentials_from_env(|key| std::env::var(key).ok());
+    etcd_snapshot::s3::client(endpoint, from_secret.as_ref()).await
 }
 
 /// Maps an SDK error to a [`SeedError`] ([`etcd_snapshot::s3::classify`] judges it).
