@@ -352,18 +352,9 @@ pub async fn probe_member(
     endpoint: &str,
     tls: Option<&etcd_admin::ClientTls>,
 ) -> Result<MemberProbe, String> {
-    let status = etcd_admin::member_status_tls(endpoint, PROBE_TIMEOUT, tls)
+    etcd_admin::member_status_tls(endpoint, PROBE_TIMEOUT, tls)
         .await
-        .map_err(|e| e.to_string())?;
-    Ok(MemberProbe {
-        member_id: status.id,
-        cluster_id: status.cluster_id,
-        version: status.version,
-        revision: status.revision,
-        leader_id: status.leader_id,
-        errors: status.errors,
-        learner: status.learner,
-    })
+        .map_err(|e| e.to_string())
 }
 
 /// Probes every endpoint concurrently.
@@ -459,10 +450,7 @@ async fn run(
         ("etcd-revision".to_owned(), probe.revision.to_string()),
         ("etcd-version".to_owned(), probe.version.clone()),
         ("etcd-cluster-id".to_owned(), cluster_id.clone()),
-        (
-            "etcd-member-id".to_owned(),
-            format!("{:x}", probe.member_id),
-        ),
+        ("etcd-member-id".to_owned(), format!("{:x}", probe.id)),
         ("etcd-endpoint".to_owned(), endpoint.clone()),
         ("etcd-backup".to_owned(), job.backup.clone()),
         ("etcd-backup-uid".to_owned(), job.uid.clone()),

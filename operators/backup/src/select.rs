@@ -12,7 +12,6 @@
 
 use std::fmt;
 
-use etcd_admin::Alarm;
 use etcd_api::EtcdClusterStatus;
 
 /// Client URLs to probe for an EtcdCluster: its healthy voting members' client URLs, or when
@@ -31,24 +30,9 @@ pub fn endpoints_of(status: &EtcdClusterStatus) -> Vec<String> {
     status.client_endpoint.iter().cloned().collect()
 }
 
-/// What one member said when asked for its status.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberProbe {
-    /// etcd member ID.
-    pub member_id: u64,
-    /// etcd cluster ID.
-    pub cluster_id: u64,
-    /// Server version, e.g. `3.5.1`.
-    pub version: String,
-    /// Revision of the member's key space.
-    pub revision: i64,
-    /// The member ID of the leader this member knows, 0 if none.
-    pub leader_id: u64,
-    /// Errors the member reports (alarms such as `NOSPACE`, raft errors).
-    pub errors: Vec<String>,
-    /// The member is a non-voting learner.
-    pub learner: bool,
-}
+/// What one member said when asked for its status: etcd-admin's reading of
+/// `Maintenance.Status`, the same type the cluster operator observes members with.
+pub use etcd_admin::MemberStatus as MemberProbe;
 
 /// One endpoint and what came back from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,17 +77,13 @@ impl fmt::Display for NoReachableMember {
 
 /// Why a member that answered is not eligible, if it is not.
 fn ineligible(probe: &MemberProbe) -> Option<String> {
-    let alarms: Vec<Alarm> = probe
-        .errors
-        .iter()
-        .filter_map(|e| Alarm::parse(e))
-        .collect();
+    let alarms = probe.alarms();
     if alarms.len() < probe.errors.len() {
         return Some(format!("reports errors: {}", probe.errors.join(", ")));
     }
     if alarms
         .iter()
-        .any(|a| a.kind == "CORRUPT" && a.member_id == probe.member_id)
+        .any(|a| a.kind == "CORRUPT" && a.member_id == probe.id)
     {
         return Some("raised a CORRUPT alarm: its data differs from the others'".to_owned());
     }
@@ -136,9 +116,8 @@ pub fn select_member(answers: &[MemberAnswer]) -> Result<Selected, NoReachableMe
         let better = match best_probe {
             None => true,
             Some(current) => {
-                let is_leader = |p: &MemberProbe| p.leader_id == p.member_id;
                 // Strictly better only: the earlier endpoint wins a full tie.
-                (probe.revision, !is_leader(probe)) > (current.revision, !is_leader(current))
+                (probe.revision, !probe.is_leader()) > (current.revision, !current.is_leader())
             }
         };
         if better {
@@ -163,13 +142,13 @@ mod tests {
 
     fn member(id: u64, revision: i64) -> MemberProbe {
         MemberProbe {
-            member_id: id,
+            endpoint: format!("http://member-{id}:2379"),
+            id,
             cluster_id: 0xc1,
             version: "3.5.1".into(),
             revision,
             leader_id: LEADER,
-            errors: vec![],
-            learner: false,
+            ..Default::default()
         }
     }
 
