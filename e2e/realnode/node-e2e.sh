@@ -109,6 +109,11 @@ until "$KUBECTL" get node localkube >/dev/null 2>&1; do
 done
 "$KUBECTL" wait node/localkube --for=condition=Ready --timeout="${TIMEOUT}s" >/dev/null
 say "node Ready $(elapsed "$serving") s after that: $("$KUBECTL" get node localkube -o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}')"
+# Pods need their namespace's ServiceAccount, which kube-controller-manager creates shortly after start.
+until "$KUBECTL" get serviceaccount default >/dev/null 2>&1; do
+  [ "$(elapsed "$serving" | cut -d. -f1)" -lt "$TIMEOUT" ] || fail "no ServiceAccount default/default"
+  sleep 0.2
+done
 network_index=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["index"])' "$STATE/state/network.json")
 cgroup=localkube-$network_index
 

@@ -91,8 +91,8 @@ enum Command {
     Shim {
         #[arg(long)]
         parent: u32,
-        /// `SOURCE:TARGET`: run PROGRAM in a private mount namespace where SOURCE is bind-mounted
-        /// on TARGET.
+        /// `SOURCE:TARGET` (repeatable): run PROGRAM in a private mount namespace where each
+        /// SOURCE is bind-mounted on TARGET.
         #[arg(long)]
         bind: Vec<String>,
         program: String,
