@@ -26,6 +26,10 @@ help: ## List the verbs
 deps: ## Install etcd 3.4 (Debian) and 3.5/3.6/3.7 (built from the Go module proxy), SeaweedFS, aws CLI, kubectl+helm pairs, protoc into .tools/
 	$(call timed,deps,TOOLS=$(TOOLS) e2e/install-tools.sh)
 
+.PHONY: node-deps
+node-deps: ## The real node (issue 23, opt-in, not in deps): runc, containerd, kubelet from the Go module proxy, the pause image, Debian's CNI plugins
+	$(call timed,node-deps,TOOLS=$(TOOLS) e2e/upstream/build-node.sh)
+
 .PHONY: build
 build: ## Build every crate (debug)
 	$(call timed,build,cargo build --workspace --all-targets)
@@ -212,6 +216,11 @@ bench: deps build-cache ## Benchmarks: figures and ratios against baselines meas
 localkube: deps build-cache ## Run the local control plane in the foreground (state in .localkube/, Ctrl-C stops it)
 	cargo build -q --workspace --bins   # the operator image maps to these binaries
 	target/debug/localkube up --state-dir .localkube --etcd-binary $(TOOLS)/bin/etcd-3.5 --tools-dir $(TOOLS)/bin
+
+.PHONY: node-e2e
+node-e2e: build-cache ## As root, after node-deps: localkube on the upstream kubelet+containerd; the tutorial etcd Pods, the chart's real image, an EtcdCluster of 3 (not in make test)
+	cargo build -q -p localkube $(OPERATOR_PACKAGES)   # localkube; the operators the image packs
+	$(call timed,node-e2e,TOOLS=$(TOOLS) e2e/realnode/node-e2e.sh)
 
 .PHONY: demo
 demo: deps build-cache ## The whole story end to end (KEEP=1 leaves it running); needs root

@@ -56,6 +56,9 @@ pub struct ComponentOptions {
     /// What each component authenticates as.
     pub kubeconfigs: Kubeconfigs,
     pub network: HostNetwork,
+    /// false with `--node kubelet`: the upstream kubelet registers the Node and runs the pods;
+    /// DNS and the Service proxy still run on the bridge.
+    pub run_node_agent: bool,
     pub logs_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
     pub image_map: Option<PathBuf>,
@@ -87,7 +90,7 @@ pub const KUBELET_PORT: u16 = 10250;
 pub struct Components {
     network: Arc<HostNetwork>,
     node_shutdown: watch::Sender<bool>,
-    node: JoinHandle<()>,
+    node: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -154,28 +157,30 @@ impl Components {
             opts.image_map.as_deref(),
         )?;
         let mut background = Vec::new();
-        background.push(spawn_logged(
-            "node registration",
-            localkube_node::registration::run(
-                client.clone(),
-                localkube_node::registration::NodeRegistration {
-                    name: NODE_NAME.to_string(),
-                    internal_ip: gateway,
-                    kubelet_port: KUBELET_PORT,
-                    kubelet_version: opts.node.kubelet_version,
-                    cpu: opts.node.cpu,
-                },
-            ),
-        ));
-        background.push(spawn_logged(
-            "kubelet API",
-            localkube_node::kubelet_api::serve(
-                SocketAddr::new(gateway.into(), KUBELET_PORT),
-                opts.node.kubelet_tls,
-                client.clone(),
-                opts.logs_dir.clone(),
-            ),
-        ));
+        if opts.run_node_agent {
+            background.push(spawn_logged(
+                "node registration",
+                localkube_node::registration::run(
+                    client.clone(),
+                    localkube_node::registration::NodeRegistration {
+                        name: NODE_NAME.to_string(),
+                        internal_ip: gateway,
+                        kubelet_port: KUBELET_PORT,
+                        kubelet_version: opts.node.kubelet_version,
+                        cpu: opts.node.cpu,
+                    },
+                ),
+            ));
+            background.push(spawn_logged(
+                "kubelet API",
+                localkube_node::kubelet_api::serve(
+                    SocketAddr::new(gateway.into(), KUBELET_PORT),
+                    opts.node.kubelet_tls,
+                    client.clone(),
+                    opts.logs_dir.clone(),
+                ),
+            ));
+        }
         background.extend([
             spawn_logged(
                 "cluster DNS",
@@ -199,27 +204,29 @@ impl Components {
             ),
         ]);
         let (node_shutdown, shutdown_rx) = watch::channel(false);
-        let node = spawn_logged(
-            "node agent",
-            localkube_node::run(
-                client,
-                localkube_node::NodeOptions {
-                    node_name: NODE_NAME.to_string(),
-                    root: opts.state_dir.join("node"),
-                    logs_dir: opts.logs_dir,
-                    images,
-                    network: network.clone(),
-                    dns_server: gateway,
-                    cluster_domain: CLUSTER_DOMAIN.to_string(),
-                    host_ip: gateway,
-                    volume_dirs: localkube_node::VolumeDirs {
-                        provisioner_path: crate::upstream::HOSTPATH_PROVISIONER_DIR.into(),
-                        host_dir: crate::upstream::provisioned_volumes_dir(&opts.state_dir),
+        let node = opts.run_node_agent.then(|| {
+            spawn_logged(
+                "node agent",
+                localkube_node::run(
+                    client,
+                    localkube_node::NodeOptions {
+                        node_name: NODE_NAME.to_string(),
+                        root: opts.state_dir.join("node"),
+                        logs_dir: opts.logs_dir,
+                        images,
+                        network: network.clone(),
+                        dns_server: gateway,
+                        cluster_domain: CLUSTER_DOMAIN.to_string(),
+                        host_ip: gateway,
+                        volume_dirs: localkube_node::VolumeDirs {
+                            provisioner_path: crate::upstream::HOSTPATH_PROVISIONER_DIR.into(),
+                            host_dir: crate::upstream::provisioned_volumes_dir(&opts.state_dir),
+                        },
                     },
-                },
-                shutdown_rx,
-            ),
-        );
+                    shutdown_rx,
+                ),
+            )
+        });
         Ok(Components {
             network,
             node_shutdown,
@@ -228,10 +235,17 @@ impl Components {
         })
     }
 
+    /// The instance's node network (bridge, gateway, pod /24).
+    pub fn network(&self) -> &HostNetwork {
+        &self.network
+    }
+
     /// Stop the pods (gracefully, bounded), then everything else, then remove the bridge.
     pub async fn stop(self) -> StoppedNetwork {
         let _ = self.node_shutdown.send(true);
-        if tokio::time::timeout(STOP_TIMEOUT, self.node).await.is_err() {
+        if let Some(node) = self.node
+            && tokio::time::timeout(STOP_TIMEOUT, node).await.is_err()
+        {
             tracing::warn!("pods did not stop in time; their processes die with localkube");
         }
         for task in &self.background {

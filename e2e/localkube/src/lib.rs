@@ -7,6 +7,7 @@ pub mod components;
 pub mod etcd;
 pub mod images;
 pub mod pki;
+pub mod realnode;
 pub mod run;
 pub mod services;
 pub mod shim;

@@ -51,6 +51,19 @@ enum Command {
         /// more: their one node stands in for the several nodes a production cluster uses.
         #[arg(long, env = "LOCALKUBE_NODE_CPU")]
         node_cpu: Option<String>,
+        /// Which node runs the pods: `agent` (our node agent, e2e/node) or `kubelet` (the
+        /// upstream kubelet with containerd and runc, built by `make node-deps`; e2e/README.md
+        /// "Real node").
+        #[arg(long, value_enum, default_value = "agent")]
+        node: localkube::up::NodeKind,
+        /// With `--node kubelet`: where containerd, containerd-shim-runc-v2, runc, ctr and the
+        /// kubelet are (default: --tools-dir).
+        #[arg(long, env = "LOCALKUBE_NODE_BIN_DIR")]
+        node_bin_dir: Option<PathBuf>,
+        /// With `--node kubelet`: an OCI image tarball to import into containerd (repeatable;
+        /// the pause image of make node-deps is required).
+        #[arg(long)]
+        node_image: Vec<PathBuf>,
     },
     /// Run a host command with the cluster's DNS (e.g. an operator under `cargo run`, which then
     /// resolves `<pod>.<service>.<ns>.svc` names as it would inside a Pod).
@@ -78,10 +91,10 @@ enum Command {
     Shim {
         #[arg(long)]
         parent: u32,
-        /// `SOURCE:TARGET`: run PROGRAM in a private mount namespace where SOURCE is bind-mounted
-        /// on TARGET.
+        /// `SOURCE:TARGET` (repeatable): run PROGRAM in a private mount namespace where each
+        /// SOURCE is bind-mounted on TARGET.
         #[arg(long)]
-        bind: Option<String>,
+        bind: Vec<String>,
         program: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -100,7 +113,7 @@ fn main() -> std::process::ExitCode {
             program,
             args,
         } => {
-            let err = localkube::shim::exec(parent, bind.as_deref(), &program, &args);
+            let err = localkube::shim::exec(parent, &bind, &program, &args);
             eprintln!("localkube shim: {program}: {err}");
             std::process::ExitCode::from(127)
         }
@@ -148,6 +161,9 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
             image_map,
             kube_bin_dir,
             node_cpu,
+            node,
+            node_bin_dir,
+            node_image,
         } => {
             localkube::up::up(localkube::up::UpOptions {
                 state_dir,
@@ -159,6 +175,9 @@ async fn run_command(command: Command) -> Result<(), Box<dyn std::error::Error +
                 image_map,
                 kube_bin_dir,
                 node_cpu,
+                node,
+                node_bin_dir,
+                node_images: node_image,
             })
             .await
         }

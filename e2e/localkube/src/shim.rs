@@ -1,9 +1,10 @@
-//! `localkube shim --parent PID [--bind SOURCE:TARGET] -- PROGRAM ARGS...`: how localkube starts
+//! `localkube shim --parent PID [--bind SOURCE:TARGET]... -- PROGRAM ARGS...`: how localkube starts
 //! its children. The shim asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG
 //! survives execve), checks the parent did not die before that, then becomes PROGRAM. So even a
 //! SIGKILLed localkube leaves no etcd behind, without any `unsafe` pre-exec hook.
 //!
-//! With `--bind`, PROGRAM runs in a mount namespace of its own where SOURCE is mounted on TARGET:
+//! With `--bind` (repeatable), PROGRAM runs in a mount namespace of its own where each SOURCE is
+//! mounted on its TARGET (a directory or a file):
 //! how a path a binary hard-codes (kube-controller-manager's host-path provisioner writes under
 //! `/tmp/hostpath_pv`) lands in the instance's state directory, so parallel instances do not share
 //! it and removing the state directory removes the volumes.
@@ -15,7 +16,7 @@ use std::process::Command;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 
-pub fn exec(parent: u32, bind: Option<&str>, program: &str, args: &[String]) -> std::io::Error {
+pub fn exec(parent: u32, binds: &[String], program: &str, args: &[String]) -> std::io::Error {
     if let Err(e) =
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
     {
@@ -25,22 +26,29 @@ pub fn exec(parent: u32, bind: Option<&str>, program: &str, args: &[String]) -> 
     if current_parent != Some(parent) {
         return std::io::Error::other("the parent exited before the shim started");
     }
-    if let Some(bind) = bind
-        && let Err(e) = private_bind_mount(bind)
+    if !binds.is_empty()
+        && let Err(e) = private_bind_mounts(binds)
     {
-        return std::io::Error::other(format!("--bind {bind}: {e}"));
+        return std::io::Error::other(format!("--bind {}: {e}", binds.join(" --bind ")));
     }
     Command::new(program).args(args).exec()
 }
 
 /// A private mount namespace (this process is single-threaded: the shim runs before any thread)
-/// in which `SOURCE:TARGET` is bind-mounted; TARGET is created on the host if missing.
-fn private_bind_mount(bind: &str) -> Result<(), String> {
-    let (source, target) = bind
-        .split_once(':')
-        .ok_or("expected SOURCE:TARGET".to_string())?;
-    for dir in [source, target] {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {dir}: {e}"))?;
+/// in which each `SOURCE:TARGET` is bind-mounted; a directory SOURCE and its TARGET are created on
+/// the host if missing (a file SOURCE needs an existing TARGET: /proc/sys files).
+fn private_bind_mounts(binds: &[String]) -> Result<(), String> {
+    let mut pairs = Vec::new();
+    for bind in binds {
+        let (source, target) = bind
+            .split_once(':')
+            .ok_or(format!("{bind}: expected SOURCE:TARGET"))?;
+        if !Path::new(source).is_file() {
+            for dir in [source, target] {
+                std::fs::create_dir_all(dir).map_err(|e| format!("creating {dir}: {e}"))?;
+            }
+        }
+        pairs.push((source, target));
     }
     unshare(CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
     // Private propagation: the bind mount stays out of the host's namespace.
@@ -52,14 +60,17 @@ fn private_bind_mount(bind: &str) -> Result<(), String> {
         None::<&str>,
     )
     .map_err(|e| format!("making / private: {e}"))?;
-    mount(
-        Some(Path::new(source)),
-        Path::new(target),
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| format!("bind-mounting {source} on {target}: {e}"))
+    for (source, target) in pairs {
+        mount(
+            Some(Path::new(source)),
+            Path::new(target),
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| format!("bind-mounting {source} on {target}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// A command that runs `program` through the shim, tied to this process's lifetime.
@@ -72,12 +83,20 @@ pub fn command_with_bind(
     program: &Path,
     bind: Option<(&Path, &Path)>,
 ) -> std::io::Result<tokio::process::Command> {
+    command_with_binds(program, bind.as_slice())
+}
+
+/// As [`command`], with each `(source, target)` mounted in the program's own mount namespace.
+pub fn command_with_binds(
+    program: &Path,
+    binds: &[(&Path, &Path)],
+) -> std::io::Result<tokio::process::Command> {
     let me = std::env::current_exe()?;
     let mut cmd = tokio::process::Command::new(me);
     cmd.arg("shim")
         .arg("--parent")
         .arg(std::process::id().to_string());
-    if let Some((source, target)) = bind {
+    for (source, target) in binds {
         cmd.arg(format!("--bind={}:{}", source.display(), target.display()));
     }
     cmd.arg("--").arg(program);

@@ -24,8 +24,23 @@ pub struct UpOptions {
     pub image_map: Option<PathBuf>,
     /// Where the upstream binaries are (default: `tools_dir`, where `make deps` puts them).
     pub kube_bin_dir: Option<PathBuf>,
-    /// The CPUs the node advertises (default: the machine's).
+    /// The CPUs the node advertises (default: the machine's; our node agent only).
     pub node_cpu: Option<String>,
+    /// Which node runs the pods.
+    pub node: NodeKind,
+    /// With [`NodeKind::Kubelet`]: where `make node-deps` put its binaries (default: tools_dir).
+    pub node_bin_dir: Option<PathBuf>,
+    /// With [`NodeKind::Kubelet`]: OCI tarballs imported into containerd (the pause image too).
+    pub node_images: Vec<PathBuf>,
+}
+
+/// The node that runs the pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NodeKind {
+    /// Our node agent (e2e/node): containers as host processes in namespaces.
+    Agent,
+    /// The upstream kubelet with containerd and runc (`make node-deps`; [`crate::realnode`]).
+    Kubelet,
 }
 
 pub fn kubeconfig(pki: &Pki, server_url: &str) -> String {
@@ -68,6 +83,23 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         .or_else(|| opts.tools_dir.clone())
         .ok_or("--kube-bin-dir (or --tools-dir) must name where kube-apiserver is")?;
     crate::upstream::binaries(&bin_dir)?;
+    let node_bin_dir = opts
+        .node_bin_dir
+        .clone()
+        .or_else(|| opts.tools_dir.clone())
+        .unwrap_or_default();
+    let real_node = opts.node == NodeKind::Kubelet;
+    if real_node {
+        if opts.api_only {
+            return Err("--node kubelet needs the whole control plane, not --api-only".into());
+        }
+        crate::realnode::check_binaries(&node_bin_dir)?;
+        if opts.node_cpu.is_some() {
+            tracing::warn!(
+                "--node-cpu is ignored with --node kubelet: the kubelet advertises the machine's CPUs"
+            );
+        }
+    }
     let network = if opts.api_only {
         None
     } else {
@@ -116,6 +148,7 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
                     dns: kubeconfig_for(&pki, &url, "dns", &pki.dns_cert, &pki.dns_key),
                 },
                 network,
+                run_node_agent: !real_node,
                 logs_dir: opts.state_dir.join("node/logs"),
                 tools_dir: opts.tools_dir.clone(),
                 image_map: opts.image_map.clone(),
@@ -131,6 +164,44 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
             })
             .await?,
         ),
+        None => None,
+    };
+    let started = match &components {
+        Some(components) if real_node => {
+            let network = components.network();
+            let options = crate::realnode::RealNodeOptions {
+                state_dir: opts.state_dir.clone(),
+                bin_dir: node_bin_dir.clone(),
+                images: opts.node_images.clone(),
+                bridge: network.bridge_name(),
+                gateway: network.gateway(),
+                pod_cidr: network.pod_cidr(),
+                index: network.index(),
+                node_name: crate::components::NODE_NAME.to_string(),
+                cluster_domain: crate::components::CLUSTER_DOMAIN.to_string(),
+                kubeconfig: kubeconfig_for(&pki, &url, "node", &pki.node_cert, &pki.node_key),
+                ca_pem: pki.ca_cert.clone(),
+                serving_cert_pem: pki.kubelet_serving_cert.clone(),
+                serving_key_pem: pki.kubelet_serving_key.clone(),
+            };
+            Some(crate::realnode::RealNode::start(options).await)
+        }
+        _ => None,
+    };
+    let mut kubelet = match started {
+        Some(Ok(node)) => Some(node),
+        Some(Err(e)) => {
+            let network = match components {
+                Some(components) => Some(components.stop().await),
+                None => None,
+            };
+            control_plane.stop().await;
+            etcd.stop().await;
+            if let Some(network) = network {
+                network.release().await;
+            }
+            return Err(e);
+        }
         None => None,
     };
     write_atomically(&kubeconfig_path, &admin_kubeconfig)?;
@@ -151,11 +222,18 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
                     tracing::error!(component = %exited, "a control plane component exited; stopping");
                     break Some(exited);
                 }
+                if let Some(exited) = kubelet.as_mut().and_then(|k| k.check_running()) {
+                    tracing::error!(component = %exited, "a node component exited; stopping");
+                    break Some(exited);
+                }
             }
         }
     };
     tracing::info!("stopping");
     let _ = std::fs::remove_file(&kubeconfig_path);
+    if let Some(kubelet) = kubelet {
+        kubelet.stop().await;
+    }
     let network = match components {
         Some(components) => Some(components.stop().await),
         None => None,
