@@ -703,6 +703,7 @@ mod tests {
             tls: None,
             maintenance: None,
             network_policy: None,
+            backup: None,
         };
         let errors: Vec<String> = validate_cluster_spec(&spec)
             .unwrap_err()

@@ -710,6 +710,7 @@ mod tests {
                 tls: None,
                 maintenance: None,
                 network_policy: None,
+                backup: None,
             },
         );
         cluster.metadata.namespace = Some("db".into());

@@ -889,6 +889,7 @@ mod tests {
                 tls: None,
                 maintenance: None,
                 network_policy: None,
+                backup: None,
             },
         );
         let pvc = |owned: bool| {
