@@ -339,6 +339,42 @@ mod tests {
         );
     }
 
+    /// The decision of issue 25's note: a two-voter cluster under NOSPACE defragments its
+    /// members one at a time although, while one is busy, the other alone is no quorum, so
+    /// linearizable reads pause for the seconds it takes. Writes already fail under NOSPACE;
+    /// refusing instead (the gate a scheduled defragmentation uses) would keep the cluster in
+    /// NOSPACE for good, refusing every write, since no other step clears it. A pause of reads
+    /// is the lesser outage. A scheduled (threshold) defragmentation of the same cluster
+    /// waits instead (`defragmentation_never_takes_a_second_member_away`).
+    #[test]
+    fn two_voters_under_no_space_defragment_pausing_reads_rather_than_staying_full() {
+        let members2: Vec<Member> = [0, 1]
+            .iter()
+            .map(|&o| Member {
+                db: Some(full(40 * MIB)),
+                ..healthy(o, V35, o == 0)
+            })
+            .collect();
+        let mut observed = no_space(0, full(40 * MIB), false);
+        let spec = observed.spec.clone();
+        let alarms = observed.alarms.clone();
+        observed = cluster(2, V35)
+            .members(members2)
+            .pods(&[0, 1])
+            .ready(&[0, 1])
+            .pvcs(&[0, 1]);
+        observed.spec = etcd_api::EtcdClusterSpec { size: 2, ..spec };
+        let hash = Some(crate::build::config_hash(&observed.spec));
+        for pod in observed.pods.values_mut() {
+            pod.config_hash = hash.clone();
+        }
+        observed.alarms = alarms;
+        assert_eq!(
+            play(observed, 40 * MIB),
+            vec!["defrag main-1", "defrag main-0", "disarm"]
+        );
+    }
+
     fn fragmented(leader: u32) -> Observed {
         let mut observed = settled(
             leader,
