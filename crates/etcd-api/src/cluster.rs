@@ -133,10 +133,10 @@ pub struct EtcdClusterSpec {
     pub backup: Option<ScheduledBackupSpec>,
 }
 
-/// The CEL rule on `spec.backup.schedule`: five cron fields (numbers, names, ranges, lists,
-/// steps, `*`, `?`) or one of the CronJob's macros. The values' ranges are checked by
-/// [`crate::cron::Schedule::parse`] when the operator reads the spec; a value out of range is
-/// reported naming the field.
+/// The CEL rule on `spec.backup.schedule` and `spec.maintenance.defrag.schedule`: five cron
+/// fields (numbers, names, ranges, lists, steps, `*`, `?`) or one of the CronJob's macros. The
+/// values' ranges are checked by [`crate::cron::Schedule::parse`] when the operator reads the
+/// spec; a value out of range is reported naming the field.
 pub const CRON_SCHEDULE_RULE: &str = r"self.matches(r'^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|((\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?(,(\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?)*)( +((\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?(,(\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?)*)){4})$')";
 
 /// The message of [`CRON_SCHEDULE_RULE`] on `spec.backup.schedule`.
@@ -213,15 +213,39 @@ pub struct DefragSpec {
     #[serde(default = "default_defrag_min_bytes")]
     #[schemars(range(min = 0))]
     pub min_fragmented_bytes: i64,
+
+    /// Defragment only in maintenance windows: each starts when this cron schedule fires
+    /// (`minute hour day-of-month month day-of-week`, UTC, e.g. `0 2 * * *` nightly at 02:00)
+    /// and lasts `windowMinutes`. Unset: whenever the threshold is passed. A NOSPACE alarm is
+    /// cleared at once, in a window or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = kube::core::Rule::new(CRON_SCHEDULE_RULE).message(DEFRAG_SCHEDULE_MESSAGE))]
+    pub schedule: Option<String>,
+
+    /// Length of each window of `schedule`, in minutes (default 60). A defragmentation started
+    /// in a window finishes after it closes; no other starts.
+    #[serde(default = "default_defrag_window_minutes")]
+    #[schemars(range(min = 1, max = 10080))]
+    pub window_minutes: i32,
 }
+
+/// The message of [`CRON_SCHEDULE_RULE`] on `spec.maintenance.defrag.schedule`.
+pub const DEFRAG_SCHEDULE_MESSAGE: &str = "spec.maintenance.defrag.schedule must be a cron schedule: five fields (minute hour day-of-month month day-of-week) of numbers, ranges, lists, steps or *, e.g. \"0 2 * * *\", or one of @hourly, @daily, @weekly, @monthly, @yearly";
 
 impl Default for DefragSpec {
     fn default() -> Self {
         Self {
             threshold_percent: default_defrag_percent(),
             min_fragmented_bytes: default_defrag_min_bytes(),
+            schedule: None,
+            window_minutes: default_defrag_window_minutes(),
         }
     }
+}
+
+fn default_defrag_window_minutes() -> i32 {
+    60
 }
 
 fn default_defrag_percent() -> i32 {

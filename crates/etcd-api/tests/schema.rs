@@ -708,3 +708,27 @@ fn backup_schedule_is_cron_and_refusals_name_the_field() {
         Some(10.0)
     );
 }
+
+#[test]
+fn defrag_schedule_is_cron_and_refusals_name_the_field() {
+    let schema = schema_of(&EtcdCluster::crd());
+    let with = |schedule: &str| {
+        cluster(
+            "main",
+            json!({"size": 3, "version": "3.6.16", "maintenance": {"defrag": {
+                "schedule": schedule, "windowMinutes": 120}}}),
+        )
+    };
+    assert_eq!(
+        cel_errors(&schema, with("0 2 * * *"), None),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        cel_errors(&schema, with("nightly"), None),
+        vec![etcd_api::cluster::DEFRAG_SCHEDULE_MESSAGE.to_owned()]
+    );
+    assert_eq!(
+        node(&schema, "spec.maintenance.defrag.windowMinutes")["minimum"].as_f64(),
+        Some(1.0)
+    );
+}

@@ -356,6 +356,7 @@ pub fn to_observed(
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
+        wall_clock: None,
     }
 }
 

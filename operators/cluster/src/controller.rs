@@ -266,6 +266,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         view = observe::observe_etcd(&all, ctx.etcd_timeout, etcd_tls).await;
     }
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    observed.wall_clock = Some(jiff::Timestamp::now().as_second());
     observed.tls_hashes = kube
         .pods
         .keys()

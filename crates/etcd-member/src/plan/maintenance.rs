@@ -110,6 +110,18 @@ fn quota_bytes(observed: &Observed, stats: &[(&Member, DbStats)]) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Whether a window of `schedule` (each `window_minutes` long) is open at `now` (Unix
+/// seconds). An unknown time or a schedule that does not parse (refused by validation before
+/// planning) opens none.
+fn window_open(schedule: &str, window_minutes: i32, now: Option<i64>) -> bool {
+    let (Some(now), Ok(schedule)) = (now, etcd_api::cron::Schedule::parse(schedule)) else {
+        return false;
+    };
+    schedule
+        .open_window(now, i64::from(window_minutes.max(1)) * 60)
+        .is_some()
+}
+
 /// The next member to defragment under `spec.maintenance.defrag`, `None` when it is unset or
 /// no member's free space passes its threshold.
 pub(super) fn next_defrag(
@@ -118,6 +130,11 @@ pub(super) fn next_defrag(
     healthy_voters: usize,
 ) -> Option<Action> {
     let defrag = observed.spec.maintenance.as_ref()?.defrag.clone()?;
+    if let Some(schedule) = &defrag.schedule
+        && !window_open(schedule, defrag.window_minutes, observed.wall_clock)
+    {
+        return None;
+    }
     let percent = u64::try_from(defrag.threshold_percent.clamp(1, 100)).unwrap_or(50);
     let min_bytes = u64::try_from(defrag.min_fragmented_bytes).unwrap_or(0);
     let due = |db: &DbStats| db.free() >= min_bytes && db.free() * 100 >= db.size * percent;
@@ -436,6 +453,63 @@ mod tests {
             });
         }
         assert_eq!(plan(&observed), Action::Converged);
+    }
+
+    /// `schedule`: the threshold check runs only in the schedule's windows; a NOSPACE alarm is
+    /// cleared outside them too.
+    #[test]
+    fn scheduled_defragmentation_waits_for_its_window() {
+        // 2026-11-26 00:00 UTC; windows nightly from 02:00 for 90 minutes.
+        const MIDNIGHT: i64 = 1_795_651_200;
+        let at = |seconds: i64| {
+            let mut observed = fragmented(0);
+            if let Some(defrag) = observed
+                .spec
+                .maintenance
+                .as_mut()
+                .and_then(|m| m.defrag.as_mut())
+            {
+                defrag.schedule = Some("0 2 * * *".into());
+                defrag.window_minutes = 90;
+            }
+            observed.wall_clock = Some(seconds);
+            observed
+        };
+        let defragments = |observed: &Observed| {
+            matches!(
+                plan(observed),
+                Action::DefragmentMember {
+                    reason: DefragReason::Fragmented,
+                    ..
+                }
+            )
+        };
+        let hour = 3600;
+        assert!(!defragments(&at(MIDNIGHT + hour)), "before the window");
+        assert!(defragments(&at(MIDNIGHT + 2 * hour)), "at its start");
+        assert!(defragments(&at(MIDNIGHT + 3 * hour + 29 * 60)), "in it");
+        assert!(!defragments(&at(MIDNIGHT + 3 * hour + 30 * 60)), "after it");
+        // An unknown time opens no window.
+        let mut unknown = at(MIDNIGHT + 2 * hour);
+        unknown.wall_clock = None;
+        assert!(!defragments(&unknown));
+        // NOSPACE does not wait for a window.
+        let mut full_now = no_space(0, full(40 * MIB), false);
+        full_now.spec.maintenance = Some(MaintenanceSpec {
+            defrag: Some(DefragSpec {
+                schedule: Some("0 2 * * *".into()),
+                ..DefragSpec::default()
+            }),
+            compact_on_no_space: false,
+        });
+        full_now.wall_clock = Some(MIDNIGHT + hour);
+        assert!(matches!(
+            plan(&full_now),
+            Action::DefragmentMember {
+                reason: DefragReason::NoSpace,
+                ..
+            }
+        ));
     }
 
     #[test]
