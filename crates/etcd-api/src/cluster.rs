@@ -120,6 +120,64 @@ pub struct EtcdClusterSpec {
     /// chart's defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<crate::network::NetworkPolicySpec>,
+
+    /// Scheduled backups of this cluster: the operator keeps a CronJob in the cluster's
+    /// namespace (`<cluster>-backups`, cut short with a hash for names over 44 characters;
+    /// owned by the EtcdCluster, with its own ServiceAccount,
+    /// Role and RoleBinding of the same name) that creates an EtcdBackup on the schedule and
+    /// applies the retention, as the chart's `scheduledBackup` CronJob does. Removing it
+    /// removes the CronJob and its ServiceAccount, Role and RoleBinding; EtcdBackups and their
+    /// S3 objects stay. Run one at once with `kubectl create job --from=cronjob/<cluster>-backups
+    /// <name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<ScheduledBackupSpec>,
+}
+
+/// The CEL rule on `spec.backup.schedule` and `spec.maintenance.defrag.schedule`: five cron
+/// fields (numbers, names, ranges, lists, steps, `*`, `?`) or one of the CronJob's macros. The
+/// values' ranges are checked by [`crate::cron::Schedule::parse`] when the operator reads the
+/// spec; a value out of range is reported naming the field.
+pub const CRON_SCHEDULE_RULE: &str = r"self.matches(r'^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|((\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?(,(\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?)*)( +((\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?(,(\*|\?|[0-9]{1,2}(-[0-9]{1,2})?|[A-Za-z]{3}(-[A-Za-z]{3})?)(/[0-9]{1,2})?)*)){4})$')";
+
+/// The message of [`CRON_SCHEDULE_RULE`] on `spec.backup.schedule`.
+pub const BACKUP_SCHEDULE_MESSAGE: &str = "spec.backup.schedule must be a cron schedule: five fields (minute hour day-of-month month day-of-week) of numbers, ranges, lists, steps or *, e.g. \"0 */6 * * *\", or one of @hourly, @daily, @weekly, @monthly, @yearly";
+
+/// A per-cluster backup schedule (`spec.backup`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduledBackupSpec {
+    /// When to back up, in cron syntax (`minute hour day-of-month month day-of-week`, e.g.
+    /// `0 */6 * * *`), in the controller manager's time zone (usually UTC). A run still going
+    /// when the next is due is not doubled up.
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = kube::core::Rule::new(CRON_SCHEDULE_RULE).message(BACKUP_SCHEDULE_MESSAGE))]
+    pub schedule: String,
+
+    /// Where the snapshots go: the same fields as an EtcdBackup's `spec.s3`. The credentials
+    /// Secret is read by the backup operator (and, with `deleteObjects`, by the CronJob).
+    pub s3: crate::S3Destination,
+
+    /// Keep this many Succeeded scheduled backups of the cluster (ordered by snapshot time,
+    /// then revision); older ones are deleted after each run. Failed ones do not count. 0
+    /// (default) keeps all. Scheduled backups of this cluster made by the chart's
+    /// `scheduledBackup` CronJob count too (both label theirs `etcd.operator.rs/scheduled`).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 10000))]
+    pub retain: i32,
+
+    /// With `retain`: also delete the S3 objects of the backups retention deletes.
+    #[serde(default)]
+    pub delete_objects: bool,
+
+    /// `spec.timeoutSeconds` of each backup (default 1800): the upload is aborted after this
+    /// long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub timeout_seconds: Option<i64>,
+
+    /// Start no new run (the CronJob's `suspend`); a run already going finishes.
+    #[serde(default)]
+    pub suspend: bool,
 }
 
 /// Database maintenance of the members.
@@ -155,15 +213,39 @@ pub struct DefragSpec {
     #[serde(default = "default_defrag_min_bytes")]
     #[schemars(range(min = 0))]
     pub min_fragmented_bytes: i64,
+
+    /// Defragment only in maintenance windows: each starts when this cron schedule fires
+    /// (`minute hour day-of-month month day-of-week`, UTC, e.g. `0 2 * * *` nightly at 02:00)
+    /// and lasts `windowMinutes`. Unset: whenever the threshold is passed. A NOSPACE alarm is
+    /// cleared at once, in a window or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = kube::core::Rule::new(CRON_SCHEDULE_RULE).message(DEFRAG_SCHEDULE_MESSAGE))]
+    pub schedule: Option<String>,
+
+    /// Length of each window of `schedule`, in minutes (default 60). A defragmentation started
+    /// in a window finishes after it closes; no other starts.
+    #[serde(default = "default_defrag_window_minutes")]
+    #[schemars(range(min = 1, max = 10080))]
+    pub window_minutes: i32,
 }
+
+/// The message of [`CRON_SCHEDULE_RULE`] on `spec.maintenance.defrag.schedule`.
+pub const DEFRAG_SCHEDULE_MESSAGE: &str = "spec.maintenance.defrag.schedule must be a cron schedule: five fields (minute hour day-of-month month day-of-week) of numbers, ranges, lists, steps or *, e.g. \"0 2 * * *\", or one of @hourly, @daily, @weekly, @monthly, @yearly";
 
 impl Default for DefragSpec {
     fn default() -> Self {
         Self {
             threshold_percent: default_defrag_percent(),
             min_fragmented_bytes: default_defrag_min_bytes(),
+            schedule: None,
+            window_minutes: default_defrag_window_minutes(),
         }
     }
+}
+
+fn default_defrag_window_minutes() -> i32 {
+    60
 }
 
 fn default_defrag_percent() -> i32 {

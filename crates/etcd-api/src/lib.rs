@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod common;
 pub mod condition;
 pub mod crd;
+pub mod cron;
 pub mod network;
 pub mod reference;
 pub mod restore;
@@ -37,7 +38,8 @@ pub use backup::{
 };
 pub use cluster::{
     AutoCompactionMode, ClusterPhase, DefragSpec, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus,
-    EtcdOptions, MaintenanceSpec, MemberStatus, PodPolicy, ReclaimPolicy, StorageSpec,
+    EtcdOptions, MaintenanceSpec, MemberStatus, PodPolicy, ReclaimPolicy, ScheduledBackupSpec,
+    StorageSpec,
 };
 pub use common::{LocalObjectReference, S3Connection};
 pub use restore::{

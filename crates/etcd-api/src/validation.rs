@@ -381,6 +381,21 @@ pub fn validate_cluster_spec(spec: &EtcdClusterSpec) -> Result<(), Vec<FieldErro
         )),
         Some(_) => {}
     }
+    // The CEL rule checks the shape; the ranges (minute 0-59, ...) are checked here. (A bad
+    // `spec.backup.schedule` does not stop the members' care: the backup schedule's step
+    // reports it on its own, see the cluster operator's scheduled_backup.rs.)
+    if let Some(schedule) = spec
+        .maintenance
+        .as_ref()
+        .and_then(|m| m.defrag.as_ref())
+        .and_then(|d| d.schedule.as_deref())
+        && let Err(error) = crate::cron::Schedule::parse(schedule)
+    {
+        errors.push(FieldError::new(
+            "spec.maintenance.defrag.schedule",
+            format!("{schedule:?} is not a cron schedule: {error}"),
+        ));
+    }
     if errors.is_empty() {
         Ok(())
     } else {
@@ -703,6 +718,7 @@ mod tests {
             tls: None,
             maintenance: None,
             network_policy: None,
+            backup: None,
         };
         let errors: Vec<String> = validate_cluster_spec(&spec)
             .unwrap_err()
@@ -724,5 +740,27 @@ mod tests {
             ..spec
         };
         assert_eq!(validate_cluster_spec(&good), Ok(()));
+        // A defragmentation schedule out of range is refused naming the field.
+        let bad_window = EtcdClusterSpec {
+            maintenance: Some(crate::MaintenanceSpec {
+                defrag: Some(crate::DefragSpec {
+                    schedule: Some("60 2 * * *".into()),
+                    ..crate::DefragSpec::default()
+                }),
+                compact_on_no_space: false,
+            }),
+            ..good.clone()
+        };
+        let errors: Vec<String> = validate_cluster_spec(&bad_window)
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "spec.maintenance.defrag.schedule: \"60 2 * * *\" is not a cron schedule: minute: 60 is outside 0-59"
+            ]
+        );
     }
 }

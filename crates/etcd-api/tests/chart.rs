@@ -453,12 +453,54 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
             "ensure_network_policy (spec.networkPolicy.enabled: false)",
         ),
     ];
+    // spec.backup: the CronJob and its ServiceAccount, Role and RoleBinding are read, applied
+    // and deleted; the Jobs' Role grants are held too (RBAC escalation prevention).
+    let mut needed = needed.to_vec();
+    for (group, resource) in [
+        ("batch", "cronjobs"),
+        ("", "serviceaccounts"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+    ] {
+        for verb in ["get", "create", "patch", "delete"] {
+            needed.push((group, resource, verb, "ensure_scheduled_backup"));
+        }
+    }
+    for verb in ["create", "get", "list", "delete"] {
+        needed.push((
+            "etcd.operator.rs",
+            "etcdbackups",
+            verb,
+            "the spec.backup Jobs' Role",
+        ));
+    }
+    needed.push((
+        "etcd.operator.rs",
+        "etcdrestores",
+        "list",
+        "the spec.backup Jobs' Role",
+    ));
     let missing: Vec<String> = needed
         .iter()
         .filter(|(group, resource, verb, _)| !granted(group, resource, verb))
         .map(|(group, resource, verb, by)| format!("{verb} {group}/{resource} (used by {by})"))
         .collect();
     assert!(missing.is_empty(), "not granted: {missing:?}");
+    // The image the spec.backup CronJobs run is the one the chart runs the operators from.
+    let deployment = of_kind(&objects, "Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "etcd-operator-cluster")
+        .unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let image = container["image"].as_str().unwrap();
+    assert!(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str() == Some(&format!("--backup-image={image}"))),
+        "{container}"
+    );
     // Least privilege: the operator never updates Pods (it patches one annotation onto Pods an
     // older release built, AdoptPod).
     assert!(!granted("", "pods", "update"));

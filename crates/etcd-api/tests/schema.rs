@@ -653,3 +653,82 @@ fn backup_tls_secret_goes_with_endpoints_only() {
         ]
     );
 }
+
+#[test]
+fn backup_schedule_is_cron_and_refusals_name_the_field() {
+    let schema = schema_of(&EtcdCluster::crd());
+    let with = |schedule: &str| {
+        cluster(
+            "main",
+            json!({"size": 1, "version": "3.6.16", "backup": {
+                "schedule": schedule, "s3": {"bucket": "etcd-backups"}, "retain": 2}}),
+        )
+    };
+    for ok in [
+        "* * * * *",
+        "0 */6 * * *",
+        "30 2 * * 1-5",
+        "0,15,30,45 * 1-7/2 JAN-MAR MON",
+        "5  4 * * ?",
+        "@daily",
+        "@hourly",
+    ] {
+        assert_eq!(
+            cel_errors(&schema, with(ok), None),
+            Vec::<String>::new(),
+            "{ok}"
+        );
+    }
+    for bad in [
+        "",
+        "* * * *",
+        "* * * * * *",
+        "every day",
+        "@often",
+        "0 */6 * * * ; rm",
+        "TZ=UTC 0 * * * *",
+        "100 * * * *",
+    ] {
+        let errors = cel_errors(&schema, with(bad), None);
+        assert_eq!(
+            errors,
+            vec![etcd_api::cluster::BACKUP_SCHEDULE_MESSAGE.to_owned()],
+            "{bad:?}"
+        );
+        assert!(errors[0].starts_with("spec.backup.schedule "));
+    }
+    let s3 = node(&schema, "spec.backup.s3");
+    assert_eq!(
+        s3["required"],
+        json!(["bucket"]),
+        "the same S3 fields as EtcdBackup.spec.s3"
+    );
+    assert_eq!(
+        node(&schema, "spec.backup.timeoutSeconds")["minimum"].as_f64(),
+        Some(10.0)
+    );
+}
+
+#[test]
+fn defrag_schedule_is_cron_and_refusals_name_the_field() {
+    let schema = schema_of(&EtcdCluster::crd());
+    let with = |schedule: &str| {
+        cluster(
+            "main",
+            json!({"size": 3, "version": "3.6.16", "maintenance": {"defrag": {
+                "schedule": schedule, "windowMinutes": 120}}}),
+        )
+    };
+    assert_eq!(
+        cel_errors(&schema, with("0 2 * * *"), None),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        cel_errors(&schema, with("nightly"), None),
+        vec![etcd_api::cluster::DEFRAG_SCHEDULE_MESSAGE.to_owned()]
+    );
+    assert_eq!(
+        node(&schema, "spec.maintenance.defrag.windowMinutes")["minimum"].as_f64(),
+        Some(1.0)
+    );
+}

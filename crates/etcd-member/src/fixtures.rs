@@ -42,6 +42,7 @@ pub fn cluster(size: i32, version: &str) -> Observed {
             tls: None,
             maintenance: None,
             network_policy: None,
+            backup: None,
         },
         restoring: None,
         recorded_cluster_id: None,
@@ -57,6 +58,7 @@ pub fn cluster(size: i32, version: &str) -> Observed {
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
+        wall_clock: None,
     }
 }
 

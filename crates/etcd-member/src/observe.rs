@@ -356,6 +356,7 @@ pub fn to_observed(
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
+        wall_clock: None,
     }
 }
 
@@ -710,6 +711,7 @@ mod tests {
                 tls: None,
                 maintenance: None,
                 network_policy: None,
+                backup: None,
             },
         );
         cluster.metadata.namespace = Some("db".into());

@@ -60,6 +60,9 @@ pub struct Observed {
     /// the certificate Secrets as they are now (by member name; a member whose Secrets are not
     /// known yet is absent). A Pod carrying another hash is rolled.
     pub tls_hashes: BTreeMap<String, String>,
+    /// When this was observed, in Unix seconds (UTC): opens and closes the windows of
+    /// `spec.maintenance.defrag.schedule`. `None`: not known, no window is open.
+    pub wall_clock: Option<i64>,
 }
 
 /// An etcd alarm and the member that raised it.

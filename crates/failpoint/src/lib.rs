@@ -68,6 +68,15 @@ pub const ALL: &[&str] = &[
     "cluster.member_defragment",
     "cluster.compact",
     "cluster.nospace_disarm",
+    // spec.backup's CronJob and the ServiceAccount, Role and RoleBinding of its Jobs.
+    "cluster.backup_service_account_apply",
+    "cluster.backup_role_apply",
+    "cluster.backup_role_binding_apply",
+    "cluster.backup_cron_job_apply",
+    "cluster.backup_role_binding_delete",
+    "cluster.backup_role_delete",
+    "cluster.backup_service_account_delete",
+    "cluster.backup_cron_job_delete",
     // The backup operator: its status, the S3 multipart upload (crates/etcd-snapshot), and the
     // CronJob's `create-backup` (an EtcdBackup created, then retention).
     "backup.status",

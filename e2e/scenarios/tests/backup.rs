@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use etcd_api::{BackupArtifact, BackupPhase, EtcdBackup};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::Api;
 use kube::api::ListParams;
 use sha2::{Digest, Sha256};
@@ -28,6 +28,8 @@ const RUNS: usize = 3;
 const RETAIN: usize = 2;
 const SCHEDULED_PREFIX: &str = "scheduled/";
 const MANUAL_PREFIX: &str = "manual/";
+/// Where the cluster's own schedule (`spec.backup`) writes.
+const PER_CLUSTER_PREFIX: &str = "percluster/";
 /// Keys written before the on-demand backup; its restored snapshot must hold each of them.
 const KEYS: usize = 50;
 const SCHEDULED_LABEL: &str = "etcd.operator.rs/scheduled=true";
@@ -212,6 +214,213 @@ async fn scheduled_backups_are_retained_and_an_on_demand_backup_restores() {
     // The on-demand backup is not scheduled: retention never touches it or its object.
     assert!(backups.get("main-manual-1").await.is_ok());
     assert_eq!(list_keys(&s3, MANUAL_PREFIX).await.len(), 1);
+
+    per_cluster_schedule(&env, &s3, written.revision).await;
+}
+
+/// `spec.backup` (issue 21): the cluster operator keeps a CronJob in the cluster's namespace
+/// that runs the same create-backup with the Jobs' own ServiceAccount and Role. Its runs are
+/// started as users start one at once (`kubectl create job --from=cronjob/...`: the chart's
+/// CronJob above already showed a schedule firing); retention keeps the newest `RETAIN`
+/// (deleting their objects); removing `spec.backup` removes the CronJob, its ServiceAccount,
+/// Role and RoleBinding, and no backup or object.
+async fn per_cluster_schedule(env: &Env, s3: &aws_sdk_s3::Client, written_revision: i64) {
+    let started = std::time::Instant::now();
+    let name = format!("{CLUSTER}-backups");
+    // The chart's CronJob must not run meanwhile (it shares the retention count, see below).
+    let chart_cron = env
+        .kubectl(&["get", "cronjob", "-n", OPERATOR_NAMESPACE, "-o", "name"])
+        .trim()
+        .to_string();
+    env.kubectl(&[
+        "patch",
+        &chart_cron,
+        "-n",
+        OPERATOR_NAMESPACE,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    let backup = serde_json::json!({"spec": {"backup": {
+        // Not before next New Year: the runs below are started by hand.
+        "schedule": "0 0 1 1 *",
+        "s3": {"bucket": BUCKET, "prefix": PER_CLUSTER_PREFIX, "endpoint": S3_ENDPOINT,
+               "forcePathStyle": true, "credentialsSecretRef": {"name": S3_SECRET}},
+        "retain": RETAIN, "deleteObjects": true, "timeoutSeconds": 300}}});
+    env.kubectl(&[
+        "patch",
+        "etcdcluster",
+        CLUSTER,
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        &backup.to_string(),
+    ]);
+    let cron_jobs: Api<CronJob> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + STEP;
+    let cron = loop {
+        if let Some(cron) = cron_jobs.get_opt(&name).await.unwrap() {
+            break cron;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(
+                env,
+                &format!("no CronJob {NS}/{name} after setting spec.backup"),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let owner = &cron.metadata.owner_references.clone().unwrap_or_default();
+    assert!(
+        owner
+            .iter()
+            .any(|o| o.kind == "EtcdCluster" && o.name == CLUSTER),
+        "{owner:?}"
+    );
+    assert_eq!(cron.spec.as_ref().unwrap().schedule, "0 0 1 1 *");
+    for kind in ["serviceaccount", "role", "rolebinding"] {
+        env.kubectl(&["get", kind, &name, "-n", NS]);
+    }
+
+    let backups: Api<EtcdBackup> = Api::namespaced(env.client.clone(), NS);
+    let mut made = vec![];
+    for run in 1..=RUNS {
+        let job = format!("per-cluster-{run}");
+        env.kubectl(&[
+            "create",
+            "job",
+            &job,
+            &format!("--from=cronjob/{name}"),
+            "-n",
+            NS,
+        ]);
+        wait_job_complete(env, NS, &job).await;
+        // The newest scheduled backup is this run's (each run waits for its backup).
+        let listed = backups
+            .list(&ListParams::default().labels(SCHEDULED_LABEL))
+            .await
+            .unwrap()
+            .items;
+        let newest = listed
+            .iter()
+            .filter_map(|b| {
+                let artifact = b.status.as_ref()?.artifact.clone()?;
+                // The chart's older scheduled backups until retention removed them.
+                if !artifact
+                    .uri
+                    .starts_with(&format!("s3://{BUCKET}/{PER_CLUSTER_PREFIX}"))
+                {
+                    return None;
+                }
+                let key = object_key(&artifact, PER_CLUSTER_PREFIX, CLUSTER);
+                Some((key, b.metadata.name.clone().unwrap(), artifact))
+            })
+            .max_by(|a, b| a.0.cmp(&b.0))
+            .unwrap_or_else(|| {
+                fail(
+                    env,
+                    &format!("run {run}: no per-cluster backup: {listed:?}"),
+                )
+            });
+        check_artifact(env, &newest.1, &newest.2, written_revision);
+        made.push(newest.0);
+    }
+    made.dedup();
+    assert_eq!(made.len(), RUNS, "each run made its own backup: {made:?}");
+    // Retention: the newest RETAIN per-cluster backups remain, objects and all. The chart's
+    // scheduled backups of the same cluster count in the same retention (both are the
+    // cluster's scheduled backups) and were older: they are gone with their objects.
+    let remaining: BTreeSet<String> = backups
+        .list(&ListParams::default().labels(SCHEDULED_LABEL))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|b| {
+            let artifact = b.status.clone().unwrap().artifact.unwrap();
+            object_key(&artifact, PER_CLUSTER_PREFIX, CLUSTER)
+        })
+        .collect();
+    let newest: BTreeSet<String> = made.iter().rev().take(RETAIN).cloned().collect();
+    assert_eq!(
+        remaining, newest,
+        "retention keeps the newest; made: {made:?}"
+    );
+    assert_eq!(list_keys(s3, PER_CLUSTER_PREFIX).await, newest);
+    assert_eq!(list_keys(s3, SCHEDULED_PREFIX).await, BTreeSet::new());
+
+    // Removing spec.backup: the CronJob and its RBAC go, the backups and objects stay.
+    env.kubectl(&[
+        "patch",
+        "etcdcluster",
+        CLUSTER,
+        "-n",
+        NS,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/backup"}]"#,
+    ]);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let left: Vec<&str> = ["cronjob", "serviceaccount", "role", "rolebinding"]
+            .into_iter()
+            .filter(|kind| env.try_kubectl(&["get", kind, &name, "-n", NS]).is_ok())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(env, &format!("spec.backup removed, still there: {left:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let after: BTreeSet<String> = backups
+        .list(&ListParams::default().labels(SCHEDULED_LABEL))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|b| {
+            object_key(
+                &b.status.clone().unwrap().artifact.unwrap(),
+                PER_CLUSTER_PREFIX,
+                CLUSTER,
+            )
+        })
+        .collect();
+    assert_eq!(after, newest, "no EtcdBackup goes with spec.backup");
+    assert_eq!(list_keys(s3, PER_CLUSTER_PREFIX).await, newest);
+    let events = env.events_for(CLUSTER).await.join("\n");
+    for reason in ["BackupScheduleCreated", "BackupScheduleRemoved"] {
+        assert!(events.contains(reason), "no {reason} event: {events}");
+    }
+    eprintln!("spec.backup part: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Waits until Job `name` completed; fails at once if it failed.
+async fn wait_job_complete(env: &Env, namespace: &str, name: &str) {
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), namespace);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let job = jobs.get(name).await.unwrap();
+        let conditions = job.status.and_then(|s| s.conditions).unwrap_or_default();
+        let is = |t: &str| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == t && c.status == "True")
+        };
+        if is("Complete") {
+            return;
+        }
+        if is("Failed") || tokio::time::Instant::now() > deadline {
+            fail(
+                env,
+                &format!("Job {namespace}/{name} did not complete: {conditions:?}"),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// examples/scheduled-backup.yaml, after checking that what this scenario relies on and does not

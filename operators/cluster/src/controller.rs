@@ -60,6 +60,8 @@ pub struct Context {
     pub claims: NamespaceClaims,
     /// Clusters' NetworkPolicies.
     pub network: crate::execute::NetworkSettings,
+    /// The operators' image, run by `spec.backup`'s CronJobs (`--backup-image`).
+    pub backup_image: Option<String>,
 }
 
 /// A failed reconcile.
@@ -106,6 +108,8 @@ impl ReconcileError {
         "EtcdMembershipFailed",
         "StatusWriteFailed",
         "ClaimFailed",
+        "BackupScheduleFailed",
+        "ObjectNotOwned",
     ];
 
     /// PascalCase cause, for logs and events.
@@ -262,6 +266,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         view = observe::observe_etcd(&all, ctx.etcd_timeout, etcd_tls).await;
     }
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
+    observed.wall_clock = Some(jiff::Timestamp::now().as_second());
     observed.tls_hashes = kube
         .pods
         .keys()
@@ -327,6 +332,7 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
             .unwrap_or(0),
         tls: &tls,
         network: &ctx.network,
+        backup_image: ctx.backup_image.as_deref(),
     };
     let mut executed = Ok(());
     // A failed write of the cluster's own objects (Services, budget, PVC owner references) is
@@ -345,6 +351,19 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         }
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
             housekeeping.get_or_insert(error);
+        }
+        match executor.ensure_scheduled_backup().await {
+            Ok(step) => {
+                if let Some((reason, note)) = status::backup_schedule_event(cluster, &step) {
+                    info!(reason, note, "backup schedule");
+                    ctx.events
+                        .normal(&cluster.object_ref(&()), reason, note)
+                        .await;
+                }
+            }
+            Err(error) => {
+                housekeeping.get_or_insert(error);
+            }
         }
         executed = executor.execute(&action).await;
         let uid = cluster.uid().unwrap_or_default();
@@ -650,6 +669,14 @@ mod reason_tests {
                 namespace: "db".into(),
                 source: api_error(),
             },
+            ReconcileError::Execute(ExecError::ScheduledBackup {
+                cluster: "db/main".into(),
+                source: crate::scheduled_backup::DesiredError::NoImage,
+            }),
+            ReconcileError::Execute(ExecError::NotOwned {
+                kind: "CronJob",
+                name: "main-backups".into(),
+            }),
         ];
         for error in errors {
             assert!(

@@ -11,15 +11,36 @@ use std::time::Duration;
 
 use etcd_admin::{AdminError, EtcdAdmin};
 use etcd_api::EtcdCluster;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use operator_runtime::{apply_object, create_if_absent, delete_if_present};
 
 use crate::build::{self, InitialState, MemberPod};
 use crate::plan::{Action, PodReason};
+use crate::scheduled_backup;
+
+/// What the backup schedule's plan needs of one object: whether it exists, whose it is, and
+/// the hash it was built from.
+async fn read_existing<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+    cluster_uid: Option<&str>,
+) -> Result<Option<scheduled_backup::Existing>, ExecError>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let object = api
+        .get_opt(name)
+        .await
+        .map_err(ExecError::kube("get", kind, name))?;
+    Ok(object.map(|o| scheduled_backup::Existing::of(o.meta(), cluster_uid)))
+}
 
 /// A failed step.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +77,25 @@ pub enum ExecError {
     /// A member's certificate Secret could not be made ready.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// `spec.backup`'s objects cannot be built (no `--backup-image`).
+    #[error("the backup schedule of {cluster}: {source}")]
+    ScheduledBackup {
+        /// namespace/name of the cluster.
+        cluster: String,
+        /// Why.
+        source: crate::scheduled_backup::DesiredError,
+    },
+    /// An object named like the backup schedule's exists and this cluster does not own it:
+    /// it is left alone and the schedule is not made.
+    #[error(
+        "{kind} {name} exists and is not owned by this EtcdCluster: spec.backup's schedule is not made (rename or delete that object)"
+    )]
+    NotOwned {
+        /// Object kind.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+    },
     /// An etcd membership call failed.
     #[error("{step} {member}: {source}")]
     Etcd {
@@ -101,6 +141,8 @@ impl ExecError {
             ExecError::Build { .. } => "BuildFailed",
             ExecError::Kube { .. } => "KubeApiFailed",
             ExecError::VolumeMissing { .. } => "VolumeMissing",
+            ExecError::ScheduledBackup { .. } => "BackupScheduleFailed",
+            ExecError::NotOwned { .. } => "ObjectNotOwned",
             ExecError::Tls(e) => e.reason(),
             ExecError::Etcd { source, .. } if source.is_retry_later() => "EtcdRetryLater",
             ExecError::Etcd { .. } => "EtcdMembershipFailed",
@@ -168,6 +210,8 @@ pub struct Executor<'a> {
     pub tls: &'a crate::tls::ClusterTls,
     /// Where the operators run and whether clusters get a NetworkPolicy by default.
     pub network: &'a NetworkSettings,
+    /// The operators' image, which `spec.backup`'s CronJob runs (`--backup-image`).
+    pub backup_image: Option<&'a str>,
 }
 
 impl Executor<'_> {
@@ -263,6 +307,113 @@ impl Executor<'_> {
             .await?;
         }
         Ok(())
+    }
+
+    /// Keeps `spec.backup`'s CronJob, ServiceAccount, Role and RoleBinding as the spec says
+    /// (see [`crate::scheduled_backup`]): reads what exists, plans, and performs the step.
+    /// Returns the step taken, for the events.
+    pub async fn ensure_scheduled_backup(&self) -> Result<scheduled_backup::Step, ExecError> {
+        let wanted =
+            scheduled_backup::desired(self.cluster, self.backup_image).map_err(|source| {
+                ExecError::ScheduledBackup {
+                    cluster: self.id(),
+                    source,
+                }
+            })?;
+        let name = scheduled_backup::name(&self.cluster.name_any());
+        let uid = self.cluster.metadata.uid.as_deref();
+        let cron_jobs = self.api::<CronJob>();
+        let accounts = self.api::<ServiceAccount>();
+        let roles = self.api::<Role>();
+        let bindings = self.api::<RoleBinding>();
+        let cron_job = match read_existing(&cron_jobs, "CronJob", &name, uid).await {
+            Ok(cron_job) => cron_job,
+            // Without spec.backup, an operator whose RBAC predates it (installed without the
+            // chart) cannot have made one either: not a failure of every cluster's reconcile.
+            Err(ExecError::Kube {
+                source: kube::Error::Api(status),
+                ..
+            }) if wanted.is_none() && status.code == 403 => {
+                tracing::debug!(%name, "may not read CronJobs; no spec.backup, nothing to remove");
+                return Ok(scheduled_backup::Step::Absent);
+            }
+            Err(error) => return Err(error),
+        };
+        let mut observed = scheduled_backup::Observed {
+            cron_job,
+            ..Default::default()
+        };
+        // The companions matter only when a schedule is wanted or ours is still there.
+        if wanted.is_some() || observed.cron_job.as_ref().is_some_and(|c| c.owned) {
+            observed.service_account =
+                read_existing(&accounts, "ServiceAccount", &name, uid).await?;
+            observed.role = read_existing(&roles, "Role", &name, uid).await?;
+            observed.role_binding = read_existing(&bindings, "RoleBinding", &name, uid).await?;
+        }
+        let step = scheduled_backup::plan(wanted.as_ref().map(|o| o.hash.as_str()), &observed);
+        match (&step, wanted) {
+            (scheduled_backup::Step::Create | scheduled_backup::Step::Update, Some(objects)) => {
+                // The CronJob last: a run never starts without its RBAC.
+                let manager = build::FIELD_MANAGER;
+                failpoint::around(
+                    "cluster.backup_service_account_apply",
+                    apply_object(
+                        &accounts,
+                        "ServiceAccount",
+                        manager,
+                        &objects.service_account,
+                    ),
+                )
+                .await?;
+                failpoint::around(
+                    "cluster.backup_role_apply",
+                    apply_object(&roles, "Role", manager, &objects.role),
+                )
+                .await?;
+                failpoint::around(
+                    "cluster.backup_role_binding_apply",
+                    apply_object(&bindings, "RoleBinding", manager, &objects.role_binding),
+                )
+                .await?;
+                failpoint::around(
+                    "cluster.backup_cron_job_apply",
+                    apply_object(&cron_jobs, "CronJob", manager, &objects.cron_job),
+                )
+                .await?;
+            }
+            (scheduled_backup::Step::Remove, _) => {
+                // The CronJob last: while it exists, the next pass knows there is more to
+                // remove. EtcdBackups and S3 objects are never touched.
+                failpoint::around(
+                    "cluster.backup_role_binding_delete",
+                    delete_if_present(&bindings, "RoleBinding", &name),
+                )
+                .await?;
+                failpoint::around(
+                    "cluster.backup_role_delete",
+                    delete_if_present(&roles, "Role", &name),
+                )
+                .await?;
+                failpoint::around(
+                    "cluster.backup_service_account_delete",
+                    delete_if_present(&accounts, "ServiceAccount", &name),
+                )
+                .await?;
+                failpoint::around(
+                    "cluster.backup_cron_job_delete",
+                    delete_if_present(&cron_jobs, "CronJob", &name),
+                )
+                .await?;
+            }
+            (scheduled_backup::Step::Foreign { kind }, _) => {
+                return Err(ExecError::NotOwned {
+                    kind,
+                    name: name.clone(),
+                });
+            }
+            _ => {}
+        }
+        Ok(step)
     }
 
     /// Makes each member PVC's owner reference follow `spec.storage.reclaimPolicy` as it is now:

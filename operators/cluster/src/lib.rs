@@ -25,6 +25,7 @@ pub mod controller;
 pub mod execute;
 pub mod metrics;
 pub mod network_policy;
+pub mod scheduled_backup;
 pub mod status;
 pub mod tls;
 

@@ -42,6 +42,11 @@ struct Args {
     /// with `spec.tls`), `always` or `never`.
     #[arg(long, default_value = "tls", value_name = "tls|always|never")]
     network_policy: etcd_api::network::NetworkPolicyDefault,
+    /// The operators' image: `spec.backup`'s CronJobs run its `etcd-backup-operator
+    /// create-backup`. The chart sets it to the image it runs the operators from; without it a
+    /// cluster with `spec.backup` reports BackupScheduleFailed.
+    #[arg(long, env = "BACKUP_IMAGE", value_name = "IMAGE")]
+    backup_image: Option<String>,
 }
 
 #[tokio::main]
@@ -123,6 +128,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             // The operators' namespace: where the Lease is, the Pod's own (POD_NAMESPACE).
             operator_namespace: args.shell.lease_namespace.clone(),
         },
+        backup_image: args.backup_image.clone().filter(|image| !image.is_empty()),
     });
     // On a clean stop the namespaces are let go at once, so another install can take them.
     let stopping = ctx.clone();

@@ -244,6 +244,42 @@ pub fn status_from(
 /// What the previous status says, read as the observer reads it (the membership core).
 pub use etcd_member::observe::{last_known_members, last_known_version};
 
+/// The event of a backup-schedule step (`spec.backup`): `(reason, note)` when the CronJob was
+/// created, updated or removed; none when nothing changed. A failed step is reported as a
+/// failure (status and Warning event) instead.
+pub fn backup_schedule_event(
+    cluster: &etcd_api::EtcdCluster,
+    step: &crate::scheduled_backup::Step,
+) -> Option<(&'static str, String)> {
+    use crate::scheduled_backup::Step;
+    let name = crate::scheduled_backup::name(cluster.metadata.name.as_deref().unwrap_or_default());
+    let schedule = cluster
+        .spec
+        .backup
+        .as_ref()
+        .map(|b| b.schedule.as_str())
+        .unwrap_or_default();
+    match step {
+        Step::Create => Some((
+            "BackupScheduleCreated",
+            format!(
+                "CronJob {name} backs the cluster up on \"{schedule}\" (with its ServiceAccount, Role and RoleBinding)"
+            ),
+        )),
+        Step::Update => Some((
+            "BackupScheduleUpdated",
+            format!("CronJob {name} follows spec.backup (schedule \"{schedule}\")"),
+        )),
+        Step::Remove => Some((
+            "BackupScheduleRemoved",
+            format!(
+                "spec.backup was removed: CronJob {name} and its ServiceAccount, Role and RoleBinding deleted; EtcdBackups and their S3 objects are kept"
+            ),
+        )),
+        Step::InSync | Step::Absent | Step::Foreign { .. } => None,
+    }
+}
+
 /// The event for an action, to publish once the action succeeded: one per membership or version
 /// change and every refusal; none for quiet waits (the seed or a learner starting, a Pod
 /// terminating, pause, convergence). Warnings (refusals, quorum trouble, an unhealthy member)

@@ -356,6 +356,7 @@ mod tests {
                 tls: None,
                 maintenance: None,
                 network_policy: None,
+                backup: None,
             },
         );
         c.metadata.namespace = Some("db".into());

@@ -917,6 +917,7 @@ mod tests {
                 tls: None,
                 maintenance: None,
                 network_policy: None,
+                backup: None,
             },
         );
         let pvc = |owned: bool| {

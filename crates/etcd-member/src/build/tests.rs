@@ -29,6 +29,7 @@ fn spec() -> EtcdClusterSpec {
         tls: None,
         maintenance: None,
         network_policy: None,
+        backup: None,
     }
 }
 

@@ -110,6 +110,18 @@ fn quota_bytes(observed: &Observed, stats: &[(&Member, DbStats)]) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Whether a window of `schedule` (each `window_minutes` long) is open at `now` (Unix
+/// seconds). An unknown time or a schedule that does not parse (refused by validation before
+/// planning) opens none.
+fn window_open(schedule: &str, window_minutes: i32, now: Option<i64>) -> bool {
+    let (Some(now), Ok(schedule)) = (now, etcd_api::cron::Schedule::parse(schedule)) else {
+        return false;
+    };
+    schedule
+        .open_window(now, i64::from(window_minutes.max(1)) * 60)
+        .is_some()
+}
+
 /// The next member to defragment under `spec.maintenance.defrag`, `None` when it is unset or
 /// no member's free space passes its threshold.
 pub(super) fn next_defrag(
@@ -118,6 +130,11 @@ pub(super) fn next_defrag(
     healthy_voters: usize,
 ) -> Option<Action> {
     let defrag = observed.spec.maintenance.as_ref()?.defrag.clone()?;
+    if let Some(schedule) = &defrag.schedule
+        && !window_open(schedule, defrag.window_minutes, observed.wall_clock)
+    {
+        return None;
+    }
     let percent = u64::try_from(defrag.threshold_percent.clamp(1, 100)).unwrap_or(50);
     let min_bytes = u64::try_from(defrag.min_fragmented_bytes).unwrap_or(0);
     let due = |db: &DbStats| db.free() >= min_bytes && db.free() * 100 >= db.size * percent;
@@ -339,6 +356,42 @@ mod tests {
         );
     }
 
+    /// The decision of issue 25's note: a two-voter cluster under NOSPACE defragments its
+    /// members one at a time although, while one is busy, the other alone is no quorum, so
+    /// linearizable reads pause for the seconds it takes. Writes already fail under NOSPACE;
+    /// refusing instead (the gate a scheduled defragmentation uses) would keep the cluster in
+    /// NOSPACE for good, refusing every write, since no other step clears it. A pause of reads
+    /// is the lesser outage. A scheduled (threshold) defragmentation of the same cluster
+    /// waits instead (`defragmentation_never_takes_a_second_member_away`).
+    #[test]
+    fn two_voters_under_no_space_defragment_pausing_reads_rather_than_staying_full() {
+        let members2: Vec<Member> = [0, 1]
+            .iter()
+            .map(|&o| Member {
+                db: Some(full(40 * MIB)),
+                ..healthy(o, V35, o == 0)
+            })
+            .collect();
+        let mut observed = no_space(0, full(40 * MIB), false);
+        let spec = observed.spec.clone();
+        let alarms = observed.alarms.clone();
+        observed = cluster(2, V35)
+            .members(members2)
+            .pods(&[0, 1])
+            .ready(&[0, 1])
+            .pvcs(&[0, 1]);
+        observed.spec = etcd_api::EtcdClusterSpec { size: 2, ..spec };
+        let hash = Some(crate::build::config_hash(&observed.spec));
+        for pod in observed.pods.values_mut() {
+            pod.config_hash = hash.clone();
+        }
+        observed.alarms = alarms;
+        assert_eq!(
+            play(observed, 40 * MIB),
+            vec!["defrag main-1", "defrag main-0", "disarm"]
+        );
+    }
+
     fn fragmented(leader: u32) -> Observed {
         let mut observed = settled(
             leader,
@@ -400,6 +453,63 @@ mod tests {
             });
         }
         assert_eq!(plan(&observed), Action::Converged);
+    }
+
+    /// `schedule`: the threshold check runs only in the schedule's windows; a NOSPACE alarm is
+    /// cleared outside them too.
+    #[test]
+    fn scheduled_defragmentation_waits_for_its_window() {
+        // 2026-11-26 00:00 UTC; windows nightly from 02:00 for 90 minutes.
+        const MIDNIGHT: i64 = 1_795_651_200;
+        let at = |seconds: i64| {
+            let mut observed = fragmented(0);
+            if let Some(defrag) = observed
+                .spec
+                .maintenance
+                .as_mut()
+                .and_then(|m| m.defrag.as_mut())
+            {
+                defrag.schedule = Some("0 2 * * *".into());
+                defrag.window_minutes = 90;
+            }
+            observed.wall_clock = Some(seconds);
+            observed
+        };
+        let defragments = |observed: &Observed| {
+            matches!(
+                plan(observed),
+                Action::DefragmentMember {
+                    reason: DefragReason::Fragmented,
+                    ..
+                }
+            )
+        };
+        let hour = 3600;
+        assert!(!defragments(&at(MIDNIGHT + hour)), "before the window");
+        assert!(defragments(&at(MIDNIGHT + 2 * hour)), "at its start");
+        assert!(defragments(&at(MIDNIGHT + 3 * hour + 29 * 60)), "in it");
+        assert!(!defragments(&at(MIDNIGHT + 3 * hour + 30 * 60)), "after it");
+        // An unknown time opens no window.
+        let mut unknown = at(MIDNIGHT + 2 * hour);
+        unknown.wall_clock = None;
+        assert!(!defragments(&unknown));
+        // NOSPACE does not wait for a window.
+        let mut full_now = no_space(0, full(40 * MIB), false);
+        full_now.spec.maintenance = Some(MaintenanceSpec {
+            defrag: Some(DefragSpec {
+                schedule: Some("0 2 * * *".into()),
+                ..DefragSpec::default()
+            }),
+            compact_on_no_space: false,
+        });
+        full_now.wall_clock = Some(MIDNIGHT + hour);
+        assert!(matches!(
+            plan(&full_now),
+            Action::DefragmentMember {
+                reason: DefragReason::NoSpace,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -1461,3 +1461,32 @@ fn an_operator_reaching_a_minority_reports_unreachable_members_not_quorum_loss()
         assert!(!c.message.contains("EtcdRestore"), "{type_}: {}", c.message);
     }
 }
+
+#[test]
+fn backup_schedule_steps_that_change_something_are_events() {
+    use crate::scheduled_backup::Step;
+    let mut cluster = etcd_api::EtcdCluster::new(
+        "main",
+        serde_json::from_value(serde_json::json!({"size": 1, "backup": {
+            "schedule": "0 * * * *", "s3": {"bucket": "etcd-backups"}}}))
+        .unwrap(),
+    );
+    cluster.metadata.namespace = Some("db".into());
+    let reason = |step: Step| backup_schedule_event(&cluster, &step).map(|(r, _)| r);
+    assert_eq!(reason(Step::Create), Some("BackupScheduleCreated"));
+    assert_eq!(reason(Step::Update), Some("BackupScheduleUpdated"));
+    assert_eq!(reason(Step::Remove), Some("BackupScheduleRemoved"));
+    assert_eq!(reason(Step::InSync), None);
+    assert_eq!(reason(Step::Absent), None);
+    assert_eq!(reason(Step::Foreign { kind: "Role" }), None);
+    let (_, note) = backup_schedule_event(&cluster, &Step::Create).unwrap();
+    assert!(
+        note.contains("main-backups") && note.contains("0 * * * *"),
+        "{note}"
+    );
+    let (_, note) = backup_schedule_event(&cluster, &Step::Remove).unwrap();
+    assert!(
+        note.contains("EtcdBackups and their S3 objects are kept"),
+        "{note}"
+    );
+}
