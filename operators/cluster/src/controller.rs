@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
-use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::controller::{self, Action as Requeue, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -120,8 +120,14 @@ impl ReconcileError {
     }
 }
 
-/// Runs the controller until the stream ends (shutdown). `namespace` limits it to one namespace.
-pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readiness) {
+/// Runs the controller until the stream ends (shutdown). `namespace` limits it to one namespace;
+/// at most `max_concurrent` clusters are reconciled at once (0: no limit).
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    max_concurrent: u16,
+    readiness: Readiness,
+) {
     let client = ctx.client.clone();
     let (clusters, pods, pvcs) = match &namespace {
         Some(ns) => (
@@ -138,6 +144,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readin
     // Only our members: Pods and PVCs carrying the cluster label.
     let ours = watcher::Config::default().labels(build::LABEL_CLUSTER);
     let controller = Controller::new(clusters, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(max_concurrent))
         .watches(pods, ours.clone(), |pod| cluster_of(&pod))
         .watches(pvcs, ours, |pvc| cluster_of(&pvc))
         .shutdown_on_signal();
