@@ -126,6 +126,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         compactions: Default::default(),
         metrics,
         claims,
+        member_stores: Default::default(),
+        cluster_objects: Default::default(),
         network: NetworkSettings {
             default_policy: args.network_policy,
             // The operators' namespace: where the Lease is, the Pod's own (POD_NAMESPACE).
