@@ -273,6 +273,10 @@ enum Round {
 struct Contender {
     api: Api<Lease>,
     config: LeaseConfig,
+    /// The Lease as our last write returned it: a renewal replaces it at its resourceVersion
+    /// without reading first (one round trip, not two; a 409 means someone wrote since, and the
+    /// renewal reads and decides as usual).
+    written: std::sync::Arc<std::sync::Mutex<Option<Lease>>>,
 }
 
 impl Contender {
@@ -329,7 +333,8 @@ impl Contender {
                     },
                     spec: Some(new_spec),
                 };
-                self.api
+                let created = self
+                    .api
                     .create(&PostParams::default(), &lease)
                     .await
                     .map_err(|source| LeaseError::Create {
@@ -337,12 +342,14 @@ impl Contender {
                         name: self.config.name.clone(),
                         source,
                     })?;
+                self.remember(Some(created));
             }
             Some(mut lease) => {
                 // metadata.resourceVersion is kept from the read: the write fails with 409 if
                 // anyone wrote in between.
                 lease.spec = Some(new_spec);
-                self.replace(&lease).await?;
+                let replaced = self.replace(&lease).await?;
+                self.remember(Some(replaced));
             }
         }
         if decision != Decision::Renew {
@@ -357,11 +364,45 @@ impl Contender {
         Ok(Round::Held)
     }
 
-    async fn replace(&self, lease: &Lease) -> Result<(), LeaseError> {
+    fn remember(&self, lease: Option<Lease>) {
+        *self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = lease;
+    }
+
+    /// Renews by replacing the Lease as we last wrote it, without reading it first. `true`
+    /// when that write succeeded (nobody wrote since: it is still ours).
+    async fn renew_as_written(&self) -> bool {
+        let last = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(mut lease) = last else {
+            return false;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return false;
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return false;
+        }
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_duration_seconds = self.config.lease_duration_seconds();
+        match self.replace(&lease).await {
+            Ok(replaced) => {
+                self.remember(Some(replaced));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn replace(&self, lease: &Lease) -> Result<Lease, LeaseError> {
         self.api
             .replace(&self.config.name, &PostParams::default(), lease)
             .await
-            .map(drop)
             .map_err(|source| LeaseError::Replace {
                 namespace: self.config.namespace.clone(),
                 name: self.config.name.clone(),
@@ -372,6 +413,9 @@ impl Contender {
     /// Renew until it succeeds or someone else holds the Lease; conflicts re-read at once, other
     /// errors retry after a short pause. The caller bounds the time.
     async fn renew(&self) -> Result<(), Option<String>> {
+        if self.renew_as_written().await {
+            return Ok(());
+        }
         loop {
             match self.round(false).await {
                 Ok(Round::Held) => return Ok(()),
@@ -405,6 +449,7 @@ impl Contender {
         spec.holder_identity = None;
         spec.renew_time = Some(MicroTime(Timestamp::now()));
         self.replace(&lease).await?;
+        self.remember(None);
         Ok(true)
     }
 }
@@ -419,6 +464,7 @@ pub async fn acquire(client: kube::Client, config: LeaseConfig) -> Result<Leader
     let contender = Contender {
         api: Api::namespaced(client, &config.namespace),
         config,
+        written: Default::default(),
     };
     let mut last_holder: Option<Option<String>> = None;
     loop {
