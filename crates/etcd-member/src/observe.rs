@@ -168,8 +168,33 @@ pub async fn observe_kube(
             cluster: id.clone(),
             source,
         })?;
+    observation_of(client, cluster, pods.items, pvcs.items).await
+}
+
+/// Whether `object` is one of `cluster`'s members' objects: in its namespace, with every one of
+/// its labels ([`build::selector`]). For objects from a watch of every member's objects.
+pub fn belongs_to<K: Resource>(cluster: &EtcdCluster, object: &K) -> bool {
+    let meta = object.meta();
+    if meta.namespace != cluster.namespace() {
+        return false;
+    }
+    let Some(labels) = meta.labels.as_ref() else {
+        return false;
+    };
+    build::cluster_labels(cluster)
+        .iter()
+        .all(|(key, value)| labels.get(key) == Some(value))
+}
+
+/// The observation from the cluster's Pods and PVCs, listed or from a watch's store (the
+/// StorageClasses are asked only when a PVC is smaller than the spec).
+pub async fn observation_of(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+    pods: Vec<Pod>,
+    pvcs: Vec<PersistentVolumeClaim>,
+) -> Result<KubeObservation, ObserveError> {
     let pvcs: BTreeMap<String, PersistentVolumeClaim> = pvcs
-        .items
         .into_iter()
         .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
         .collect();
@@ -196,7 +221,6 @@ pub async fn observe_kube(
     }
     Ok(KubeObservation {
         pods: pods
-            .items
             .into_iter()
             .map(|p| (member_label(&p).unwrap_or_else(|| p.name_any()), p))
             .collect(),
@@ -717,6 +741,37 @@ mod tests {
         cluster.metadata.namespace = Some("db".into());
         cluster.metadata.uid = Some("uid-1".into());
         cluster
+    }
+
+    /// A watch of every member object holds other clusters' too: a cluster's observation from
+    /// it takes exactly the objects a list by its labels would return.
+    #[test]
+    fn a_cluster_owns_the_objects_with_its_labels_in_its_namespace() {
+        let cluster = etcd_cluster();
+        let pod = |namespace: &str, labels: BTreeMap<String, String>| Pod {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some(namespace.into()),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mine = build::member_labels(&cluster, "main-0");
+        assert!(belongs_to(&cluster, &pod("db", mine.clone())));
+        assert!(
+            !belongs_to(&cluster, &pod("other", mine.clone())),
+            "same name, other namespace"
+        );
+        let mut other_cluster = mine.clone();
+        other_cluster.insert(build::LABEL_CLUSTER.into(), "main2".into());
+        assert!(!belongs_to(&cluster, &pod("db", other_cluster)));
+        let mut partial = mine;
+        partial.remove("app.kubernetes.io/managed-by");
+        assert!(
+            !belongs_to(&cluster, &pod("db", partial)),
+            "not managed by us"
+        );
+        assert!(!belongs_to(&cluster, &Pod::default()));
     }
 
     fn no_objects() -> KubeObservation {

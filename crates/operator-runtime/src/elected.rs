@@ -14,12 +14,14 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::{LeaseConfig, ProbeServer, Readiness, acquire, shutdown_signal};
+use crate::{LeaseConfig, ProbeServer, Readiness, acquire_on_own_thread, shutdown_signal};
 
 /// Runs `controller(stop, readiness)` until SIGTERM/SIGINT, as the only active replica when
-/// `election` is given. `controller` must return once `stop` is cancelled.
+/// `election` is given. `controller` must return once `stop` is cancelled. The Lease is held
+/// on a thread of its own with its own API client built from `kube_config`
+/// ([`crate::acquire_on_own_thread`]): renewals never wait behind the controller's work.
 pub async fn run_elected<F, Fut>(
-    client: kube::Client,
+    kube_config: kube::Config,
     probe_addr: SocketAddr,
     election: Option<LeaseConfig>,
     controller: F,
@@ -28,12 +30,12 @@ where
     F: FnOnce(CancellationToken, Readiness) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    run_elected_with_metrics(client, probe_addr, None, election, controller).await
+    run_elected_with_metrics(kube_config, probe_addr, None, election, controller).await
 }
 
 /// [`run_elected`], with `GET /metrics` on the probe address rendering `metrics`.
 pub async fn run_elected_with_metrics<F, Fut>(
-    client: kube::Client,
+    kube_config: kube::Config,
     probe_addr: SocketAddr,
     metrics: Option<Arc<Registry>>,
     election: Option<LeaseConfig>,
@@ -65,7 +67,7 @@ where
         readiness.set_ready(true);
         let identity = config.identity.clone();
         tokio::select! {
-            acquired = acquire(client.clone(), config) => match acquired {
+            acquired = acquire_on_own_thread(kube_config, config) => match acquired {
                 Ok(l) => leadership = Some(l),
                 Err(error) => {
                     tracing::error!(%error, reason = error.reason(), "leader election failed");

@@ -138,6 +138,9 @@ pub enum LeaseError {
         #[source]
         source: kube::Error,
     },
+    /// The leader election's own thread, runtime or API client could not be started.
+    #[error("starting the leader election's own thread: {detail}")]
+    OwnThread { detail: String },
 }
 
 impl LeaseError {
@@ -147,6 +150,7 @@ impl LeaseError {
             LeaseError::Read { .. } => "LeaseReadFailed",
             LeaseError::Create { .. } => "LeaseCreateFailed",
             LeaseError::Replace { .. } => "LeaseUpdateFailed",
+            LeaseError::OwnThread { .. } => "LeaseThreadFailed",
         }
     }
 
@@ -154,7 +158,7 @@ impl LeaseError {
     /// them so the process fails visibly instead of waiting forever.
     fn is_permanent(&self) -> bool {
         let source = match self {
-            LeaseError::InvalidConfig { .. } => return true,
+            LeaseError::InvalidConfig { .. } | LeaseError::OwnThread { .. } => return true,
             LeaseError::Read { source, .. }
             | LeaseError::Create { source, .. }
             | LeaseError::Replace { source, .. } => source,
@@ -269,6 +273,10 @@ enum Round {
 struct Contender {
     api: Api<Lease>,
     config: LeaseConfig,
+    /// The Lease as our last write returned it: a renewal replaces it at its resourceVersion
+    /// without reading first (one round trip, not two; a 409 means someone wrote since, and the
+    /// renewal reads and decides as usual).
+    written: std::sync::Arc<std::sync::Mutex<Option<Lease>>>,
 }
 
 impl Contender {
@@ -325,7 +333,8 @@ impl Contender {
                     },
                     spec: Some(new_spec),
                 };
-                self.api
+                let created = self
+                    .api
                     .create(&PostParams::default(), &lease)
                     .await
                     .map_err(|source| LeaseError::Create {
@@ -333,12 +342,14 @@ impl Contender {
                         name: self.config.name.clone(),
                         source,
                     })?;
+                self.remember(Some(created));
             }
             Some(mut lease) => {
                 // metadata.resourceVersion is kept from the read: the write fails with 409 if
                 // anyone wrote in between.
                 lease.spec = Some(new_spec);
-                self.replace(&lease).await?;
+                let replaced = self.replace(&lease).await?;
+                self.remember(Some(replaced));
             }
         }
         if decision != Decision::Renew {
@@ -353,11 +364,45 @@ impl Contender {
         Ok(Round::Held)
     }
 
-    async fn replace(&self, lease: &Lease) -> Result<(), LeaseError> {
+    fn remember(&self, lease: Option<Lease>) {
+        *self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = lease;
+    }
+
+    /// Renews by replacing the Lease as we last wrote it, without reading it first. `true`
+    /// when that write succeeded (nobody wrote since: it is still ours).
+    async fn renew_as_written(&self) -> bool {
+        let last = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(mut lease) = last else {
+            return false;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return false;
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return false;
+        }
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_duration_seconds = self.config.lease_duration_seconds();
+        match self.replace(&lease).await {
+            Ok(replaced) => {
+                self.remember(Some(replaced));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn replace(&self, lease: &Lease) -> Result<Lease, LeaseError> {
         self.api
             .replace(&self.config.name, &PostParams::default(), lease)
             .await
-            .map(drop)
             .map_err(|source| LeaseError::Replace {
                 namespace: self.config.namespace.clone(),
                 name: self.config.name.clone(),
@@ -368,6 +413,9 @@ impl Contender {
     /// Renew until it succeeds or someone else holds the Lease; conflicts re-read at once, other
     /// errors retry after a short pause. The caller bounds the time.
     async fn renew(&self) -> Result<(), Option<String>> {
+        if self.renew_as_written().await {
+            return Ok(());
+        }
         loop {
             match self.round(false).await {
                 Ok(Round::Held) => return Ok(()),
@@ -401,6 +449,7 @@ impl Contender {
         spec.holder_identity = None;
         spec.renew_time = Some(MicroTime(Timestamp::now()));
         self.replace(&lease).await?;
+        self.remember(None);
         Ok(true)
     }
 }
@@ -415,6 +464,7 @@ pub async fn acquire(client: kube::Client, config: LeaseConfig) -> Result<Leader
     let contender = Contender {
         api: Api::namespaced(client, &config.namespace),
         config,
+        written: Default::default(),
     };
     let mut last_holder: Option<Option<String>> = None;
     loop {
@@ -447,6 +497,101 @@ pub async fn acquire(client: kube::Client, config: LeaseConfig) -> Result<Leader
         }
         tokio::time::sleep(contender.config.retry_period).await;
     }
+}
+
+/// [`acquire`], on a thread of its own: its own single-threaded runtime and its own API client
+/// (its own connections), built from `kube_config`. Renewals then never wait for the
+/// controller: not for its runtime's workers (100 reconciles at once kept them busy for
+/// seconds, issue 24), nor behind its requests in a shared client. Dropping the returned
+/// [`Leadership`] stops renewing, [`Leadership::release`] clears the Lease, as with [`acquire`].
+pub async fn acquire_on_own_thread(
+    kube_config: kube::Config,
+    config: LeaseConfig,
+) -> Result<Leadership, LeaseError> {
+    let identity = config.identity.clone();
+    let (acquired_tx, acquired) = oneshot::channel();
+    let (release, release_rx) = oneshot::channel::<()>();
+    let (released_tx, released) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("leader-election".into())
+        .spawn(move || {
+            elect_on_this_thread(kube_config, config, acquired_tx, release_rx, released_tx)
+        })
+        .map_err(|e| LeaseError::OwnThread {
+            detail: e.to_string(),
+        })?;
+    drop(thread);
+    match acquired.await {
+        Ok(Ok(lost)) => Ok(Leadership {
+            identity,
+            lost,
+            holder: Holder::OwnThread {
+                release: Some(release),
+                released: Some(released),
+            },
+        }),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(LeaseError::OwnThread {
+            detail: "the thread ended without an answer".into(),
+        }),
+    }
+}
+
+/// The body of [`acquire_on_own_thread`]'s thread: acquire, report, then keep the runtime (and
+/// so the renew task) running until the caller releases or drops its [`Leadership`].
+fn elect_on_this_thread(
+    kube_config: kube::Config,
+    config: LeaseConfig,
+    mut acquired: oneshot::Sender<Result<watch::Receiver<bool>, LeaseError>>,
+    release: oneshot::Receiver<()>,
+    released: oneshot::Sender<()>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = acquired.send(Err(LeaseError::OwnThread {
+                detail: format!("runtime: {e}"),
+            }));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let client = match kube::Client::try_from(kube_config) {
+            Ok(client) => client,
+            Err(e) => {
+                let _ = acquired.send(Err(LeaseError::OwnThread {
+                    detail: format!("API client: {e}"),
+                }));
+                return;
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = acquire(client, config) => outcome,
+            // The caller stopped waiting (its acquire future was dropped).
+            () = acquired.closed() => return,
+        };
+        let leadership = match outcome {
+            Ok(leadership) => leadership,
+            Err(error) => {
+                let _ = acquired.send(Err(error));
+                return;
+            }
+        };
+        if acquired.send(Ok(leadership.lost.clone())).is_err() {
+            return;
+        }
+        match release.await {
+            Ok(()) => {
+                leadership.release().await;
+                let _ = released.send(());
+            }
+            // The caller's Leadership was dropped: stop renewing, as a crash would.
+            Err(_) => drop(leadership),
+        }
+    });
 }
 
 /// Waits until nobody holds the Lease `name` (absent, released, or expired), renewing ours
@@ -493,10 +638,25 @@ async fn wait_until_unheld(contender: &Contender, name: &str) -> Result<(), Leas
 /// Holding the Lease. Dropping it stops renewing (as a crash would: others take over after the
 /// lease duration); [`Leadership::release`] hands over at once.
 pub struct Leadership {
-    contender: Contender,
+    identity: String,
     lost: watch::Receiver<bool>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    holder: Holder,
+}
+
+/// Where the renewals run.
+enum Holder {
+    /// A task on the caller's runtime ([`acquire`]).
+    Task {
+        contender: Box<Contender>,
+        stop: Option<oneshot::Sender<()>>,
+        task: Option<JoinHandle<()>>,
+    },
+    /// A thread of its own ([`acquire_on_own_thread`]): sending on `release` releases there,
+    /// `released` answers when done; dropping `release` stops renewing.
+    OwnThread {
+        release: Option<oneshot::Sender<()>>,
+        released: Option<oneshot::Receiver<()>>,
+    },
 }
 
 impl Leadership {
@@ -505,16 +665,19 @@ impl Leadership {
         let (stop, stop_rx) = oneshot::channel();
         let task = tokio::spawn(renew_loop(contender.clone(), renewed_at, lost_tx, stop_rx));
         Leadership {
-            contender,
+            identity: contender.config.identity.clone(),
             lost,
-            stop: Some(stop),
-            task: Some(task),
+            holder: Holder::Task {
+                contender: Box::new(contender),
+                stop: Some(stop),
+                task: Some(task),
+            },
         }
     }
 
     /// The identity holding the Lease.
     pub fn identity(&self) -> &str {
-        &self.contender.config.identity
+        &self.identity
     }
 
     /// Resolves once leadership is lost: renewal failed for `renew_deadline`, or another
@@ -527,44 +690,70 @@ impl Leadership {
 
     /// Whether leadership was lost already (non-blocking).
     pub fn is_lost(&self) -> bool {
-        *self.lost.borrow() || self.task.as_ref().is_none_or(JoinHandle::is_finished)
+        if *self.lost.borrow() {
+            return true;
+        }
+        match &self.holder {
+            Holder::Task { task, .. } => task.as_ref().is_none_or(JoinHandle::is_finished),
+            // The renew task's sender is gone: its thread ended.
+            Holder::OwnThread { .. } => self.lost.has_changed().is_err(),
+        }
     }
 
     /// Graceful shutdown: stop renewing and clear `holderIdentity` (keeping the object), so a
     /// standby takes over at its next retry instead of after the lease duration. Failures are
     /// logged; the Lease then simply expires.
     pub async fn release(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        let lost = *self.lost.borrow();
+        match &mut self.holder {
+            Holder::Task {
+                contender,
+                stop,
+                task,
+            } => {
+                if let Some(stop) = stop.take() {
+                    let _ = stop.send(());
+                }
+                if let Some(task) = task.take() {
+                    let _ = task.await;
+                }
+                if !lost {
+                    release_lease(contender).await;
+                }
+            }
+            Holder::OwnThread { release, released } => {
+                if let (Some(release), Some(released)) = (release.take(), released.take())
+                    && release.send(()).is_ok()
+                {
+                    let _ = released.await;
+                }
+            }
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-        if *self.lost.borrow() {
-            return;
-        }
-        let contender = &self.contender;
-        let deadline = Instant::now() + contender.config.renew_deadline;
-        loop {
-            match tokio::time::timeout_at(deadline, contender.clear()).await {
-                Ok(Ok(cleared)) => {
-                    if cleared {
-                        tracing::info!(lease = %contender.config.name, "released leadership");
-                    }
+    }
+}
+
+/// Clears the Lease if it is still ours, within the renew deadline.
+async fn release_lease(contender: &Contender) {
+    let deadline = Instant::now() + contender.config.renew_deadline;
+    loop {
+        match tokio::time::timeout_at(deadline, contender.clear()).await {
+            Ok(Ok(cleared)) => {
+                if cleared {
+                    tracing::info!(lease = %contender.config.name, "released leadership");
+                }
+                return;
+            }
+            Ok(Err(error)) if error.is_conflict() => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, lease = %contender.config.name, "releasing the lease failed");
+                if Instant::now() + contender.renew_pause() >= deadline {
                     return;
                 }
-                Ok(Err(error)) if error.is_conflict() => {}
-                Ok(Err(error)) => {
-                    tracing::warn!(%error, lease = %contender.config.name, "releasing the lease failed");
-                    if Instant::now() + contender.renew_pause() >= deadline {
-                        return;
-                    }
-                    tokio::time::sleep(contender.renew_pause()).await;
-                }
-                Err(_elapsed) => {
-                    tracing::warn!(lease = %contender.config.name, "releasing the lease timed out; it will expire");
-                    return;
-                }
+                tokio::time::sleep(contender.renew_pause()).await;
+            }
+            Err(_elapsed) => {
+                tracing::warn!(lease = %contender.config.name, "releasing the lease timed out; it will expire");
+                return;
             }
         }
     }
@@ -572,9 +761,12 @@ impl Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
+        if let Holder::Task { task, .. } = &mut self.holder
+            && let Some(task) = task.take()
+        {
             task.abort();
         }
+        // OwnThread: dropping `release` tells the thread to stop renewing.
     }
 }
 

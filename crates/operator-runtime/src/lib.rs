@@ -43,7 +43,8 @@ pub use claim::{Claim, NamespaceClaims};
 pub use elected::{run_elected, run_elected_with_metrics};
 pub use events::Events;
 pub use leader::{
-    Decision, Leadership, LeaseConfig, LeaseError, acquire, decide, hostname, lease_identity,
+    Decision, Leadership, LeaseConfig, LeaseError, acquire, acquire_on_own_thread, decide,
+    hostname, lease_identity,
 };
 pub use logging::{LogFormat, LoggingError, ParseLogFormatError, init_logging};
 pub use metrics::ReconcileMetrics;

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
-use operator_runtime::{Leadership, LeaseConfig, LeaseError, acquire};
+use operator_runtime::{Leadership, LeaseConfig, LeaseError, acquire, acquire_on_own_thread};
 
 const NS: &str = "operators";
 const LEASE_DURATION: Duration = Duration::from_secs(2);
@@ -69,7 +69,7 @@ async fn contend(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leader_election_against_the_api_server() {
-    let (_lk, client) = common::api_server().await;
+    let (lk, client) = common::api_server().await;
     common::create_namespace(&client, NS).await;
 
     exactly_one_leads_and_release_hands_over(&client).await;
@@ -78,6 +78,59 @@ async fn leader_election_against_the_api_server() {
     holder_restarting_with_the_same_identity_keeps_the_lease(&client).await;
     invalid_config_is_an_error_not_a_wait(&client).await;
     a_renamed_lease_waits_for_the_previous_one_to_be_let_go(&client).await;
+    the_lease_is_kept_while_the_controller_saturates_its_runtime(
+        &client,
+        common::config_of(&lk).await,
+    )
+    .await;
+}
+
+/// Issue 24: the cluster operator crash-looped while 100 clusters formed, "lost leadership:
+/// could not renew within the renew deadline", though the API server answered Lease requests
+/// in ~0.1 s: its renewals waited behind the reconciles for the same runtime threads. Here every
+/// worker of the test's runtime is held (as by reconciles busy decoding, dialling and
+/// building) for longer than the renew deadline; the holder must renew meanwhile, and its
+/// release still clears the Lease. (With `acquire`, on the same runtime, this failed: "lost the
+/// lease while the runtime's 2 workers were busy for 3s".)
+async fn the_lease_is_kept_while_the_controller_saturates_its_runtime(
+    client: &kube::Client,
+    kube_config: kube::Config,
+) {
+    // Its own thread, runtime and client: nothing the controller does can delay a renewal.
+    let leader = acquire_on_own_thread(kube_config, config("saturated", "pod-a"))
+        .await
+        .unwrap();
+    let renewed_before = renew_time(client, "saturated").await;
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let busy_for = RENEW_DEADLINE * 2;
+    let busy: Vec<_> = (0..workers)
+        .map(|_| tokio::spawn(async move { std::thread::sleep(busy_for) }))
+        .collect();
+    for task in busy {
+        task.await.unwrap();
+    }
+    assert!(
+        !leader.is_lost(),
+        "lost the lease while the runtime's {workers} workers were busy for {busy_for:?}"
+    );
+    let renewed_after = renew_time(client, "saturated").await;
+    assert!(
+        renewed_after > renewed_before,
+        "not renewed while the runtime was busy"
+    );
+    assert_eq!(holder(client, "saturated").await.as_deref(), Some("pod-a"));
+    leader.release().await;
+    assert_eq!(holder(client, "saturated").await, None, "not released");
+}
+
+async fn renew_time(client: &kube::Client, name: &str) -> Timestamp {
+    lease(client, name)
+        .await
+        .spec
+        .unwrap()
+        .renew_time
+        .unwrap()
+        .0
 }
 
 /// A rolling upgrade that renames the Lease (the chart derives it from the release): the new

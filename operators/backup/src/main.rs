@@ -127,6 +127,14 @@ async fn main() -> ExitCode {
 }
 
 async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
+    // For the leader election's own client (its own connections; see run_elected).
+    let kube_config = match kube::Config::infer().await {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::error!(%error, "no Kubernetes client configuration");
+            return ExitCode::FAILURE;
+        }
+    };
     // Never a shared default: two replicas with one identity would both hold the Lease.
     let pod_name = match args.shell.identity() {
         Ok(name) => name,
@@ -146,7 +154,7 @@ async fn run(client: kube::Client, args: RunArgs) -> ExitCode {
     let metrics = Metrics::register(&mut registry);
     // On stop the running backups abort their uploads and record the outcome.
     run_elected_with_metrics(
-        client.clone(),
+        kube_config,
         args.shell.probe_addr,
         Some(Arc::new(registry)),
         election,

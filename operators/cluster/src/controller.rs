@@ -8,7 +8,8 @@
 //! A reconcile never asks why it was triggered: it computes the next step from what it observes,
 //! so a crash at any line converges on the next pass.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use etcd_api::condition::conditions_equal_ignoring_time;
@@ -17,9 +18,9 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
-use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::controller::{self, Action as Requeue, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tracing::{Instrument, info, info_span, warn};
@@ -62,6 +63,53 @@ pub struct Context {
     pub network: crate::execute::NetworkSettings,
     /// The operators' image, run by `spec.backup`'s CronJobs (`--backup-image`).
     pub backup_image: Option<String>,
+    /// The member Pods and PVCs as the controller's watches see them (set by [`run`]).
+    pub member_stores: OnceLock<MemberStores>,
+    /// The cluster objects (Services, budget, NetworkPolicy) last written per cluster.
+    pub cluster_objects: AppliedObjects,
+}
+
+/// Every member Pod and PVC (the cluster label), kept by the watches that trigger reconciles.
+/// A watch event updates its store before it triggers the reconcile, so a reconcile triggered
+/// by a change sees it.
+#[derive(Clone)]
+pub struct MemberStores {
+    /// Member Pods.
+    pub pods: Store<Pod>,
+    /// Member PVCs.
+    pub pvcs: Store<PersistentVolumeClaim>,
+}
+
+/// How long a cluster's Services, budget and NetworkPolicy are trusted to be as last applied:
+/// past this they are applied again even when nothing changed (an object deleted or edited by
+/// hand comes back within it; they are not watched).
+pub const REAPPLY_AFTER: Duration = Duration::from_secs(600);
+
+/// Per cluster (uid): the digest of the cluster objects last applied and when. An idle pass
+/// whose desired objects have the same digest writes nothing (issue 24: each idle pass applied
+/// three objects and read the NetworkPolicy).
+#[derive(Default)]
+pub struct AppliedObjects(Mutex<HashMap<String, (u64, Instant)>>);
+
+impl AppliedObjects {
+    /// Whether `digest` was applied for `uid` less than [`REAPPLY_AFTER`] ago.
+    pub fn is_current(&self, uid: &str, digest: u64) -> bool {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(uid)
+            .is_some_and(|(applied, at)| *applied == digest && at.elapsed() < REAPPLY_AFTER)
+    }
+
+    /// `digest` was applied for `uid` (the pass started at `at`).
+    pub fn record(&self, uid: &str, digest: u64, at: Instant) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.insert(uid.to_owned(), (digest, at));
+    }
+
+    /// Apply again at the next pass (a write failed, or the cluster is gone).
+    pub fn forget(&self, uid: &str) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.remove(uid);
+    }
 }
 
 /// A failed reconcile.
@@ -124,8 +172,14 @@ impl ReconcileError {
     }
 }
 
-/// Runs the controller until the stream ends (shutdown). `namespace` limits it to one namespace.
-pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readiness) {
+/// Runs the controller until the stream ends (shutdown). `namespace` limits it to one namespace;
+/// at most `max_concurrent` clusters are reconciled at once (0: no limit).
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    max_concurrent: u16,
+    readiness: Readiness,
+) {
     let client = ctx.client.clone();
     let (clusters, pods, pvcs) = match &namespace {
         Some(ns) => (
@@ -139,11 +193,26 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readin
             Api::all(client),
         ),
     };
-    // Only our members: Pods and PVCs carrying the cluster label.
+    // Only our members: Pods and PVCs carrying the cluster label. Their watches keep stores that
+    // reconciles read instead of listing (each store is written before its event triggers).
     let ours = watcher::Config::default().labels(build::LABEL_CLUSTER);
+    let (pod_store, pod_writer) = reflector::store::<Pod>();
+    let (pvc_store, pvc_writer) = reflector::store::<PersistentVolumeClaim>();
+    let pod_events = reflector::reflector(pod_writer, watcher(pods, ours.clone()))
+        .default_backoff()
+        .touched_objects();
+    let pvc_events = reflector::reflector(pvc_writer, watcher(pvcs, ours))
+        .default_backoff()
+        .touched_objects();
+    let stores = MemberStores {
+        pods: pod_store,
+        pvcs: pvc_store,
+    };
+    let _ = ctx.member_stores.set(stores.clone());
     let controller = Controller::new(clusters, watcher::Config::default())
-        .watches(pods, ours.clone(), |pod| cluster_of(&pod))
-        .watches(pvcs, ours, |pvc| cluster_of(&pvc))
+        .with_config(controller::Config::default().concurrency(max_concurrent))
+        .watches_stream(pod_events, |pod| cluster_of(&pod))
+        .watches_stream(pvc_events, |pvc| cluster_of(&pvc))
         .shutdown_on_signal();
     // A deleted cluster's series go with it. Deletion is not a reconcile (no finalizer), so the
     // watched store is compared with what the metrics hold, every few seconds.
@@ -159,7 +228,9 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, readiness: Readin
             });
         }
     });
-    // Ready once the controller runs; the first reconciles follow the initial lists.
+    // Ready once the controller runs; the first reconciles follow the initial lists. The member
+    // stores fill as the controller polls their watches; until then reconciles list (see
+    // `observe_members`).
     readiness.set_ready(true);
     controller
         .run(reconcile, error_policy, ctx)
@@ -230,9 +301,79 @@ async fn reconcile(
     .await
 }
 
+/// Where a pass reads the cluster's member Pods and PVCs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Members {
+    /// The watches' stores (no request): enough to see that nothing is to be done.
+    Stored,
+    /// A list from the API server: what an action is planned from.
+    Listed,
+}
+
+/// What a pass ended with.
+enum Pass {
+    Done(Requeue),
+    /// The stores showed something to do: plan again from a fresh list before acting.
+    ListFirst,
+}
+
+/// One reconcile: a pass from the stores; when it finds anything to do, a pass from a fresh
+/// list (so an action is never planned from a store that has not yet seen our own last write).
+/// An idle, converged cluster thus costs no API request (issue 24).
 async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
+    match reconcile_pass(cluster, ctx, Members::Stored).await? {
+        Pass::Done(requeue) => Ok(requeue),
+        Pass::ListFirst => match reconcile_pass(cluster, ctx, Members::Listed).await? {
+            Pass::Done(requeue) => Ok(requeue),
+            // A listed pass never asks for a list.
+            Pass::ListFirst => Ok(Requeue::requeue(Duration::from_secs(1))),
+        },
+    }
+}
+
+/// The member Pods and PVCs, from the stores when `members` says so and they are filled (their
+/// watches listed once), else listed.
+async fn observe_members(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    members: Members,
+) -> Result<(observe::KubeObservation, Members), ObserveError> {
+    use futures_util::FutureExt;
+    if members == Members::Stored
+        && let Some(stores) = ctx.member_stores.get()
+        && stores.pods.wait_until_ready().now_or_never().is_some()
+        && stores.pvcs.wait_until_ready().now_or_never().is_some()
+    {
+        let pods = stores
+            .pods
+            .state()
+            .into_iter()
+            .filter(|pod| observe::belongs_to(cluster, pod.as_ref()))
+            .map(|pod| pod.as_ref().clone())
+            .collect();
+        let pvcs = stores
+            .pvcs
+            .state()
+            .into_iter()
+            .filter(|pvc| observe::belongs_to(cluster, pvc.as_ref()))
+            .map(|pvc| pvc.as_ref().clone())
+            .collect();
+        let kube = observe::observation_of(&ctx.client, cluster, pods, pvcs).await?;
+        return Ok((kube, Members::Stored));
+    }
+    Ok((
+        observe::observe_kube(&ctx.client, cluster).await?,
+        Members::Listed,
+    ))
+}
+
+async fn reconcile_pass(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    members: Members,
+) -> Result<Pass, ReconcileError> {
     // Observe.
-    let kube = observe::observe_kube(&ctx.client, cluster).await?;
+    let (kube, members) = observe_members(cluster, ctx, members).await?;
     // TLS first: the Secrets a member needs exist and are sound before anything acts, and the
     // operator's own client certificate is needed to observe a TLS cluster at all.
     let known_members = observe::known_members(cluster, &kube);
@@ -299,6 +440,9 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
         (None, Err(errors)) => Action::Refuse(errors.clone()),
         (None, Ok(desired)) => plan::next_action_for(&observed, desired, &ctx.policy),
     };
+    if members == Members::Stored && !matches!(action, Action::Converged) {
+        return Ok(Pass::ListFirst);
+    }
     // Only an action that acts, or a restore's wait, writes the cluster's objects: both come
     // from a valid spec.
     let budget_voters = desired.map(|d| observed.budget_voters(d.size));
@@ -343,11 +487,11 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     // A restore's seed is reached through the headless Service (also for a cluster the restore
     // created): the Services and the budget are kept while a restore holds the cluster.
     if let (Action::Wait(WaitReason::Restoring { .. }), Ok(voters)) = (&action, &budget_voters) {
-        housekeeping = executor.ensure_cluster_objects(*voters).await.err();
+        housekeeping = ensure_cluster_objects(ctx, &executor, *voters).await.err();
     }
     if acts {
         if let Ok(voters) = budget_voters {
-            housekeeping = executor.ensure_cluster_objects(voters).await.err();
+            housekeeping = ensure_cluster_objects(ctx, &executor, voters).await.err();
         }
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
             housekeeping.get_or_insert(error);
@@ -491,20 +635,43 @@ async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue,
     match executed {
         // etcd refuses a membership change for ~5 s after the previous one (etcd-facts.md):
         // ask again soon, so the change lands close to when etcd allows it, then back off.
-        Err(error) if error.is_retry_later() => Ok(Requeue::requeue(
+        Err(error) if error.is_retry_later() => Ok(Pass::Done(Requeue::requeue(
             refusal.map_or(Duration::from_millis(500), |(delay, _)| delay),
-        )),
+        ))),
         Err(error) => Err(error.into()),
         Ok(()) => match housekeeping {
             // Back off like any failure (error_policy), now that it is reported.
             Some(error) => Err(error.into()),
-            None => Ok(Requeue::requeue(requeue_delay(
+            None => Ok(Pass::Done(Requeue::requeue(requeue_delay(
                 &action,
                 tls.next_renewal,
                 tls_now,
-            ))),
+            )))),
         },
     }
+}
+
+/// The cluster's Services, budget and NetworkPolicy, written unless the same objects were
+/// written for this cluster less than [`REAPPLY_AFTER`] ago.
+async fn ensure_cluster_objects(
+    ctx: &Context,
+    executor: &Executor<'_>,
+    voters: usize,
+) -> Result<(), ExecError> {
+    let uid = executor.cluster.uid().unwrap_or_default();
+    let digest = executor.cluster_objects_digest(voters);
+    if let Some(digest) = digest
+        && ctx.cluster_objects.is_current(&uid, digest)
+    {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let written = executor.ensure_cluster_objects(voters).await;
+    match (&written, digest) {
+        (Ok(()), Some(digest)) => ctx.cluster_objects.record(&uid, digest, started),
+        _ => ctx.cluster_objects.forget(&uid),
+    }
+    written
 }
 
 /// A reference to the Pod of the member an action is about, if it is about one.
@@ -684,6 +851,32 @@ mod reason_tests {
                 "{} is not in ReconcileError::REASONS",
                 error.reason()
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod applied_tests {
+    use super::*;
+
+    /// An idle pass skips only the exact objects written for the same cluster, and only for
+    /// [`REAPPLY_AFTER`]; a failed write is tried again at the next pass.
+    #[test]
+    fn the_same_objects_are_written_once_per_reapply_period() {
+        let applied = AppliedObjects::default();
+        assert!(!applied.is_current("uid-a", 1), "never written");
+        applied.record("uid-a", 1, Instant::now());
+        assert!(applied.is_current("uid-a", 1));
+        assert!(
+            !applied.is_current("uid-a", 2),
+            "other objects (voters, spec)"
+        );
+        assert!(!applied.is_current("uid-b", 1), "other cluster");
+        applied.forget("uid-a");
+        assert!(!applied.is_current("uid-a", 1), "forgotten after a failure");
+        if let Some(long_ago) = Instant::now().checked_sub(REAPPLY_AFTER) {
+            applied.record("uid-a", 1, long_ago);
+            assert!(!applied.is_current("uid-a", 1), "written too long ago");
         }
     }
 }

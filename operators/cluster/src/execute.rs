@@ -237,6 +237,35 @@ impl Executor<'_> {
         })
     }
 
+    /// A digest of what [`Executor::ensure_cluster_objects`] would write for `voters`: the
+    /// Services, the budget and the NetworkPolicy (or that there is none). Equal digests, equal
+    /// writes: the caller skips a write it already made (issue 24). `None` when an object cannot
+    /// be built (the write then reports why).
+    pub fn cluster_objects_digest(&self, voters: usize) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let peer = build::peer_service(self.cluster).ok()?;
+        let client = build::client_service(self.cluster).ok()?;
+        let pdb = build::pod_disruption_budget(self.cluster, voters).ok()?;
+        let policy = if self
+            .cluster
+            .wants_network_policy(self.network.default_policy)
+        {
+            Some(
+                crate::network_policy::network_policy(
+                    self.cluster,
+                    &self.network.operator_namespace,
+                )
+                .ok()?,
+            )
+        } else {
+            None
+        };
+        let rendered = serde_json::to_string(&(&peer, &client, &pdb, &policy)).ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        rendered.hash(&mut hasher);
+        Some(hasher.finish())
+    }
+
     /// The peer and client Services and the PodDisruptionBudget, applied (server-side) on every
     /// pass that may act: a Service deleted by hand comes back, and the budget follows the
     /// voters that exist (`voters`, see [`crate::state::Observed::budget_voters`]).

@@ -47,6 +47,11 @@ struct Args {
     /// cluster with `spec.backup` reports BackupScheduleFailed.
     #[arg(long, env = "BACKUP_IMAGE", value_name = "IMAGE")]
     backup_image: Option<String>,
+    /// How many clusters are reconciled at once; the others wait their turn. Bounds the load
+    /// a burst (100 clusters applied at once) puts on the API server, on etcd and on this
+    /// process. 0: no limit.
+    #[arg(long, default_value = "16", value_name = "N")]
+    max_concurrent_reconciles: u16,
 }
 
 #[tokio::main]
@@ -70,7 +75,8 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // kube-rs and etcd-client bring two rustls crypto providers; pick one for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube::Client::try_default().await?;
+    let kube_config = kube::Config::infer().await?;
+    let client = kube::Client::try_from(kube_config.clone())?;
     // The Pod name, else the hostname; never the PID (1 in every container), or two replicas
     // could share an identity and both hold the Lease.
     let identity = args.shell.identity()?;
@@ -91,7 +97,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // stall every `helm upgrade` (and `--wait` with replicas > 1). Not ready again until the
         // controller runs.
         readiness.set_ready(true);
-        let leadership = operator_runtime::acquire(client.clone(), config).await?;
+        // Its own thread, runtime and API client: renewals never wait behind reconciles (with
+        // one shared runtime the Lease was lost while 100 clusters formed, issue 24).
+        let leadership = operator_runtime::acquire_on_own_thread(kube_config, config).await?;
         readiness.set_ready(false);
         info!(%identity, "leading");
         Some(leadership)
@@ -123,6 +131,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         compactions: Default::default(),
         metrics,
         claims,
+        member_stores: Default::default(),
+        cluster_objects: Default::default(),
         network: NetworkSettings {
             default_policy: args.network_policy,
             // The operators' namespace: where the Lease is, the Pod's own (POD_NAMESPACE).
@@ -133,7 +143,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // On a clean stop the namespaces are let go at once, so another install can take them.
     let stopping = ctx.clone();
     let controller = async move {
-        controller::run(ctx, args.shell.watch_namespace(), readiness).await;
+        controller::run(
+            ctx,
+            args.shell.watch_namespace(),
+            args.max_concurrent_reconciles,
+            readiness,
+        )
+        .await;
         stopping.claims.release_all().await;
     };
     let result = match leadership {

@@ -137,10 +137,17 @@ async fn main() -> ExitCode {
 
 async fn run(args: RunArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match kube::Client::try_default().await {
-        Ok(client) => client,
+    let kube_config = match kube::Config::infer().await {
+        Ok(config) => config,
         Err(error) => {
             tracing::error!(%error, "no Kubernetes client configuration");
+            return ExitCode::FAILURE;
+        }
+    };
+    let client = match kube::Client::try_from(kube_config.clone()) {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(%error, "no Kubernetes client");
             return ExitCode::FAILURE;
         }
     };
@@ -165,7 +172,7 @@ async fn run(args: RunArgs) -> ExitCode {
     let mut registry = operator_runtime::metrics::new_registry();
     let metrics = Metrics::register(&mut registry);
     run_elected_with_metrics(
-        client.clone(),
+        kube_config,
         args.shell.probe_addr,
         Some(Arc::new(registry)),
         election,

@@ -14,12 +14,16 @@ pub async fn api_server() -> (LocalKube, kube::Client) {
     let lk = LocalKube::start_api_only(&test_support::localkube_binary().unwrap())
         .await
         .unwrap();
-    let kc = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
+    let client = kube::Client::try_from(config_of(&lk).await).unwrap();
     (lk, client)
+}
+
+/// A client configuration for `lk` (to build another client with its own connections).
+pub async fn config_of(lk: &LocalKube) -> kube::Config {
+    let kc = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();
+    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap()
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) {
