@@ -48,6 +48,7 @@ mod rollout;
 mod scenarios;
 #[cfg(test)]
 mod tests;
+pub mod tls_switch;
 mod volumes;
 
 pub use gate::{Disruption, QuorumChecked, QuorumShort, quorum_gate};
