@@ -35,11 +35,7 @@ use std::time::Duration;
 
 use super::{Disruption, QuorumChecked, quorum_gate};
 
-/// The port a member serves `https://` peers on while it still serves `http://` peers on 2380,
-/// and for good once switched.
-pub const SWITCH_PEER_TLS_PORT: u16 = 2382;
-/// The port a member serves `https://` clients on while it still serves `http://` on 2379.
-pub const SWITCH_CLIENT_TLS_PORT: u16 = 2378;
+pub use crate::naming::{SWITCH_CLIENT_TLS_PORT, SWITCH_PEER_TLS_PORT};
 /// Annotation on the EtcdCluster (value `"true"`): stop serving plaintext clients once the
 /// switch to TLS has given every member an `https://` client listener.
 pub const ANNOTATION_DROP_PLAINTEXT_CLIENTS: &str = "etcd.operator.rs/drop-plaintext-clients";
@@ -177,6 +173,30 @@ pub enum SwitchWait {
         /// Voters.
         voters: usize,
     },
+}
+
+/// What a member Pod listens on, read from its etcd flags (`--listen-peer-urls`,
+/// `--listen-client-urls`); `None` when a flag is missing or names neither scheme.
+pub fn listeners_of_args(args: &[String]) -> Option<Listeners> {
+    let side = |flag: &str| {
+        let value = args.iter().find_map(|a| a.strip_prefix(flag))?;
+        let schemes: Vec<&str> = value
+            .split(',')
+            .filter_map(|url| url.split_once("://").map(|(scheme, _)| scheme))
+            .collect();
+        let http = schemes.contains(&"http");
+        let https = schemes.contains(&"https");
+        match (http, https) {
+            (true, true) => Some(Listen::Dual),
+            (true, false) => Some(Listen::Http),
+            (false, true) => Some(Listen::Https),
+            (false, false) => None,
+        }
+    };
+    Some(Listeners {
+        peer: side("--listen-peer-urls=")?,
+        client: side("--listen-client-urls=")?,
+    })
 }
 
 /// A member keeps an `http://` peer listener until every member's peer URL is `https://`: a
