@@ -57,6 +57,7 @@ pub fn cluster(size: i32, version: &str) -> Observed {
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
+        drop_plaintext_clients: false,
     }
 }
 
@@ -158,6 +159,8 @@ impl Build for Observed {
                     tls_hash: None,
                     snapshot_before_upgrade: false,
                     v2_snapshot_saved: false,
+                    listen: None,
+                    tls_switch_reverted: false,
                 },
             );
         }
@@ -173,6 +176,8 @@ impl Build for Observed {
                 tls_hash: None,
                 snapshot_before_upgrade: false,
                 v2_snapshot_saved: false,
+                listen: None,
+                tls_switch_reverted: false,
             },
         );
         self

@@ -20,6 +20,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::build;
 use crate::naming::ClusterName;
+use crate::plan::tls_switch;
 use crate::state::{
     DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState,
 };
@@ -257,6 +258,17 @@ pub fn unasked_client_urls(asked: &[String], view: &ClusterView) -> Vec<String> 
     urls
 }
 
+/// What a member Pod listens on, from its etcd container's flags.
+pub fn pod_listeners(pod: &Pod) -> Option<tls_switch::Listeners> {
+    let container = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == build::CONTAINER_NAME)?;
+    tls_switch::listeners_of_args(container.args.as_deref()?)
+}
+
 /// The cluster's namespace and name.
 pub fn cluster_name(cluster: &EtcdCluster) -> ClusterName {
     ClusterName::new(cluster.namespace().unwrap_or_default(), cluster.name_any())
@@ -319,6 +331,11 @@ pub fn to_observed(
                         .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
                     // Read from the member by the controller (observe_v2_snapshots).
                     v2_snapshot_saved: false,
+                    listen: pod_listeners(pod),
+                    tls_switch_reverted: pod
+                        .annotations()
+                        .get(tls_switch::ANNOTATION_TLS_SWITCH_REVERTED)
+                        .is_some_and(|v| v == "true"),
                 };
                 (member.clone(), state)
             })
@@ -356,6 +373,10 @@ pub fn to_observed(
         compacted_revision: None,
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
+        drop_plaintext_clients: cluster
+            .annotations()
+            .get(tls_switch::ANNOTATION_DROP_PLAINTEXT_CLIENTS)
+            .is_some_and(|v| v == "true"),
     }
 }
 

@@ -252,9 +252,10 @@ pub fn operator_client_tls(wanted: &SwitchWanted, members: &[SwitchMember]) -> b
         })
 }
 
-/// Members done with the switch and members in all, for the status (`None`: no switch runs).
-/// Done: its Pod listens as [`desired_listen`] says at the end (`Https` peers, clients as
-/// allowed) and its peer URL is `https://` when peer TLS is wanted.
+/// Members through the current round of the switch and members in all, for the status
+/// (`None`: no switch runs). Through: its Pod listens as [`desired_listen`] says now and its
+/// peer URL is `https://` when peer TLS is wanted. The first round (dual listeners, URL moved)
+/// counts up to all members, then the second (plaintext listeners dropped) again from zero.
 pub fn progress(wanted: &SwitchWanted, members: &[SwitchMember]) -> Option<(usize, usize)> {
     let listen = desired_listen(wanted, members);
     let done = |m: &SwitchMember| {
@@ -279,11 +280,10 @@ pub fn next_switch_step(
 ) -> Option<SwitchStep> {
     let listen = desired_listen(wanted, members);
     let url_pending = |m: &SwitchMember| wanted.peer_tls && !m.peer_url_tls;
-    let needs_work = |m: &SwitchMember| {
-        url_pending(m)
-            || m.pod
-                .is_none_or(|pod| pod.terminating || pod.listen != listen)
-    };
+    // A member without a Pod (or whose Pod is going) is no reason to switch by itself: its
+    // next Pod is built with `listen`. It only holds the switch back (below).
+    let needs_work =
+        |m: &SwitchMember| url_pending(m) || m.pod.is_some_and(|pod| pod.listen != listen);
     if !members.iter().any(needs_work) {
         return None;
     }
