@@ -984,6 +984,18 @@ pub fn peer_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
     })
 }
 
+/// The client Service's ports: 2379, and with client TLS also `client-tls` 2378, where the
+/// members serve `https://` clients while a running plaintext cluster is switched to TLS (they
+/// keep `http://` on 2379 until told to drop it; plan/tls_switch.rs). Outside a switch nothing
+/// listens on 2378.
+fn client_service_ports(cluster: &EtcdCluster) -> Vec<ServicePort> {
+    let mut ports = vec![service_port("client", CLIENT_PORT)];
+    if cluster.client_tls() {
+        ports.push(service_port("client-tls", SWITCH_CLIENT_TLS_PORT));
+    }
+    ports
+}
+
 /// The client Service `<cluster>-client`: one stable address that reaches ready members only.
 pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
     let owner = owner(cluster)?;
@@ -995,7 +1007,7 @@ pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
         ),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
-            ports: Some(vec![service_port("client", CLIENT_PORT)]),
+            ports: Some(client_service_ports(cluster)),
             selector: Some(cluster_labels(cluster)),
             ..ServiceSpec::default()
         }),

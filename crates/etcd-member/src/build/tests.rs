@@ -1452,3 +1452,23 @@ fn a_peer_url_not_of_this_member_is_still_refused() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn the_client_service_of_a_client_tls_cluster_publishes_the_switch_port_too() {
+    let names = |cluster: &EtcdCluster| -> Vec<(String, i32)> {
+        client_service(cluster)
+            .unwrap()
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name.unwrap(), p.port))
+            .collect()
+    };
+    assert_eq!(names(&etcd(spec())), [("client".to_owned(), 2379)]);
+    assert_eq!(
+        names(&both_tls()),
+        [("client".to_owned(), 2379), ("client-tls".to_owned(), 2378)]
+    );
+}

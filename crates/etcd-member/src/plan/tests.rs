@@ -1354,8 +1354,8 @@ fn setting_tls_on_a_plaintext_cluster_rolls_a_follower_to_dual_listeners_first()
 }
 
 #[test]
-fn a_member_listening_on_both_gets_its_peer_url_moved_to_https_2382() {
-    let observed = switching([DUAL_L, PLAIN_L, PLAIN_L], [false; 3]);
+fn once_every_member_listens_on_both_a_peer_url_moves_to_https_2382() {
+    let observed = switching([DUAL_L; 3], [false; 3]);
     match plan(&observed) {
         Action::UpdatePeerUrl {
             member,
@@ -1375,7 +1375,7 @@ fn a_member_listening_on_both_gets_its_peer_url_moved_to_https_2382() {
 
 #[test]
 fn a_member_not_up_on_tls_is_reverted_before_the_planner_would_wait_or_replace_it() {
-    let mut observed = switching([DUAL_L, PLAIN_L, PLAIN_L], [true, false, false]);
+    let mut observed = switching([DUAL_L; 3], [true, false, false]);
     if let Membership::Known(members) = &mut observed.membership {
         members[0].health = MemberHealth::Unhealthy {
             unhealthy_for: Duration::from_secs(20),
@@ -1410,7 +1410,7 @@ fn a_member_not_up_on_tls_is_reverted_before_the_planner_would_wait_or_replace_i
 #[test]
 fn members_mid_switch_are_ours_their_pods_are_never_deleted() {
     // http:// and https://…:2382 peer URLs side by side: every Pod belongs to a member.
-    let observed = switching([DUAL_L, DUAL_L, PLAIN_L], [true, false, false]);
+    let observed = switching([DUAL_L; 3], [true, false, false]);
     let action = plan(&observed);
     assert!(
         !matches!(

@@ -4,19 +4,23 @@
 //! etcd cannot serve `http://` and `https://` on one port, and a member's peers reach it at the
 //! peer URL etcd's member list holds for it. So each member first listens on both, then its
 //! peer URL moves (`MemberUpdate`), and only once every member's peer URL is `https://` do the
-//! plaintext listeners go. Per member, one at a time, followers first and the leader last:
+//! plaintext listeners go. Each round goes member by member, one at a time, followers first
+//! and the leader last; a round starts once the previous one is through:
 //!
 //! ```text
 //!   Plain     listens http://:2380                 peer URL http://…:2380
-//!     │ roll (quorum-gated)
+//!     │ 1. roll (quorum-gated), every member
 //!   Dual      listens http://:2380 + https://:2382 peer URL http://…:2380
-//!     │ MemberUpdate (quorum-gated), only once its Pod is Ready on the dual listeners
+//!     │ 2. MemberUpdate (quorum-gated), once every member is Ready on the dual listeners
 //!   Switched  listens http://:2380 + https://:2382 peer URL https://…:2382
 //!     │ healthy: next member          unhealthy past `revert_after`: MemberUpdate back (Dual)
-//!   … every member Switched …
-//!     │ roll (quorum-gated), followers first
+//!     │ 3. roll (quorum-gated), once every member is Switched
 //!   Https     listens https://:2382                peer URL https://…:2382
 //! ```
+//!
+//! Round 1 is whole before any URL moves: etcd dials each peer at its URL (to receive from
+//! it), so a member still on plain flags, without the CA and a peer certificate, could not
+//! reach a peer whose URL became `https://`.
 //!
 //! The peer URL keeps port 2382 after the switch: moving it back to 2380 would need another
 //! dual-listening roll and `MemberUpdate` per member, for no gain in safety.
@@ -359,11 +363,14 @@ pub fn next_switch_step(
 
     let mut order: Vec<&SwitchMember> = members.iter().collect();
     order.sort_by(|a, b| (a.leader, &a.name).cmp(&(b.leader, &b.name)));
-    let next = order.into_iter().find(|m| needs_work(m))?;
-    let pod = next.pod?;
-    let step = if pod.reverted && url_pending(next) {
-        SwitchStep::Wait(SwitchWait::Reverted(next.name.clone()))
-    } else if pod.listen != listen {
+    // Every member listens as this stage asks before any peer URL moves: a member still on
+    // plain flags has no CA to verify, and no certificate to present to, a peer it must dial at
+    // an https:// URL (etcd dials each peer's URL to receive from it).
+    let roll = order.iter().find_map(|m| {
+        let pod = m.pod.filter(|pod| pod.listen != listen)?;
+        Some((*m, pod))
+    });
+    let step = if let Some((next, pod)) = roll {
         match gate(next) {
             Ok(quorum) => SwitchStep::Roll {
                 member: next.name.clone(),
@@ -374,15 +381,19 @@ pub fn next_switch_step(
             Err(wait) => wait,
         }
     } else {
-        // Listens on both (the roll above came first): move its peer URL.
-        match gate(next) {
-            Ok(quorum) => SwitchStep::UpdatePeerUrl {
-                member: next.name.clone(),
-                id: next.id,
-                to_tls: true,
-                quorum,
-            },
-            Err(wait) => wait,
+        let next = order.into_iter().find(|m| url_pending(m))?;
+        if next.pod.is_some_and(|pod| pod.reverted) {
+            SwitchStep::Wait(SwitchWait::Reverted(next.name.clone()))
+        } else {
+            match gate(next) {
+                Ok(quorum) => SwitchStep::UpdatePeerUrl {
+                    member: next.name.clone(),
+                    id: next.id,
+                    to_tls: true,
+                    quorum,
+                },
+                Err(wait) => wait,
+            }
         }
     };
     Some(step)
