@@ -48,6 +48,7 @@ pub const ALL: &[&str] = &[
     "cluster.member_add",
     "cluster.member_promote",
     "cluster.member_remove",
+    "cluster.member_update",
     "cluster.pvc_create",
     "cluster.pod_create",
     "cluster.pod_delete",
