@@ -65,6 +65,7 @@ pub const ALL: &[&str] = &[
     "cluster.status",
     "cluster.pvc_annotate",
     "cluster.pod_annotate",
+    "cluster.pod_mark_tls_reverted",
     "cluster.pvc_resize",
     "cluster.member_defragment",
     "cluster.compact",

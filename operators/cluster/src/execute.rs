@@ -396,7 +396,7 @@ impl Executor<'_> {
                         etcd_member::plan::tls_switch::ANNOTATION_TLS_SWITCH_REVERTED: "true",
                     }}});
                     failpoint::around(
-                        "cluster.pod_annotate",
+                        "cluster.pod_mark_tls_reverted",
                         self.api::<Pod>().patch(
                             member,
                             &PatchParams::default(),
