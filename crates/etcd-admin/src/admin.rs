@@ -156,6 +156,25 @@ impl EtcdAdmin {
         .await
     }
 
+    /// Sets member `id`'s peer URLs to `peer_url` alone (`MemberUpdate`): its peers dial it
+    /// there from then on. Used by the switch of a running cluster from plaintext to TLS, once
+    /// the member listens on the new URL (and to move it back). Repeating it is harmless.
+    pub async fn update_peer_url(&mut self, id: u64, peer_url: &str) -> Result<(), AdminError> {
+        let op = format!("member update {id:x} {peer_url} via {}", self.via());
+        let timeout = self.timeout;
+        let client = &mut self.client;
+        bounded(&op, timeout, async {
+            failpoint::around(
+                "cluster.member_update",
+                client.member_update(id, [peer_url.to_owned()]),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| AdminError::from_etcd(op.clone(), Subject::Member(id), timeout, e))
+        })
+        .await
+    }
+
     /// Removes member `id` (voter or learner). A removed etcd 3.5 member stops by itself within
     /// ~2 s; 3.4 may keep running. [`AdminError::NotFound`] means it is already gone.
     pub async fn remove(&mut self, id: u64) -> Result<(), AdminError> {

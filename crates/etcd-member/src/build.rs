@@ -30,8 +30,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
 
-use crate::naming::{CLIENT_PORT, ClusterName, METRICS_PORT, PEER_PORT};
+use crate::naming::{
+    CLIENT_PORT, ClusterName, METRICS_PORT, PEER_PORT, SWITCH_CLIENT_TLS_PORT, SWITCH_PEER_TLS_PORT,
+};
 use crate::plan;
+pub use crate::plan::tls_switch::{Listen, Listeners};
 
 #[cfg(test)]
 mod tests;
@@ -299,19 +302,45 @@ pub struct MemberPod<'a> {
 /// etcd ignores the `--initial-*` flags once its data directory exists, so a Pod built for a
 /// joining member also restarts it safely later on the same PVC.
 pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildError> {
+    member_pod_listening(cluster, pod, spec_listeners(cluster))
+}
+
+/// What a member of a cluster created as the spec says listens on: `https://` on each side
+/// `spec.tls` covers, `http://` on the others. A switch from plaintext builds its Pods with
+/// [`member_pod_listening`] instead ([`crate::plan::tls_switch::desired_listen`]).
+pub fn spec_listeners(cluster: &EtcdCluster) -> Listeners {
+    let side = |tls: bool| if tls { Listen::Https } else { Listen::Http };
+    Listeners {
+        peer: side(cluster.peer_tls()),
+        client: side(cluster.client_tls()),
+    }
+}
+
+/// As [`member_pod`], listening on `listen` (a step of a switch from plaintext to TLS). The
+/// member advertises the peer URL its entry in `initial_cluster` gives (the one etcd's member
+/// list holds: `http://…:2380`, or `https://…:2382` once its URL was moved), which must be one
+/// of this member's URLs.
+pub fn member_pod_listening(
+    cluster: &EtcdCluster,
+    pod: &MemberPod,
+    listen: Listeners,
+) -> Result<Pod, BuildError> {
     let owner = owner(cluster)?;
     let names = &owner.name;
-    let peer_url = names.peer_url(pod.member);
-    if !pod
+    let expected = names.peer_url(pod.member);
+    let own_peer_url = pod
         .initial_cluster
         .iter()
-        .any(|(name, url)| name == pod.member && *url == peer_url)
-    {
-        return Err(BuildError::MemberNotInInitialCluster {
+        .find(|(name, url)| {
+            name == pod.member
+                && (*url == expected
+                    || names.member_of_peer_url(url).as_deref() == Some(pod.member))
+        })
+        .map(|(_, url)| url.clone())
+        .ok_or_else(|| BuildError::MemberNotInInitialCluster {
             member: pod.member.to_owned(),
-            peer_url,
-        });
-    }
+            peer_url: expected,
+        })?;
     let spec = &cluster.spec;
     let policy = spec.pod.clone().unwrap_or_default();
 
@@ -337,16 +366,8 @@ pub fn member_pod(cluster: &EtcdCluster, pod: &MemberPod) -> Result<Pod, BuildEr
         name: CONTAINER_NAME.to_owned(),
         image: Some(format!("{}:v{}", spec.repository, pod.version)),
         command: Some(vec![ETCD_BINARY.to_owned()]),
-        args: Some(etcd_args(cluster, pod, &owner)),
-        ports: Some(vec![
-            container_port("client", CLIENT_PORT),
-            container_port("peer", PEER_PORT),
-            // Named so that a PodMonitor selects it by name (the chart's `podMonitor`). A Pod's
-            // spec is immutable and the planner never compares it with this builder's output,
-            // so existing members keep running as they are: only Pods created from now on
-            // (new members, restarts, upgrades) serve it.
-            container_port("metrics", METRICS_PORT),
-        ]),
+        args: Some(etcd_args(cluster, pod, &owner, &own_peer_url, listen)),
+        ports: Some(container_ports(listen, &own_peer_url)),
         volume_mounts: Some(volume_mounts(&tls_volumes)),
         // Ready = answers /health: has a leader, serves a read, no alarm but NOSPACE. Not-ready
         // members drop out of the client Service; the headless peer Service still publishes them.
@@ -694,8 +715,76 @@ fn container_port(name: &str, port: u16) -> ContainerPort {
     }
 }
 
+/// The port of a URL (`scheme://host:port`), if it names one.
+fn port_of(url: &str) -> Option<u16> {
+    url.rsplit_once(':')?.1.parse().ok()
+}
+
+/// The container ports: those the member listens on, and metrics.
+fn container_ports(listen: Listeners, own_peer_url: &str) -> Vec<ContainerPort> {
+    let mut ports = vec![container_port("client", CLIENT_PORT)];
+    if listen.client == Listen::Dual {
+        ports.push(container_port("client-tls", SWITCH_CLIENT_TLS_PORT));
+    }
+    let tls_peer_port = port_of(own_peer_url).unwrap_or(PEER_PORT);
+    match listen.peer {
+        Listen::Http => ports.push(container_port("peer", PEER_PORT)),
+        Listen::Dual => {
+            ports.push(container_port("peer", PEER_PORT));
+            ports.push(container_port("peer-tls", SWITCH_PEER_TLS_PORT));
+        }
+        Listen::Https => ports.push(container_port("peer", tls_peer_port)),
+    }
+    // Named so that a PodMonitor selects it by name (the chart's `podMonitor`). A Pod's spec
+    // is immutable and the planner never compares it with this builder's output, so existing
+    // members keep running as they are: only Pods created from now on (new members, restarts,
+    // upgrades) serve it.
+    ports.push(container_port("metrics", METRICS_PORT));
+    ports
+}
+
+/// `--listen-peer-urls`: `https://` on the port of the member's own peer URL once it listens on
+/// TLS alone (2382 after a switch from plaintext, 2380 for a cluster created with TLS).
+fn listen_peer_urls(listen: Listen, own_peer_url: &str) -> String {
+    match listen {
+        Listen::Http => format!("http://0.0.0.0:{PEER_PORT}"),
+        Listen::Dual => {
+            format!("http://0.0.0.0:{PEER_PORT},https://0.0.0.0:{SWITCH_PEER_TLS_PORT}")
+        }
+        Listen::Https => format!(
+            "https://0.0.0.0:{}",
+            port_of(own_peer_url).unwrap_or(PEER_PORT)
+        ),
+    }
+}
+
+/// `--listen-client-urls` and `--advertise-client-urls` (plain first while dual, so that what
+/// etcd's member list shows first still works for plaintext clients).
+fn client_urls(listen: Listen, host: &str) -> (String, String) {
+    match listen {
+        Listen::Http => (
+            format!("http://0.0.0.0:{CLIENT_PORT}"),
+            format!("http://{host}:{CLIENT_PORT}"),
+        ),
+        Listen::Dual => (
+            format!("http://0.0.0.0:{CLIENT_PORT},https://0.0.0.0:{SWITCH_CLIENT_TLS_PORT}"),
+            format!("http://{host}:{CLIENT_PORT},https://{host}:{SWITCH_CLIENT_TLS_PORT}"),
+        ),
+        Listen::Https => (
+            format!("https://0.0.0.0:{CLIENT_PORT}"),
+            format!("https://{host}:{CLIENT_PORT}"),
+        ),
+    }
+}
+
 /// etcd's flags for a member, one `--flag=value` token each.
-fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<String> {
+fn etcd_args(
+    cluster: &EtcdCluster,
+    pod: &MemberPod,
+    owner: &Owner,
+    own_peer_url: &str,
+    listen: Listeners,
+) -> Vec<String> {
     let names = &owner.name;
     let initial_cluster = pod
         .initial_cluster
@@ -703,30 +792,27 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
         .map(|(name, url)| format!("{name}={url}"))
         .collect::<Vec<_>>()
         .join(",");
-    let scheme = |tls: bool| if tls { "https" } else { "http" };
+    let (listen_client, advertise_client) =
+        client_urls(listen.client, &names.member_host(pod.member));
     let mut args = vec![
         format!("--name={}", pod.member),
         format!("--data-dir={DATA_DIR}"),
         format!(
-            "--listen-peer-urls={}://0.0.0.0:{PEER_PORT}",
-            scheme(names.peer_tls)
+            "--listen-peer-urls={}",
+            listen_peer_urls(listen.peer, own_peer_url)
         ),
-        format!(
-            "--listen-client-urls={}://0.0.0.0:{CLIENT_PORT}",
-            scheme(names.client_tls)
-        ),
+        format!("--listen-client-urls={listen_client}"),
         format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
-        format!(
-            "--initial-advertise-peer-urls={}",
-            names.peer_url(pod.member)
-        ),
-        format!("--advertise-client-urls={}", names.client_url(pod.member)),
+        format!("--initial-advertise-peer-urls={own_peer_url}"),
+        format!("--advertise-client-urls={advertise_client}"),
         format!("--initial-cluster={initial_cluster}"),
         format!("--initial-cluster-state={}", pod.state.as_flag()),
         format!("--initial-cluster-token={}", owner.token()),
     ];
     if let Some(tls) = &cluster.spec.tls {
-        if let Some(peer) = &tls.peer {
+        // Certificate flags only for a side that serves TLS: during a switch from plaintext a
+        // side still plain keeps exactly the flags it had.
+        if let Some(peer) = tls.peer.as_ref().filter(|_| listen.peer != Listen::Http) {
             args.extend([
                 format!("--peer-cert-file={PEER_TLS_DIR}/tls.crt"),
                 format!("--peer-key-file={PEER_TLS_DIR}/tls.key"),
@@ -736,7 +822,11 @@ fn etcd_args(cluster: &EtcdCluster, pod: &MemberPod, owner: &Owner) -> Vec<Strin
                 args.push("--peer-client-cert-auth".to_owned());
             }
         }
-        if let Some(client) = &tls.client {
+        if let Some(client) = tls
+            .client
+            .as_ref()
+            .filter(|_| listen.client != Listen::Http)
+        {
             args.extend([
                 format!("--cert-file={CLIENT_TLS_DIR}/tls.crt"),
                 format!("--key-file={CLIENT_TLS_DIR}/tls.key"),
@@ -894,6 +984,18 @@ pub fn peer_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
     })
 }
 
+/// The client Service's ports: 2379, and with client TLS also `client-tls` 2378, where the
+/// members serve `https://` clients while a running plaintext cluster is switched to TLS (they
+/// keep `http://` on 2379 until told to drop it; plan/tls_switch.rs). Outside a switch nothing
+/// listens on 2378.
+fn client_service_ports(cluster: &EtcdCluster) -> Vec<ServicePort> {
+    let mut ports = vec![service_port("client", CLIENT_PORT)];
+    if cluster.client_tls() {
+        ports.push(service_port("client-tls", SWITCH_CLIENT_TLS_PORT));
+    }
+    ports
+}
+
 /// The client Service `<cluster>-client`: one stable address that reaches ready members only.
 pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
     let owner = owner(cluster)?;
@@ -905,7 +1007,7 @@ pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
         ),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
-            ports: Some(vec![service_port("client", CLIENT_PORT)]),
+            ports: Some(client_service_ports(cluster)),
             selector: Some(cluster_labels(cluster)),
             ..ServiceSpec::default()
         }),

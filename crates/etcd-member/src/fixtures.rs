@@ -59,6 +59,7 @@ pub fn cluster(size: i32, version: &str) -> Observed {
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
         wall_clock: None,
+        drop_plaintext_clients: false,
     }
 }
 
@@ -160,6 +161,8 @@ impl Build for Observed {
                     tls_hash: None,
                     snapshot_before_upgrade: false,
                     v2_snapshot_saved: false,
+                    listen: None,
+                    tls_switch_reverted: false,
                 },
             );
         }
@@ -175,6 +178,8 @@ impl Build for Observed {
                 tls_hash: None,
                 snapshot_before_upgrade: false,
                 v2_snapshot_saved: false,
+                listen: None,
+                tls_switch_reverted: false,
             },
         );
         self

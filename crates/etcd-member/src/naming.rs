@@ -18,6 +18,12 @@ pub const CLIENT_PORT: u16 = 2379;
 /// apart from the client port, so Prometheus scrapes it without client access (and without
 /// client TLS once members have it).
 pub const METRICS_PORT: u16 = 2381;
+/// The port a member serves `https://` peers on after a switch from plaintext (2380 keeps
+/// `http://` while the switch runs; see [`crate::plan::tls_switch`]).
+pub const SWITCH_PEER_TLS_PORT: u16 = 2382;
+/// The port a member serves `https://` clients on while it still serves `http://` clients on
+/// [`CLIENT_PORT`] during a switch from plaintext.
+pub const SWITCH_CLIENT_TLS_PORT: u16 = 2378;
 
 /// Where a cluster lives: its namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,14 +101,38 @@ impl ClusterName {
         )
     }
 
-    /// The member name a peer URL of this cluster designates, if it is one of ours (in the
-    /// cluster's scheme).
+    /// The peer URL a member gets when a running plaintext cluster is switched to TLS:
+    /// `https://` on [`SWITCH_PEER_TLS_PORT`], since it still serves `http://` on [`PEER_PORT`]
+    /// meanwhile (see [`crate::plan::tls_switch`]).
+    pub fn switched_peer_url(&self, member: &str) -> String {
+        format!(
+            "https://{}:{SWITCH_PEER_TLS_PORT}",
+            self.member_host(member)
+        )
+    }
+
+    /// The plaintext peer URL of a member (where a switch to TLS starts, and reverts to).
+    pub fn plain_peer_url(&self, member: &str) -> String {
+        format!("http://{}:{PEER_PORT}", self.member_host(member))
+    }
+
+    /// The member name a peer URL of this cluster designates, if it is one of ours: in the
+    /// cluster's scheme, and with peer TLS also the URLs of a switch from plaintext
+    /// (`http://…:2380` before it, `https://…:2382` after). A plaintext cluster never had
+    /// `https://` peer URLs of ours (`spec.tls` cannot be removed).
     pub fn member_of_peer_url(&self, peer_url: &str) -> Option<String> {
-        let suffix = format!(".{}.{}.svc:{PEER_PORT}", self.name, self.namespace);
-        let member = peer_url
-            .strip_prefix(scheme(self.peer_tls))?
-            .strip_prefix("://")?
-            .strip_suffix(&suffix)?;
+        let host_suffix = format!(".{}.{}.svc", self.name, self.namespace);
+        let (scheme_part, rest) = peer_url.split_once("://")?;
+        let (host, port) = rest.rsplit_once(':')?;
+        let ours = match (scheme_part, port.parse::<u16>().ok()?) {
+            ("http", PEER_PORT) => true,
+            ("https", PEER_PORT | SWITCH_PEER_TLS_PORT) => self.peer_tls,
+            _ => false,
+        };
+        if !ours {
+            return None;
+        }
+        let member = host.strip_suffix(&host_suffix)?;
         self.ordinal_of(member).map(|_| member.to_owned())
     }
 
@@ -170,10 +200,28 @@ mod tests {
                 .as_deref(),
             Some("main-3")
         );
+        // A switch from plaintext: the URL before it and the one after it are ours too.
+        for url in [
+            "http://main-3.main.db.svc:2380",
+            "https://main-3.main.db.svc:2382",
+        ] {
+            assert_eq!(peer_tls.member_of_peer_url(url).as_deref(), Some("main-3"));
+        }
         assert_eq!(
-            peer_tls.member_of_peer_url("http://main-3.main.db.svc:2380"),
-            None
+            peer_tls.switched_peer_url("main-3"),
+            "https://main-3.main.db.svc:2382"
         );
+        assert_eq!(
+            peer_tls.plain_peer_url("main-3"),
+            "http://main-3.main.db.svc:2380"
+        );
+        for url in [
+            "http://main-3.main.db.svc:2382",
+            "https://main-3.main.db.svc:2379",
+            "https://main-3.main.db.svc:2378",
+        ] {
+            assert_eq!(peer_tls.member_of_peer_url(url), None, "{url}");
+        }
     }
 
     #[test]
@@ -190,6 +238,7 @@ mod tests {
             "http://main-3.main.other.svc:2380",
             "http://main-3.main.db.svc:2379",
             "https://main-3.main.db.svc:2380",
+            "https://main-3.main.db.svc:2382",
             "http://10.0.0.3:2380",
             "http://x-3.main.db.svc:2380",
         ] {

@@ -19,7 +19,8 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::build;
-use crate::naming::ClusterName;
+use crate::naming::{CLIENT_PORT, ClusterName, SWITCH_CLIENT_TLS_PORT};
+use crate::plan::tls_switch;
 use crate::state::{
     DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState,
 };
@@ -251,16 +252,43 @@ fn member_label<K: Resource>(object: &K) -> Option<String> {
         .cloned()
 }
 
-/// The client URLs to ask: every member Pod's and every member the last status listed.
+/// The operators speak TLS to the members' client port: client TLS is on and every member Pod
+/// serves `https://` clients. While a running plaintext cluster is switched to TLS, not before
+/// every member does (plan/tls_switch.rs); a Pod whose flags do not say is taken as built as
+/// the spec says.
+pub fn operator_speaks_tls(cluster: &EtcdCluster, kube: &KubeObservation) -> bool {
+    cluster.client_tls()
+        && kube.pods.values().all(|pod| {
+            pod_listeners(pod).is_none_or(|listen| listen.client != tls_switch::Listen::Http)
+        })
+}
+
+/// The client URLs to ask: every member Pod's and every member the last status listed; in
+/// the scheme [`operator_speaks_tls`] gives, on `https://…:2378` for a Pod that serves both
+/// schemes during a switch to TLS.
 pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
     let name = cluster_name(cluster);
+    let tls = operator_speaks_tls(cluster, kube);
     let mut members: Vec<String> = kube.pods.keys().cloned().collect();
     if let Some(previous) = &cluster.status {
         members.extend(last_known_members(previous));
     }
     members.sort();
     members.dedup();
-    members.iter().map(|m| name.client_url(m)).collect()
+    members
+        .iter()
+        .map(|m| {
+            let host = name.member_host(m);
+            let client = kube.pods.get(m).and_then(pod_listeners).map(|l| l.client);
+            match (tls, client) {
+                (false, _) => format!("http://{host}:{CLIENT_PORT}"),
+                (true, Some(tls_switch::Listen::Dual)) => {
+                    format!("https://{host}:{SWITCH_CLIENT_TLS_PORT}")
+                }
+                (true, _) => format!("https://{host}:{CLIENT_PORT}"),
+            }
+        })
+        .collect()
 }
 
 /// Client URLs of listed members that were not asked: members added by hand (not ours, so no
@@ -279,6 +307,17 @@ pub fn unasked_client_urls(asked: &[String], view: &ClusterView) -> Vec<String> 
     urls.sort();
     urls.dedup();
     urls
+}
+
+/// What a member Pod listens on, from its etcd container's flags.
+pub fn pod_listeners(pod: &Pod) -> Option<tls_switch::Listeners> {
+    let container = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == build::CONTAINER_NAME)?;
+    tls_switch::listeners_of_args(container.args.as_deref()?)
 }
 
 /// The cluster's namespace and name.
@@ -343,6 +382,11 @@ pub fn to_observed(
                         .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
                     // Read from the member by the controller (observe_v2_snapshots).
                     v2_snapshot_saved: false,
+                    listen: pod_listeners(pod),
+                    tls_switch_reverted: pod
+                        .annotations()
+                        .get(tls_switch::ANNOTATION_TLS_SWITCH_REVERTED)
+                        .is_some_and(|v| v == "true"),
                 };
                 (member.clone(), state)
             })
@@ -381,6 +425,10 @@ pub fn to_observed(
         defragmented_at: BTreeMap::new(),
         tls_hashes: BTreeMap::new(),
         wall_clock: None,
+        drop_plaintext_clients: cluster
+            .annotations()
+            .get(tls_switch::ANNOTATION_DROP_PLAINTEXT_CLIENTS)
+            .is_some_and(|v| v == "true"),
     }
 }
 

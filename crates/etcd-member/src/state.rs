@@ -63,6 +63,9 @@ pub struct Observed {
     /// When this was observed, in Unix seconds (UTC): opens and closes the windows of
     /// `spec.maintenance.defrag.schedule`. `None`: not known, no window is open.
     pub wall_clock: Option<i64>,
+    /// The EtcdCluster carries [`crate::plan::tls_switch::ANNOTATION_DROP_PLAINTEXT_CLIENTS`]:
+    /// a switch to TLS may stop serving plaintext clients.
+    pub drop_plaintext_clients: bool,
 }
 
 /// An etcd alarm and the member that raised it.
@@ -161,6 +164,13 @@ pub struct PodState {
     /// For such a Pod: its etcd saved a v2 snapshot since it started (read from the member's
     /// metrics; `false` when unknown).
     pub v2_snapshot_saved: bool,
+    /// What it listens on, read from its etcd flags; `None` when they do not say (then it is
+    /// taken as built as the spec says: before the switch to TLS existed, `spec.tls` could not
+    /// change, so every Pod was).
+    pub listen: Option<crate::plan::tls_switch::Listeners>,
+    /// Its peer URL was moved back to `http://` during a switch to TLS
+    /// ([`crate::plan::tls_switch::ANNOTATION_TLS_SWITCH_REVERTED`]).
+    pub tls_switch_reverted: bool,
 }
 
 /// A member PVC.

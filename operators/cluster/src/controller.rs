@@ -29,6 +29,7 @@ use crate::desired::Desired;
 use crate::execute::{ExecError, Executor};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::observe::{self, ObserveError, UnhealthySince};
+use crate::plan::tls_switch::SwitchWait;
 use crate::plan::{self, Action, Policy, WaitReason};
 use crate::{build, status};
 
@@ -397,6 +398,13 @@ async fn reconcile_pass(
         crate::tls::Prepared::Ready(tls) => (*tls, None),
         crate::tls::Prepared::Invalid(errors) => (crate::tls::ClusterTls::default(), Some(errors)),
     };
+    let mut tls = tls;
+    // While a plaintext cluster is switched to TLS, the operator keeps plain HTTP until every
+    // member serves https:// clients (plan/tls_switch.rs).
+    let speaks_tls = observe::operator_speaks_tls(cluster, &kube);
+    if !speaks_tls {
+        tls.etcd = None;
+    }
     let etcd_tls = tls.etcd.as_ref();
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
     let mut view = observe::observe_etcd(&endpoints, ctx.etcd_timeout, etcd_tls).await;
@@ -461,7 +469,9 @@ async fn reconcile_pass(
     let executor = Executor {
         client: &ctx.client,
         cluster,
-        etcd_endpoints: if answering.is_empty() {
+        // During a switch to TLS etcd's first advertised client URL is the plaintext one:
+        // membership changes go to the URLs asked above, in the scheme the operator speaks.
+        etcd_endpoints: if answering.is_empty() || switching_clients(&kube) {
             &endpoints
         } else {
             &answering
@@ -477,6 +487,7 @@ async fn reconcile_pass(
         tls: &tls,
         network: &ctx.network,
         backup_image: ctx.backup_image.as_deref(),
+        listen: plan::pod_listeners(&observed),
     };
     let mut executed = Ok(());
     // A failed write of the cluster's own objects (Services, budget, PVC owner references) is
@@ -674,6 +685,14 @@ async fn ensure_cluster_objects(
     written
 }
 
+/// Some member Pod serves clients on both schemes (a switch to TLS runs).
+fn switching_clients(kube: &observe::KubeObservation) -> bool {
+    kube.pods.values().any(|pod| {
+        observe::pod_listeners(pod)
+            .is_some_and(|listen| listen.client == plan::tls_switch::Listen::Dual)
+    })
+}
+
 /// A reference to the Pod of the member an action is about, if it is about one.
 fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReference> {
     let member = match action {
@@ -685,6 +704,8 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::DeletePod { member }
         | Action::UpgradeMember { member, .. }
         | Action::RollMember { member, .. }
+        | Action::RollForTls { member, .. }
+        | Action::UpdatePeerUrl { member, .. }
         | Action::SnapshotBeforeUpgrade { member, .. }
         | Action::MarkV2WalClean { member }
         | Action::AdoptPod { member, .. }
@@ -742,6 +763,8 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::DeletePod { .. }
         | Action::UpgradeMember { .. }
         | Action::RollMember { .. }
+        | Action::RollForTls { .. }
+        | Action::UpdatePeerUrl { .. }
         | Action::SnapshotBeforeUpgrade { .. }
         | Action::MarkV2WalClean { .. }
         | Action::AdoptPod { .. }
@@ -756,6 +779,10 @@ fn requeue_after(action: &Action) -> Duration {
             | WaitReason::PodTerminating { .. }
             | WaitReason::PodNotReady { .. }
             | WaitReason::V2SnapshotPending { .. } => Duration::from_secs(2),
+            // A member settling on its new peer URL, or a Pod coming back, during the switch to
+            // TLS; a reverted member waits for the user (deleting its Pod triggers a pass).
+            WaitReason::TlsSwitch(SwitchWait::Reverted(_)) => Duration::from_secs(60),
+            WaitReason::TlsSwitch(_) => Duration::from_secs(2),
             // etcd moves the cluster version some seconds after the last member upgraded.
             WaitReason::ClusterVersionBehind { .. } => Duration::from_secs(3),
             WaitReason::MemberUnhealthy { .. }

@@ -212,6 +212,9 @@ pub struct Executor<'a> {
     pub network: &'a NetworkSettings,
     /// The operators' image, which `spec.backup`'s CronJob runs (`--backup-image`).
     pub backup_image: Option<&'a str>,
+    /// What a member Pod created now listens on ([`etcd_member::plan::pod_listeners`]: as the
+    /// spec says, or the current stage of a switch to TLS).
+    pub listen: etcd_member::plan::tls_switch::Listeners,
 }
 
 impl Executor<'_> {
@@ -559,9 +562,44 @@ impl Executor<'_> {
                     Err(source) => Err(self.etcd_error("remove", member, source)),
                 }
             }
+            Action::UpdatePeerUrl {
+                member,
+                id,
+                peer_url,
+                revert,
+                ..
+            } => {
+                if *revert {
+                    // The mark first: it keeps the member from being moved forward again even
+                    // if this process stops between the two writes (plan/tls_switch.rs).
+                    let patch = serde_json::json!({"metadata": {"annotations": {
+                        etcd_member::plan::tls_switch::ANNOTATION_TLS_SWITCH_REVERTED: "true",
+                    }}});
+                    failpoint::around(
+                        "cluster.pod_mark_tls_reverted",
+                        self.api::<Pod>().patch(
+                            member,
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        ),
+                    )
+                    .await
+                    .map_err(ExecError::kube(
+                        "patch",
+                        "Pod",
+                        member.as_str(),
+                    ))?;
+                }
+                let mut admin = self.admin(member, "update peer URL").await?;
+                admin
+                    .update_peer_url(*id, peer_url)
+                    .await
+                    .map_err(|source| self.etcd_error("update peer URL", member, source))
+            }
             Action::DeletePod { member }
             | Action::UpgradeMember { member, .. }
             | Action::RollMember { member, .. }
+            | Action::RollForTls { member, .. }
             | Action::SnapshotBeforeUpgrade { member, .. } => {
                 if let Action::SnapshotBeforeUpgrade { version, .. } = action {
                     // The PVC first: it tells the next Pod how to start even if this process
@@ -762,7 +800,7 @@ impl Executor<'_> {
             )
             .await?,
         );
-        let mut pod = self.built(build::member_pod(self.cluster, pod))?;
+        let mut pod = self.built(build::member_pod_listening(self.cluster, pod, self.listen))?;
         // The certificate Secrets it mounts, as they are now: a later change rolls it.
         if let Some(hash) = build::member_tls_hash(self.cluster, member, &digests) {
             pod.metadata

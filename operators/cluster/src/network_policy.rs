@@ -24,7 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::build::{self, BuildError};
-use crate::naming::{CLIENT_PORT, METRICS_PORT, PEER_PORT};
+use crate::naming::{
+    CLIENT_PORT, METRICS_PORT, PEER_PORT, SWITCH_CLIENT_TLS_PORT, SWITCH_PEER_TLS_PORT,
+};
 
 /// The label every namespace carries with its own name (Kubernetes sets it).
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -35,11 +37,40 @@ pub fn name(cluster: &EtcdCluster) -> String {
 }
 
 fn port(number: u16) -> Option<Vec<NetworkPolicyPort>> {
-    Some(vec![NetworkPolicyPort {
-        port: Some(IntOrString::Int(i32::from(number))),
-        protocol: Some("TCP".to_owned()),
-        ..NetworkPolicyPort::default()
-    }])
+    ports(&[number])
+}
+
+fn ports(numbers: &[u16]) -> Option<Vec<NetworkPolicyPort>> {
+    Some(
+        numbers
+            .iter()
+            .map(|number| NetworkPolicyPort {
+                port: Some(IntOrString::Int(i32::from(*number))),
+                protocol: Some("TCP".to_owned()),
+                ..NetworkPolicyPort::default()
+            })
+            .collect(),
+    )
+}
+
+/// The peer ports: 2380, and with peer TLS also 2382, where members of a cluster switched from
+/// plaintext serve `https://` peers (during the switch and after it; plan/tls_switch.rs).
+fn peer_ports(cluster: &EtcdCluster) -> Vec<u16> {
+    let mut numbers = vec![PEER_PORT];
+    if cluster.peer_tls() {
+        numbers.push(SWITCH_PEER_TLS_PORT);
+    }
+    numbers
+}
+
+/// The client ports: 2379, and with client TLS also 2378, where members serve `https://`
+/// clients while a switch from plaintext runs.
+fn client_ports(cluster: &EtcdCluster) -> Vec<u16> {
+    let mut numbers = vec![CLIENT_PORT];
+    if cluster.client_tls() {
+        numbers.push(SWITCH_CLIENT_TLS_PORT);
+    }
+    numbers
 }
 
 fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
@@ -93,11 +124,11 @@ pub fn network_policy(
             ingress: Some(vec![
                 NetworkPolicyIngressRule {
                     from: Some(vec![pods(members)]),
-                    ports: port(PEER_PORT),
+                    ports: ports(&peer_ports(cluster)),
                 },
                 NetworkPolicyIngressRule {
                     from: Some(clients),
-                    ports: port(CLIENT_PORT),
+                    ports: ports(&client_ports(cluster)),
                 },
                 metrics,
             ]),
@@ -148,7 +179,11 @@ mod tests {
         assert_eq!(
             value["spec"]["ingress"],
             json!([
-                {"from": [members()], "ports": [{"port": 2380, "protocol": "TCP"}]},
+                // Peer TLS: 2382 too, where a cluster switched from plaintext serves peers.
+                {"from": [members()], "ports": [
+                    {"port": 2380, "protocol": "TCP"},
+                    {"port": 2382, "protocol": "TCP"},
+                ]},
                 {"from": [
                     members(),
                     {"podSelector": {"matchLabels": {"etcd.operator.rs/client-of": "main"}}},

@@ -28,6 +28,7 @@ use etcd_api::validation::EtcdVersion;
 use etcd_api::{ClusterPhase, EtcdClusterStatus, MemberStatus};
 
 use crate::naming::ClusterName;
+use crate::plan::tls_switch::{Listen, Listeners, REVERT_AFTER, SwitchWait};
 use crate::plan::{Action, DefragReason, PodReason, RemovalReason, WaitReason, quorum};
 use crate::state::{Member, Membership, Observed};
 
@@ -57,6 +58,13 @@ pub mod reasons {
     /// Progressing: members are rolled, one at a time, onto the current `spec.pod` /
     /// `spec.etcdOptions`.
     pub const ROLLING_CONFIGURATION: &str = "RollingConfiguration";
+    /// Progressing: a running plaintext cluster is switched to TLS, member by member.
+    pub const ENABLING_TLS: &str = "EnablingTLS";
+    /// Progressing, Degraded, event: a member did not come up on its `https://` peer URL and
+    /// was moved back to `http://`; the switch to TLS stops there.
+    pub const TLS_SWITCH_REVERTED: &str = "TLSSwitchReverted";
+    /// Event: a member's peer URL was moved (`MemberUpdate`) during the switch to TLS.
+    pub const PEER_URL_UPDATED: &str = "PeerURLUpdated";
     /// Progressing: a member's missing Pod is recreated on its data.
     pub const RESTARTING_MEMBER: &str = "RestartingMember";
     /// Progressing: the Pod of something that is not a member is deleted.
@@ -525,6 +533,52 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
                  replaced if it stays down past the grace period"
             ),
         ),
+        Action::RollForTls {
+            member, from, to, ..
+        } => normal(
+            reasons::MEMBER_ROLLED,
+            format!(
+                "Took member {member} down to switch it to TLS: its Pod listened on {}, it comes \
+                 back on {}; its data is kept",
+                listeners_text(*from),
+                listeners_text(*to)
+            ),
+        ),
+        Action::UpdatePeerUrl {
+            member,
+            peer_url,
+            revert: false,
+            ..
+        } => normal(
+            reasons::PEER_URL_UPDATED,
+            format!("Moved the peer URL of member {member} to {peer_url}; its Pod listens there"),
+        ),
+        Action::UpdatePeerUrl {
+            member,
+            peer_url,
+            revert: true,
+            ..
+        } => warning(
+            reasons::TLS_SWITCH_REVERTED,
+            format!(
+                "{}; its peer URL is moved back to {peer_url}",
+                reverted_message(member)
+            ),
+        ),
+        Action::Wait(WaitReason::TlsSwitch(SwitchWait::Reverted(member))) => {
+            warning(reasons::TLS_SWITCH_REVERTED, reverted_message(member))
+        }
+        Action::Wait(WaitReason::TlsSwitch(wait)) => match wait {
+            SwitchWait::WouldLoseQuorum {
+                member,
+                healthy,
+                voters,
+            } => warning(
+                reasons::WOULD_LOSE_QUORUM,
+                would_lose_quorum_message(member, *healthy, *voters),
+            ),
+            _ => None,
+        },
         Action::Wait(
             WaitReason::Paused
             | WaitReason::Restoring { .. }
@@ -536,6 +590,49 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::V2SnapshotPending { .. },
         )
         | Action::Converged => None,
+    }
+}
+
+/// What a member Pod listens on, for messages.
+fn listeners_text(listen: Listeners) -> String {
+    let side = |listen, plain: &str, tls: &str| match listen {
+        Listen::Http => format!("http://:{plain}"),
+        Listen::Dual => format!("http://:{plain} + https://:{tls}"),
+        Listen::Https => "https only".to_owned(),
+    };
+    format!(
+        "peers {}, clients {}",
+        side(listen.peer, "2380", "2382"),
+        side(listen.client, "2379", "2378")
+    )
+}
+
+fn reverted_message(member: &str) -> String {
+    format!(
+        "Member {member} did not come up on its https:// peer URL within {} s (check its peer \
+         certificate and its Pod's logs); the switch to TLS stops at it. Delete Pod {member} to \
+         try again",
+        REVERT_AFTER.as_secs()
+    )
+}
+
+/// The Progressing message of a switch step.
+fn switch_message(wait: &SwitchWait) -> String {
+    match wait {
+        SwitchWait::PodMissing(m) => format!("Waiting for the Pod of member {m}"),
+        SwitchWait::PodNotReady(m) => {
+            format!("Waiting for Pod {m} to be Ready before the next step")
+        }
+        SwitchWait::SettlingOnTls(m) => {
+            format!("Waiting for member {m} to answer on its https:// peer URL")
+        }
+        SwitchWait::MemberUnhealthy(m) => format!("Waiting for member {m} to answer"),
+        SwitchWait::Reverted(m) => reverted_message(m),
+        SwitchWait::WouldLoseQuorum {
+            member,
+            healthy,
+            voters,
+        } => would_lose_quorum_message(member, *healthy, *voters),
     }
 }
 
@@ -1051,6 +1148,50 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
                 cluster_version.map_or_else(|| "none yet".to_owned(), |(a, b)| format!("{a}.{b}"))
             ),
         ),
+        Action::RollForTls {
+            member,
+            to,
+            done,
+            voters,
+            ..
+        } => active(
+            reasons::ENABLING_TLS,
+            format!(
+                "Switching to TLS: restarting member {member} to listen on {}; {done} of {voters} \
+                 members through this round",
+                listeners_text(*to)
+            ),
+        ),
+        Action::UpdatePeerUrl {
+            member,
+            peer_url,
+            revert: false,
+            done,
+            voters,
+            ..
+        } => active(
+            reasons::ENABLING_TLS,
+            format!(
+                "Switching to TLS: moving the peer URL of member {member} to {peer_url}; {done} \
+                 of {voters} members through this round"
+            ),
+        ),
+        Action::UpdatePeerUrl {
+            member, peer_url, ..
+        } => active(
+            reasons::TLS_SWITCH_REVERTED,
+            format!(
+                "{}; moving its peer URL back to {peer_url}",
+                reverted_message(member)
+            ),
+        ),
+        Action::Wait(WaitReason::TlsSwitch(wait @ SwitchWait::Reverted(_))) => {
+            still(reasons::TLS_SWITCH_REVERTED, switch_message(wait))
+        }
+        Action::Wait(WaitReason::TlsSwitch(wait)) => active(
+            reasons::ENABLING_TLS,
+            format!("Switching to TLS: {}", switch_message(wait)),
+        ),
         Action::Wait(WaitReason::PodNotReady { member }) => active(
             reasons::ROLLING_CONFIGURATION,
             format!(
@@ -1151,6 +1292,14 @@ fn degraded(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::MEMBER_UNHEALTHY,
             format!("Member {member} is dead ({DEAD_WHY}); it is removed and replaced"),
         ),
+        Action::UpdatePeerUrl {
+            member,
+            revert: true,
+            ..
+        }
+        | Action::Wait(WaitReason::TlsSwitch(SwitchWait::Reverted(member))) => {
+            wrong(reasons::TLS_SWITCH_REVERTED, reverted_message(member))
+        }
         Action::RemoveMember {
             member,
             reason: RemovalReason::LearnerStuck,

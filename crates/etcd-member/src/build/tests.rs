@@ -1287,3 +1287,189 @@ fn member_tls_hash_follows_the_secrets_the_member_mounts() {
         Some(with_serving)
     );
 }
+
+fn both_tls() -> EtcdCluster {
+    use etcd_api::{ClientTls, PeerTls, TlsSpec};
+    etcd(EtcdClusterSpec {
+        tls: Some(TlsSpec {
+            peer: Some(PeerTls::default()),
+            client: Some(ClientTls::default()),
+        }),
+        ..spec()
+    })
+}
+
+fn switching_pod(cluster: &EtcdCluster, own_url: &str, listen: Listeners) -> Pod {
+    let members = [
+        ("main-0".to_owned(), own_url.to_owned()),
+        (
+            "main-1".to_owned(),
+            "http://main-1.main.db.svc:2380".to_owned(),
+        ),
+    ];
+    member_pod_listening(
+        cluster,
+        &MemberPod {
+            member: "main-0",
+            version: v35(),
+            initial_cluster: &members,
+            state: InitialState::Existing,
+            largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
+        },
+        listen,
+    )
+    .unwrap()
+}
+
+fn ports(pod: &Pod) -> Vec<(String, i32)> {
+    pod.spec.as_ref().unwrap().containers[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap(), p.container_port))
+        .collect()
+}
+
+#[test]
+fn a_member_switching_to_tls_listens_on_both_and_advertises_its_peer_url_as_etcd_holds_it() {
+    let cluster = both_tls();
+    let dual = Listeners {
+        peer: Listen::Dual,
+        client: Listen::Dual,
+    };
+    // Stage 1: still http:// in etcd's member list, listening on both.
+    let pod = switching_pod(&cluster, "http://main-0.main.db.svc:2380", dual);
+    let flags = args(&pod);
+    for flag in [
+        "--listen-peer-urls=http://0.0.0.0:2380,https://0.0.0.0:2382",
+        "--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2378",
+        "--initial-advertise-peer-urls=http://main-0.main.db.svc:2380",
+        "--advertise-client-urls=http://main-0.main.db.svc:2379,https://main-0.main.db.svc:2378",
+        "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+        "--cert-file=/etc/etcd/tls/client/tls.crt",
+    ] {
+        assert!(
+            flags.contains(&flag.to_owned()),
+            "{flag} missing from {flags:?}"
+        );
+    }
+    assert_eq!(
+        ports(&pod),
+        [
+            ("client".to_owned(), 2379),
+            ("client-tls".to_owned(), 2378),
+            ("peer".to_owned(), 2380),
+            ("peer-tls".to_owned(), 2382),
+            ("metrics".to_owned(), 2381),
+        ]
+    );
+    // Its URL moved: a restart advertises https://…:2382.
+    let pod = switching_pod(&cluster, "https://main-0.main.db.svc:2382", dual);
+    assert!(
+        args(&pod)
+            .contains(&"--initial-advertise-peer-urls=https://main-0.main.db.svc:2382".to_owned())
+    );
+    // The end: https:// only, peers on the port of its URL.
+    let tls = Listeners {
+        peer: Listen::Https,
+        client: Listen::Https,
+    };
+    let pod = switching_pod(&cluster, "https://main-0.main.db.svc:2382", tls);
+    let flags = args(&pod);
+    assert!(flags.contains(&"--listen-peer-urls=https://0.0.0.0:2382".to_owned()));
+    assert!(flags.contains(&"--listen-client-urls=https://0.0.0.0:2379".to_owned()));
+    assert_eq!(
+        ports(&pod),
+        [
+            ("client".to_owned(), 2379),
+            ("peer".to_owned(), 2382),
+            ("metrics".to_owned(), 2381),
+        ]
+    );
+    // A side still plain has no certificate flags.
+    let plain_client = Listeners {
+        peer: Listen::Dual,
+        client: Listen::Http,
+    };
+    let pod = switching_pod(&cluster, "http://main-0.main.db.svc:2380", plain_client);
+    let flags = args(&pod);
+    assert!(flags.contains(&"--peer-cert-file=/etc/etcd/tls/peer/tls.crt".to_owned()));
+    assert!(
+        !flags.iter().any(|a| a.starts_with("--cert-file")),
+        "{flags:?}"
+    );
+}
+
+#[test]
+fn the_listeners_a_pod_is_built_with_are_read_back_from_its_flags() {
+    use crate::plan::tls_switch::listeners_of_args;
+    let cluster = both_tls();
+    for peer in [Listen::Http, Listen::Dual, Listen::Https] {
+        for client in [Listen::Http, Listen::Dual, Listen::Https] {
+            let listen = Listeners { peer, client };
+            let url = if peer == Listen::Https {
+                "https://main-0.main.db.svc:2382"
+            } else {
+                "http://main-0.main.db.svc:2380"
+            };
+            let pod = switching_pod(&cluster, url, listen);
+            assert_eq!(listeners_of_args(&args(&pod)), Some(listen));
+        }
+    }
+    // Pods built as the spec says read back as such (plain and TLS clusters).
+    let plain = pod_of(&etcd(spec()), "main-0", InitialState::New);
+    assert_eq!(
+        listeners_of_args(&args(&plain)),
+        Some(Listeners {
+            peer: Listen::Http,
+            client: Listen::Http
+        })
+    );
+    assert_eq!(listeners_of_args(&["--name=x".to_owned()]), None);
+}
+
+#[test]
+fn a_peer_url_not_of_this_member_is_still_refused() {
+    let cluster = both_tls();
+    let members = [(
+        "main-0".to_owned(),
+        "https://main-1.main.db.svc:2382".to_owned(),
+    )];
+    let refused = member_pod_listening(
+        &cluster,
+        &MemberPod {
+            member: "main-0",
+            version: v35(),
+            initial_cluster: &members,
+            state: InitialState::Existing,
+            largest_db_bytes: 0,
+            snapshot_before_upgrade: false,
+        },
+        spec_listeners(&cluster),
+    );
+    assert!(
+        matches!(refused, Err(BuildError::MemberNotInInitialCluster { .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn the_client_service_of_a_client_tls_cluster_publishes_the_switch_port_too() {
+    let names = |cluster: &EtcdCluster| -> Vec<(String, i32)> {
+        client_service(cluster)
+            .unwrap()
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name.unwrap(), p.port))
+            .collect()
+    };
+    assert_eq!(names(&etcd(spec())), [("client".to_owned(), 2379)]);
+    assert_eq!(
+        names(&both_tls()),
+        [("client".to_owned(), 2379), ("client-tls".to_owned(), 2378)]
+    );
+}

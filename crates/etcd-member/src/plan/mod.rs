@@ -48,6 +48,7 @@ mod rollout;
 mod scenarios;
 #[cfg(test)]
 mod tests;
+pub mod tls_switch;
 mod volumes;
 
 pub use gate::{Disruption, QuorumChecked, QuorumShort, quorum_gate};
@@ -223,6 +224,43 @@ pub enum Action {
         /// The quota, bytes.
         quota: u64,
     },
+    /// A step of a switch from plaintext to TLS (`tls_switch.rs`): delete the member's Pod so
+    /// that it comes back listening on `to` (the executor builds every Pod with
+    /// [`pod_listeners`]). Checked to keep quorum while it is down.
+    RollForTls {
+        /// Member name.
+        member: String,
+        /// What its Pod listens on now.
+        from: tls_switch::Listeners,
+        /// What its next Pod listens on.
+        to: tls_switch::Listeners,
+        /// Members done with the switch, before this step.
+        done: usize,
+        /// Voters.
+        voters: usize,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
+    },
+    /// A step of a switch from plaintext to TLS: `MemberUpdate` the member's peer URL to
+    /// `peer_url` (`https://…:2382`; or back to `http://…:2380`, `revert`, after it did not come
+    /// up on TLS: the executor first marks its Pod
+    /// [`tls_switch::ANNOTATION_TLS_SWITCH_REVERTED`]). Checked to keep quorum.
+    UpdatePeerUrl {
+        /// Member name.
+        member: String,
+        /// etcd member ID.
+        id: u64,
+        /// The new peer URL.
+        peer_url: String,
+        /// Moving back to plaintext.
+        revert: bool,
+        /// Members done with the switch, before this step.
+        done: usize,
+        /// Voters.
+        voters: usize,
+        /// It passed the quorum gate.
+        quorum: QuorumChecked,
+    },
     /// Delete the PVC of a member that was cleanly removed (`reclaimPolicy: Delete`).
     DeletePvc {
         /// PVC name.
@@ -354,6 +392,8 @@ pub enum WaitReason {
         /// The quota, bytes.
         quota: u64,
     },
+    /// A switch from plaintext to TLS waits (`tls_switch.rs`).
+    TlsSwitch(tls_switch::SwitchWait),
     /// The next minor waits for etcd's cluster version to reach the minor every member runs
     /// (the leader moves it some seconds after the last member upgraded).
     ClusterVersionBehind {
@@ -642,6 +682,14 @@ fn plan_with_members(
         };
     }
 
+    // 4b. A switch from plaintext to TLS (tls_switch.rs): before the health waits below, so
+    //     that a member that does not come up on its https:// peer URL is reverted in time.
+    if learner.is_none()
+        && let Some(step) = next_tls_switch_step(observed, &voters)
+    {
+        return step;
+    }
+
     // 5. The operator reaches a minority, or a member is unhealthy within its grace period:
     //    change nothing. Not quorum loss: the member list is only known after a linearizable
     //    read succeeded (state.rs), so etcd confirmed quorum; the operator is cut off.
@@ -829,6 +877,142 @@ fn plan_with_members(
         return defrag;
     }
     Action::Converged
+}
+
+/// What the spec and the annotation ask of a switch to TLS.
+fn switch_wanted(observed: &Observed) -> tls_switch::SwitchWanted {
+    tls_switch::SwitchWanted {
+        peer_tls: observed.cluster.peer_tls,
+        client_tls: observed.cluster.client_tls,
+        drop_plaintext_clients: observed.drop_plaintext_clients,
+    }
+}
+
+/// What a member Pod of a cluster created as the spec says listens on.
+fn spec_listeners(cluster: &ClusterName) -> tls_switch::Listeners {
+    let side = |tls| {
+        if tls {
+            tls_switch::Listen::Https
+        } else {
+            tls_switch::Listen::Http
+        }
+    };
+    tls_switch::Listeners {
+        peer: side(cluster.peer_tls),
+        client: side(cluster.client_tls),
+    }
+}
+
+/// The voters of ours as the TLS switch sees them (members not ours are left out: they have
+/// no Pod of ours to roll).
+fn switch_members(observed: &Observed, voters: &[&Member]) -> Vec<tls_switch::SwitchMember> {
+    let cluster = &observed.cluster;
+    let default = spec_listeners(cluster);
+    voters
+        .iter()
+        .filter_map(|m| {
+            let name = m.member_name(cluster)?;
+            let pod = observed.pods.get(&name).map(|pod| tls_switch::SwitchPod {
+                listen: pod.listen.unwrap_or(default),
+                ready: pod.ready,
+                terminating: pod.terminating,
+                reverted: pod.tls_switch_reverted,
+            });
+            Some(tls_switch::SwitchMember {
+                id: m.id,
+                peer_url_tls: m.peer_url.starts_with("https://"),
+                client_url_plain: m
+                    .client_url
+                    .as_deref()
+                    .is_none_or(|url| url.starts_with("http://")),
+                healthy: m.healthy(),
+                leader: m.leader(),
+                unhealthy_for: match m.health {
+                    MemberHealth::Unhealthy { unhealthy_for } => unhealthy_for,
+                    MemberHealth::Healthy { .. } => Duration::ZERO,
+                },
+                pod,
+                name,
+            })
+        })
+        .collect()
+}
+
+fn next_tls_switch_step(observed: &Observed, voters: &[&Member]) -> Option<Action> {
+    let wanted = switch_wanted(observed);
+    let members = switch_members(observed, voters);
+    let step = tls_switch::next_switch_step(&wanted, &members, tls_switch::REVERT_AFTER)?;
+    let (done, voters) = tls_switch::progress(&wanted, &members).unwrap_or((0, members.len()));
+    Some(match step {
+        tls_switch::SwitchStep::Roll {
+            member,
+            from,
+            to,
+            quorum,
+        } => Action::RollForTls {
+            member,
+            from,
+            to,
+            done,
+            voters,
+            quorum,
+        },
+        tls_switch::SwitchStep::UpdatePeerUrl {
+            member,
+            id,
+            to_tls,
+            quorum,
+        } => Action::UpdatePeerUrl {
+            peer_url: if to_tls {
+                observed.cluster.switched_peer_url(&member)
+            } else {
+                observed.cluster.plain_peer_url(&member)
+            },
+            member,
+            id,
+            revert: !to_tls,
+            done,
+            voters,
+            quorum,
+        },
+        tls_switch::SwitchStep::Wait(wait) => Action::Wait(WaitReason::TlsSwitch(wait)),
+    })
+}
+
+/// What every member Pod created now listens on (the executor builds Pods with it): during a
+/// switch to TLS, the listeners of its current stage; otherwise as the spec says. Without a
+/// member list, as the spec says when every Pod does, else both schemes on each side TLS is
+/// wanted for (a Pod that listens on both reaches peers and serves clients at every stage).
+pub fn pod_listeners(observed: &Observed) -> tls_switch::Listeners {
+    let default = spec_listeners(&observed.cluster);
+    match &observed.membership {
+        Membership::Known(members) => {
+            let voters: Vec<&Member> = members.iter().filter(|m| !m.learner).collect();
+            let members = switch_members(observed, &voters);
+            if members.is_empty() {
+                default
+            } else {
+                tls_switch::desired_listen(&switch_wanted(observed), &members)
+            }
+        }
+        Membership::Unknown => {
+            let as_spec = observed
+                .pods
+                .values()
+                .all(|pod| pod.listen.is_none_or(|listen| listen == default));
+            if as_spec {
+                default
+            } else {
+                let side = |tls: bool, spec| {
+                    if tls { tls_switch::Listen::Dual } else { spec }
+                };
+                tls_switch::Listeners {
+                    peer: side(observed.cluster.peer_tls, default.peer),
+                    client: side(observed.cluster.client_tls, default.client),
+                }
+            }
+        }
+    }
 }
 
 /// The lowest ordinal above every ordinal in use (members, Pods, PVCs, even retained ones), so

@@ -569,6 +569,8 @@ mod tests {
                             tls_hash: None,
                             snapshot_before_upgrade: false,
                             v2_snapshot_saved: false,
+                            listen: None,
+                            tls_switch_reverted: false,
                         },
                     );
                 }

@@ -1289,3 +1289,163 @@ fn a_member_takes_a_v2_snapshot_on_3_5_before_it_moves_to_3_6() {
         .pvcs(&[0, 1, 2]);
     assert!(matches!(plan(&observed), Action::UpgradeMember { .. }));
 }
+
+// === switch from plaintext to TLS (tls_switch.rs, through the whole planner) ===
+
+/// A running plaintext cluster of three (member 2 leads) whose spec now asks for TLS on both
+/// sides; its Pods listen on `listen`, member `i`'s peer URL is https:// when `urls[i]`.
+fn switching(listen: [tls_switch::Listeners; 3], urls: [bool; 3]) -> Observed {
+    use etcd_api::{ClientTls, PeerTls, TlsSpec};
+    let mut observed = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, false),
+            healthy(1, V35, false),
+            healthy(2, V35, true),
+        ])
+        .pods(&[0, 1, 2])
+        .ready(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    observed.spec.tls = Some(TlsSpec {
+        peer: Some(PeerTls::default()),
+        client: Some(ClientTls::default()),
+    });
+    observed.cluster = main().with_tls(true, true);
+    if let Membership::Known(members) = &mut observed.membership {
+        for (i, m) in members.iter_mut().enumerate() {
+            if urls[i] {
+                m.peer_url = main().switched_peer_url(&m.name);
+            }
+        }
+    }
+    for (i, pod) in observed.pods.values_mut().enumerate() {
+        pod.listen = Some(listen[i]);
+    }
+    observed
+}
+
+const PLAIN_L: tls_switch::Listeners = tls_switch::Listeners {
+    peer: tls_switch::Listen::Http,
+    client: tls_switch::Listen::Http,
+};
+const DUAL_L: tls_switch::Listeners = tls_switch::Listeners {
+    peer: tls_switch::Listen::Dual,
+    client: tls_switch::Listen::Dual,
+};
+
+#[test]
+fn setting_tls_on_a_plaintext_cluster_rolls_a_follower_to_dual_listeners_first() {
+    let observed = switching([PLAIN_L; 3], [false; 3]);
+    match plan(&observed) {
+        Action::RollForTls {
+            member,
+            from,
+            to,
+            done,
+            voters,
+            ..
+        } => {
+            assert_eq!((member.as_str(), from, to), ("main-0", PLAIN_L, DUAL_L));
+            assert_eq!((done, voters), (0, 3));
+        }
+        other => panic!("expected RollForTls, got {other:?}"),
+    }
+    // A Pod re-created now listens on both.
+    assert_eq!(pod_listeners(&observed), DUAL_L);
+}
+
+#[test]
+fn once_every_member_listens_on_both_a_peer_url_moves_to_https_2382() {
+    let observed = switching([DUAL_L; 3], [false; 3]);
+    match plan(&observed) {
+        Action::UpdatePeerUrl {
+            member,
+            id,
+            peer_url,
+            revert,
+            ..
+        } => {
+            assert_eq!(member, "main-0");
+            assert_eq!(id, 0xa0);
+            assert_eq!(peer_url, "https://main-0.main.db.svc:2382");
+            assert!(!revert);
+        }
+        other => panic!("expected UpdatePeerUrl, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_member_not_up_on_tls_is_reverted_before_the_planner_would_wait_or_replace_it() {
+    let mut observed = switching([DUAL_L; 3], [true, false, false]);
+    if let Membership::Known(members) = &mut observed.membership {
+        members[0].health = MemberHealth::Unhealthy {
+            unhealthy_for: Duration::from_secs(20),
+        };
+    }
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::TlsSwitch(
+            tls_switch::SwitchWait::SettlingOnTls("main-0".into())
+        ))
+    );
+    if let Membership::Known(members) = &mut observed.membership {
+        members[0].health = MemberHealth::Unhealthy {
+            unhealthy_for: tls_switch::REVERT_AFTER,
+        };
+    }
+    match plan(&observed) {
+        Action::UpdatePeerUrl {
+            member,
+            peer_url,
+            revert,
+            ..
+        } => {
+            assert_eq!(member, "main-0");
+            assert_eq!(peer_url, "http://main-0.main.db.svc:2380");
+            assert!(revert);
+        }
+        other => panic!("expected the revert, got {other:?}"),
+    }
+}
+
+#[test]
+fn members_mid_switch_are_ours_their_pods_are_never_deleted() {
+    // http:// and https://…:2382 peer URLs side by side: every Pod belongs to a member.
+    let observed = switching([DUAL_L; 3], [true, false, false]);
+    let action = plan(&observed);
+    assert!(
+        !matches!(
+            action,
+            Action::DeletePod { .. } | Action::RemoveMember { .. }
+        ),
+        "{action:?}"
+    );
+    assert_eq!(
+        action,
+        Action::UpdatePeerUrl {
+            member: "main-1".into(),
+            id: 0xa1,
+            peer_url: "https://main-1.main.db.svc:2382".into(),
+            revert: false,
+            // main-0 is through this round (listens on both, https:// URL).
+            done: 1,
+            voters: 3,
+            quorum: quorum_gate(Disruption::TakeDownHealthyVoter, 3, 3).unwrap(),
+        }
+    );
+}
+
+#[test]
+fn clusters_not_switching_plan_as_before() {
+    // A plaintext cluster, and Pods without readable flags: nothing to switch.
+    let plain = cluster(3, V35)
+        .members(vec![
+            healthy(0, V35, false),
+            healthy(1, V35, false),
+            healthy(2, V35, true),
+        ])
+        .pods(&[0, 1, 2])
+        .ready(&[0, 1, 2])
+        .pvcs(&[0, 1, 2]);
+    assert_eq!(plan(&plain), Action::Converged);
+    assert_eq!(pod_listeners(&plain), PLAIN_L);
+}
