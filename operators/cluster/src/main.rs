@@ -87,6 +87,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // controller runs.
         readiness.set_ready(true);
         let leadership = operator_runtime::acquire(client.clone(), config).await?;
+        // From here every side effect is refused (the process exits) once the Lease may be gone.
+        leadership.fence_process();
         readiness.set_ready(false);
         info!(%identity, "leading");
         Some(leadership)
