@@ -131,6 +131,11 @@ enum Trigger {
     /// The backup must end Succeeded with its object (read back, matching `status.artifact`),
     /// or Failed with none: never Failed with its object in place. Checked by listing.
     AmbiguousComplete,
+    /// No failpoint: [`Trigger::AmbiguousComplete`], and the proxy then drops every connection
+    /// for [`S3_SILENCE`], longer than the operator's read-back of the key (20 s) and its abort
+    /// (20 s): whether the object exists is unknown to the operator meanwhile. The backup must
+    /// not end Failed while its object may exist: it ends Succeeded with it once S3 answers.
+    AmbiguousCompleteThenSilent,
     /// No failpoint: the backup operator's process SIGKILLed while its snapshot stream from a
     /// member is open (members' egress limited to [`STREAM_RATE`] so that it lasts); the
     /// kubelet restarts it, and it must end the backup cleanly.
@@ -164,6 +169,7 @@ impl Trigger {
                 | Trigger::KillDuringUpgrade
                 | Trigger::StopLeaderOperator
                 | Trigger::AmbiguousComplete
+                | Trigger::AmbiguousCompleteThenSilent
                 | Trigger::KillBackupOperator
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
@@ -235,6 +241,11 @@ fn sent_bytes(counters: &str) -> u64 {
 
 /// The version a [`Trigger::KillDuringUpgrade`] case rolls the cluster to.
 const UPGRADE_TO: &str = "3.6.16";
+
+/// How long the proxy drops every connection after losing the completion's answer in a
+/// [`Trigger::AmbiguousCompleteThenSilent`] case: past the operator's read-back and abort
+/// patience (20 s each), so that it must come back to the backup later.
+const S3_SILENCE: Duration = Duration::from_secs(45);
 
 /// How long S3 stays stopped in a [`Trigger::S3DownRestore`] case.
 const S3_PAUSE: Duration = Duration::from_secs(20);
@@ -365,6 +376,11 @@ fn full() -> Vec<Case> {
     ));
     cases.push(case("s3.complete_answer_lost", "", AmbiguousComplete));
     cases.push(case(
+        "s3.silent_after_complete_answer_lost",
+        "",
+        AmbiguousCompleteThenSilent,
+    ));
+    cases.push(case(
         "process.kill_backup_operator_mid_stream",
         "",
         KillBackupOperator,
@@ -407,6 +423,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
                 | Trigger::AmbiguousComplete
+                | Trigger::AmbiguousCompleteThenSilent
                 | Trigger::KillBackupOperator
                 | Trigger::SlowMemberBackup
         )
@@ -517,7 +534,11 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::StopLeaderOperator => leader_stop_case(&env, &mut cluster, case).await,
             Trigger::AmbiguousComplete => {
                 let s3 = s3.as_ref().unwrap();
-                ambiguous_complete_case(&env, s3, index).await
+                ambiguous_complete_case(&env, s3, index, Duration::ZERO).await
+            }
+            Trigger::AmbiguousCompleteThenSilent => {
+                let s3 = s3.as_ref().unwrap();
+                ambiguous_complete_case(&env, s3, index, S3_SILENCE).await
             }
             Trigger::KillBackupOperator => {
                 let s3 = s3.as_ref().unwrap();
@@ -1246,12 +1267,13 @@ fn audit_writes(
     writes
 }
 
-/// An on-demand backup through [`answer_losing_proxy`]; timed from its creation to its final
-/// phase.
+/// An on-demand backup through [`answer_losing_proxy`] (silent for `silence` after losing the
+/// answer); timed from its creation to its final phase.
 async fn ambiguous_complete_case(
     env: &Env,
     s3: &aws_sdk_s3::Client,
     index: usize,
+    silence: Duration,
 ) -> (Result<(), String>, Duration) {
     use std::sync::atomic::Ordering;
     let name = format!("chaos-backup-{index}");
@@ -1267,7 +1289,7 @@ async fn ambiguous_complete_case(
         .unwrap()[0]
         .container_port;
     let upstream = format!("{}:{port}", status.pod_ip.unwrap());
-    let (endpoint, lost) = answer_losing_proxy(&status.host_ip.unwrap(), upstream).await;
+    let (endpoint, lost) = answer_losing_proxy(&status.host_ip.unwrap(), upstream, silence).await;
     let yaml =
         on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET).replace(S3_ENDPOINT, &endpoint);
     let started = Instant::now();
@@ -1290,19 +1312,29 @@ async fn ambiguous_complete_case(
             converged,
         );
     }
-    (
-        check_backup(s3, &backup, &before).await.map(|_| ()),
-        converged,
-    )
+    let checked = check_backup(s3, &backup, &before).await;
+    // Silent past the read-back: applied, the object is there, so only Succeeded is right.
+    if !silence.is_zero() && matches!(checked, Ok(BackupPhase::Failed)) {
+        return (
+            Err(format!(
+                "{name} ended Failed although S3 had applied its completion: {:?}",
+                status.message
+            )),
+            converged,
+        );
+    }
+    (checked.map(|_| ()), converged)
 }
 
 /// A TCP proxy on `ip` (a free port) to `upstream` that loses the answer to the first
 /// CompleteMultipartUpload (a `POST` with `uploadId=` in its request line): the request reaches
 /// S3, which applies it, and the connection is closed before any byte of the answer goes back.
-/// Returns its endpoint URL and whether an answer was lost yet.
+/// For `silence` after that, every new connection is closed at once (S3 unreachable). Returns
+/// its endpoint URL and whether an answer was lost yet.
 async fn answer_losing_proxy(
     ip: &str,
     upstream: String,
+    silence: Duration,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -1313,12 +1345,22 @@ async fn answer_losing_proxy(
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let lost = Arc::new(AtomicBool::new(false));
     let lost_once = lost.clone();
+    let lost_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
+            let silent = lost_at
+                .lock()
+                .unwrap()
+                .is_some_and(|at: Instant| at.elapsed() < silence);
+            if silent {
+                drop(client);
+                continue;
+            }
             let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
                 continue;
             };
             let lost = lost_once.clone();
+            let lost_at = lost_at.clone();
             tokio::spawn(async move {
                 let (mut client_read, mut client_write) = client.into_split();
                 let (mut server_read, mut server_write) = server.into_split();
@@ -1335,6 +1377,7 @@ async fn answer_losing_proxy(
                             .any(|l| l.starts_with("POST /") && l.contains("uploadId="));
                         if complete && !lost.swap(true, Ordering::SeqCst) {
                             armed_up.store(true, Ordering::SeqCst);
+                            *lost_at.lock().unwrap() = Some(Instant::now());
                         }
                         if server_write.write_all(&buf[..n]).await.is_err() {
                             break;
