@@ -116,9 +116,10 @@ enum Trigger {
     /// goes one up; the new learner catches up and is promoted, the slow member stays, and the
     /// limit is lifted.
     SlowMemberScaleUp,
-    /// No failpoint: one follower slowed the same way while an on-demand backup runs: the backup
-    /// must end Succeeded with its verified object (whichever member it streamed from; the
-    /// slow one's interface counters say whether it was that one).
+    /// No failpoint: one follower slowed the same way while an on-demand backup streams its
+    /// snapshot from that member (`spec.endpoints` naming it alone: given the whole cluster the
+    /// operator picks any member with the highest revision, and in the first full run it picked
+    /// a fast one): the backup must end Succeeded with its verified object.
     SlowMemberBackup,
     /// No failpoint: the cluster operator at two replicas; the leader's process SIGSTOPped, then
     /// `spec.size` one up. The standby must take the Lease once it expires and grow the
@@ -950,8 +951,10 @@ async fn slow_member_case(
 }
 
 /// One follower slowed by a bandwidth limit ([`slow_rate`] of its database) while an on-demand
-/// backup runs: it must end Succeeded with its verified object. Timed from the backup's
-/// creation to its final phase.
+/// backup streams from it (`spec.endpoints`: that member's client URL, the key's cluster part
+/// kept by the cluster label): it must end Succeeded with its verified object, and the member's
+/// qdisc must have sent at least the snapshot. Timed from the backup's creation to its final
+/// phase.
 async fn slow_member_backup_case(
     env: &Env,
     s3: &aws_sdk_s3::Client,
@@ -969,11 +972,11 @@ async fn slow_member_backup_case(
         .status
         .unwrap_or_default();
     // A follower: the backup operator prefers one (the leader is busiest) on equal revisions.
-    let victim = status
+    let (victim, client_url) = status
         .members
         .iter()
         .find(|m| !m.leader && !m.learner)
-        .map(|m| m.name.clone())
+        .map(|m| (m.name.clone(), m.client_url.clone().unwrap()))
         .unwrap();
     let ips = pod_ips(env, cluster.name).await;
     let db_size = member_db_size(&ips[&victim]).await;
@@ -981,8 +984,16 @@ async fn slow_member_backup_case(
     let pid = member_pid(&victim, &uid).unwrap();
     limit_egress(pid, rate);
     let started = Instant::now();
-    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
-        .unwrap();
+    let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
+        .replace(
+            &format!("metadata: {{name: {name}}}"),
+            &format!("metadata: {{name: {name}, labels: {{etcd.operator.rs/cluster: {CLUSTER}}}}}"),
+        )
+        .replace(
+            &format!("clusterName: {CLUSTER}"),
+            &format!("endpoints: [\"{client_url}\"]"),
+        );
+    env.apply(&yaml).unwrap();
     let backup = wait_backup_finished(env, &name).await;
     let converged = started.elapsed();
     let shaped = lift_egress_limit(pid);
@@ -997,6 +1008,9 @@ async fn slow_member_backup_case(
         status.phase, status.message
     );
     let outcome = match check_backup(s3, &backup, &before).await {
+        Ok(BackupPhase::Succeeded) if !from_slow => Err(format!(
+            "{name} did not stream from the slow member {victim}: {shaped}"
+        )),
         Ok(BackupPhase::Succeeded) => Ok(()),
         Ok(phase) => Err(format!(
             "{name} ended {phase:?} with one member slowed: {:?} {:?}",
