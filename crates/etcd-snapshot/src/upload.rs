@@ -112,6 +112,22 @@ pub enum UploadError {
         /// The error.
         detail: String,
     },
+    /// The completion failed without saying "not done" (its answer lost, e.g.) and S3 did not
+    /// answer the read-back of the key for [`ABORT_PATIENCE`]: the object may exist. Not a
+    /// failure to report as such: the caller must find out later (list and read back the key)
+    /// before saying the backup failed.
+    #[error(
+        "whether {uri} was stored is unknown: the completion failed ({completion}) and S3 did not \
+         answer its read-back ({detail})"
+    )]
+    CompletionUnknown {
+        /// `s3://bucket/key`.
+        uri: String,
+        /// How the completion failed.
+        completion: Box<UploadError>,
+        /// Why the read-back got no answer.
+        detail: String,
+    },
     /// Any other failure.
     #[error("{operation} failed: {detail}")]
     Other {
@@ -145,6 +161,7 @@ impl UploadError {
             UploadError::TruncatedSnapshot(_) => "TruncatedSnapshot",
             UploadError::SnapshotStreamFailed { .. } => "SnapshotStreamFailed",
             UploadError::S3Unavailable { .. } => "S3Unavailable",
+            UploadError::CompletionUnknown { .. } => "CompletionUnknown",
             UploadError::Other { .. } => "Other",
             UploadError::AbortFailed { error, .. } => error.reason(),
         }
@@ -427,10 +444,15 @@ impl Multipart {
             }
             // Not there, or other bytes (another writer's object: ObjectExists stands).
             Ok(false) => Err(error),
-            // S3 does not answer: the upload is aborted (a no-op if it was completed after all)
-            // and the error stands; a restarted operator's check of what a run left (the
-            // backup operator's `find_left_behind`) is the remaining net.
-            Err(_) => Err(error),
+            // S3 does not answer: the object may exist or not. The upload is aborted (a no-op if
+            // it was completed after all), and the caller is told it does not know, so that it
+            // looks again later (the backup operator's `find_left_behind`) instead of reporting
+            // a failure with the object possibly in place (issue 18).
+            Err(detail) => Err(UploadError::CompletionUnknown {
+                uri: format!("s3://{}/{}", self.bucket, self.key),
+                completion: Box::new(error),
+                detail,
+            }),
         }
     }
 

@@ -34,6 +34,8 @@ use std::future::Future;
 use std::io::Write;
 use std::sync::OnceLock;
 
+pub mod fence;
+
 /// The environment variable naming the armed point: `<name>:<before|after>`.
 pub const ENV: &str = "ETCD_OPERATOR_FAILPOINT";
 
@@ -208,9 +210,12 @@ pub fn hit(name: &'static str, when: When) {
     }
 }
 
-/// Runs `side_effect` between the failpoints `name:before` and `name:after`.
+/// Runs `side_effect` between the failpoints `name:before` and `name:after`, after the
+/// stale-leader [`fence`] (which exits the process instead once its Lease may be gone).
 pub async fn around<F: Future>(name: &'static str, side_effect: F) -> F::Output {
     debug_assert!(ALL.contains(&name), "unregistered failpoint {name}");
+    // Every side effect passes here: a process whose Lease may have gone does not send it.
+    fence::check(name);
     hit(name, When::Before);
     let output = side_effect.await;
     hit(name, When::After);

@@ -158,6 +158,8 @@ impl NamespaceClaims {
                     },
                     spec: Some(self.held_spec(None, now)),
                 };
+                // A write like any other: a stale leader sends none (failpoint's fence).
+                failpoint::fence::check("namespace claim");
                 api.create(&PostParams::default(), &lease).await?;
             }
             Decision::Take | Decision::Renew => {
@@ -169,6 +171,7 @@ impl NamespaceClaims {
                 };
                 let taking = decision == Decision::Take;
                 lease.spec = Some(self.held_spec(lease.spec.take().filter(|_| !taking), now));
+                failpoint::fence::check("namespace claim");
                 // The read's resourceVersion makes this a compare-and-swap: a concurrent writer
                 // (another install taking the same expired claim) gets a conflict, not both.
                 api.replace(&self.lease_name, &PostParams::default(), &lease)
@@ -227,6 +230,7 @@ impl NamespaceClaims {
                 spec.holder_identity = None;
                 spec.renew_time = Some(MicroTime(Timestamp::now()));
             }
+            failpoint::fence::check("namespace claim release");
             if let Err(error) = api
                 .replace(&self.lease_name, &PostParams::default(), &lease)
                 .await

@@ -68,7 +68,12 @@ where
         let identity = config.identity.clone();
         tokio::select! {
             acquired = acquire_on_own_thread(kube_config, config) => match acquired {
-                Ok(l) => leadership = Some(l),
+                Ok(l) => {
+                    // From here every side effect is refused (the process exits) once the Lease
+                    // may be gone: a reconcile in flight when the process was stopped included.
+                    l.fence_process();
+                    leadership = Some(l);
+                }
                 Err(error) => {
                     tracing::error!(%error, reason = error.reason(), "leader election failed");
                     return ExitCode::FAILURE;

@@ -87,6 +87,8 @@ impl Events {
             note: Some(truncate_note(&note)),
             secondary: related,
         };
+        // An Event is a write too: a stale leader sends none (crates/failpoint's fence).
+        failpoint::fence::check("event");
         if let Err(error) = self.recorder.publish(&event, object).await {
             tracing::warn!(
                 %error,

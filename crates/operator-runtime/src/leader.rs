@@ -15,6 +15,8 @@
 //! well within `lease_duration - renew_deadline` (client-go instead times from when it observed a
 //! change; NTP-synced nodes make the two equivalent).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -522,9 +524,11 @@ pub async fn acquire_on_own_thread(
         })?;
     drop(thread);
     match acquired.await {
-        Ok(Ok(lost)) => Ok(Leadership {
+        Ok(Ok(shared)) => Ok(Leadership {
             identity,
-            lost,
+            lost: shared.lost,
+            valid_until: shared.valid_until,
+            fences_process: shared.fences_process,
             holder: Holder::OwnThread {
                 release: Some(release),
                 released: Some(released),
@@ -537,12 +541,20 @@ pub async fn acquire_on_own_thread(
     }
 }
 
+/// What the Leadership on the election thread shares with the caller's: whether it was lost,
+/// until when it is surely held, and whether the renewals move the process-wide fence.
+struct SharedState {
+    lost: watch::Receiver<bool>,
+    valid_until: watch::Receiver<Instant>,
+    fences_process: Arc<AtomicBool>,
+}
+
 /// The body of [`acquire_on_own_thread`]'s thread: acquire, report, then keep the runtime (and
 /// so the renew task) running until the caller releases or drops its [`Leadership`].
 fn elect_on_this_thread(
     kube_config: kube::Config,
     config: LeaseConfig,
-    mut acquired: oneshot::Sender<Result<watch::Receiver<bool>, LeaseError>>,
+    mut acquired: oneshot::Sender<Result<SharedState, LeaseError>>,
     release: oneshot::Receiver<()>,
     released: oneshot::Sender<()>,
 ) {
@@ -580,7 +592,12 @@ fn elect_on_this_thread(
                 return;
             }
         };
-        if acquired.send(Ok(leadership.lost.clone())).is_err() {
+        let shared = SharedState {
+            lost: leadership.lost.clone(),
+            valid_until: leadership.valid_until.clone(),
+            fences_process: leadership.fences_process.clone(),
+        };
+        if acquired.send(Ok(shared)).is_err() {
             return;
         }
         match release.await {
@@ -640,6 +657,11 @@ async fn wait_until_unheld(contender: &Contender, name: &str) -> Result<(), Leas
 pub struct Leadership {
     identity: String,
     lost: watch::Receiver<bool>,
+    /// Until when (local monotonic clock) the Lease is surely ours: [`valid_until`].
+    valid_until: watch::Receiver<Instant>,
+    /// Whether the process-wide stale-leader fence follows this Leadership (shared with the
+    /// renewals, which move the fence on at each renewal, on whichever thread they run).
+    fences_process: Arc<AtomicBool>,
     holder: Holder,
 }
 
@@ -659,19 +681,59 @@ enum Holder {
     },
 }
 
+/// The local monotonic time until which a Lease renewed by a request started at `renew_started`
+/// is surely ours: `renew_started + lease_duration - margin`, the margin being
+/// `lease_duration - renew_deadline` (for clock rates and a write in flight; positive, as
+/// `validate` requires). Others take it over only after `renewTime + lease_duration` on their
+/// clock, and `renewTime` is written after `renew_started`. Pure.
+pub fn valid_until(renew_started: Instant, config: &LeaseConfig) -> Instant {
+    let margin = config.lease_duration.saturating_sub(config.renew_deadline);
+    renew_started + config.lease_duration.saturating_sub(margin)
+}
+
 impl Leadership {
     fn start(contender: Contender, renewed_at: Instant) -> Leadership {
         let (lost_tx, lost) = watch::channel(false);
+        let (valid_tx, valid_until_rx) = watch::channel(valid_until(renewed_at, &contender.config));
+        let fences_process = Arc::new(AtomicBool::new(false));
         let (stop, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(renew_loop(contender.clone(), renewed_at, lost_tx, stop_rx));
+        let task = tokio::spawn(renew_loop(
+            contender.clone(),
+            renewed_at,
+            Renewals {
+                lost: lost_tx,
+                valid_until: valid_tx,
+                fences_process: fences_process.clone(),
+            },
+            stop_rx,
+        ));
         Leadership {
             identity: contender.config.identity.clone(),
             lost,
+            valid_until: valid_until_rx,
+            fences_process,
             holder: Holder::Task {
                 contender: Box::new(contender),
                 stop: Some(stop),
                 task: Some(task),
             },
+        }
+    }
+
+    /// Until when (local monotonic clock) the Lease is surely ours, as of the last renewal.
+    pub fn valid_until(&self) -> Instant {
+        *self.valid_until.borrow()
+    }
+
+    /// Makes the process-wide stale-leader fence ([`failpoint::fence`]) follow this Leadership:
+    /// every side effect of the process is refused (the process exits) once past
+    /// [`Leadership::valid_until`], and for good once leadership is lost or released. For the
+    /// operator binaries (one Leadership per process), not for tests that run several.
+    pub fn fence_process(&self) {
+        self.fences_process.store(true, Ordering::SeqCst);
+        failpoint::fence::hold_until(self.valid_until().into_std());
+        if self.is_lost() {
+            failpoint::fence::revoke();
         }
     }
 
@@ -704,6 +766,9 @@ impl Leadership {
     /// standby takes over at its next retry instead of after the lease duration. Failures are
     /// logged; the Lease then simply expires.
     pub async fn release(mut self) {
+        if self.fences_process.load(Ordering::SeqCst) {
+            failpoint::fence::revoke();
+        }
         let lost = *self.lost.borrow();
         match &mut self.holder {
             Holder::Task {
@@ -761,6 +826,9 @@ async fn release_lease(contender: &Contender) {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
+        if self.fences_process.load(Ordering::SeqCst) {
+            failpoint::fence::revoke();
+        }
         if let Holder::Task { task, .. } = &mut self.holder
             && let Some(task) = task.take()
         {
@@ -770,13 +838,36 @@ impl Drop for Leadership {
     }
 }
 
+/// Where the renew task reports.
+struct Renewals {
+    lost: watch::Sender<bool>,
+    valid_until: watch::Sender<Instant>,
+    fences_process: Arc<AtomicBool>,
+}
+
+impl Renewals {
+    fn renewed(&self, until: Instant) {
+        let _ = self.valid_until.send(until);
+        if self.fences_process.load(Ordering::SeqCst) {
+            failpoint::fence::hold_until(until.into_std());
+        }
+    }
+
+    fn lost(&self) {
+        if self.fences_process.load(Ordering::SeqCst) {
+            failpoint::fence::revoke();
+        }
+        let _ = self.lost.send(true);
+    }
+}
+
 /// Renew every `retry_period`; declare the Lease lost when another identity holds it or when no
 /// renewal succeeded for `renew_deadline` (measured from when the last successful attempt began,
 /// which is no later than the `renewTime` others see).
 async fn renew_loop(
     contender: Contender,
     mut renewed_at: Instant,
-    lost: watch::Sender<bool>,
+    report: Renewals,
     mut stop: oneshot::Receiver<()>,
 ) {
     let config = &contender.config;
@@ -792,14 +883,17 @@ async fn renew_loop(
             outcome = tokio::time::timeout_at(deadline, contender.renew()) => outcome,
         };
         match outcome {
-            Ok(Ok(())) => renewed_at = attempt_started,
+            Ok(Ok(())) => {
+                renewed_at = attempt_started;
+                report.renewed(valid_until(attempt_started, config));
+            }
             Ok(Err(holder)) => {
                 tracing::warn!(
                     lease = %config.name,
                     holder = holder.as_deref().unwrap_or_default(),
                     "lost leadership: another identity holds the lease"
                 );
-                let _ = lost.send(true);
+                report.lost();
                 return;
             }
             Err(_elapsed) => {
@@ -808,7 +902,7 @@ async fn renew_loop(
                     renew_deadline = ?config.renew_deadline,
                     "lost leadership: could not renew within the renew deadline"
                 );
-                let _ = lost.send(true);
+                report.lost();
                 return;
             }
         }
@@ -974,6 +1068,26 @@ mod tests {
         for (what, spec, now, expected) in cases {
             assert_eq!(decide(spec.as_ref(), "me", at(now)), expected, "{what}");
         }
+    }
+
+    /// Issue 18: the fence (writes refused, the process exiting) falls at the renewal's start
+    /// plus the lease duration less the margin, which with client-go's timings is the renew
+    /// deadline: 5 s before any standby may take the Lease.
+    #[test]
+    fn the_fence_falls_a_margin_before_others_may_take_the_lease() {
+        let config = LeaseConfig::new("ns", "lease", "me");
+        let started = Instant::now();
+        let until = valid_until(started, &config);
+        assert_eq!(until, started + Duration::from_secs(10));
+        let fence = failpoint::fence::Fence::HeldUntil(until.into_std());
+        let at = |secs: f64| (started + Duration::from_secs_f64(secs)).into_std();
+        assert!(fence.permits(at(0.0)));
+        assert!(fence.permits(at(9.9)));
+        assert!(!fence.permits(at(10.0)), "refused at valid_until");
+        // A process SIGSTOPped for 70 s with a reconcile in flight resumes far past it.
+        assert!(!fence.permits(at(70.0)));
+        // Before the standby's earliest takeover (renewTime + lease duration).
+        assert!(until < started + config.lease_duration);
     }
 
     #[test]

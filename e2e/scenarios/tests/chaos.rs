@@ -29,8 +29,10 @@
 //!   netns cut from its peers (not from the operator) for 12 s, far past etcd's 1 s election
 //!   timeout (it reports no leader) and short of the grace period: neither removed nor
 //!   replaced, quorum kept by the other two. The leader slowed by a tbf bandwidth limit on its
-//!   Pod's interface during a scale-up (this kernel has no `sch_netem`, so no added delay:
-//!   `tc qdisc add ... netem` answers "Specified qdisc kind is unknown").
+//!   Pod's interface during a scale-up, and a follower during a backup that must succeed (this
+//!   kernel has no `sch_netem`, so no added delay: `tc qdisc add ... netem` answers "Specified
+//!   qdisc kind is unknown"); the limit is scaled to the member's database so that sending it
+//!   takes [`SLOW_TRANSFER`] whatever the cases before wrote.
 //! - The cluster operator at two replicas, its leader SIGSTOPped during a scale-up: the
 //!   standby takes the Lease and finishes it; the old leader, resumed, exits with no
 //!   successful API write between its resume and its exit (the audit log, by the Pod name in
@@ -109,10 +111,16 @@ enum Trigger {
     /// may come back, so the operator must neither remove nor replace it; quorum holds with the
     /// other two.
     PartitionMember,
-    /// No failpoint: one member slowed (a tbf bandwidth limit of [`SLOW_RATE`] on its Pod's
-    /// interface: this kernel has no netem for added delay) while `spec.size` goes one up; the
-    /// new learner catches up and is promoted, the slow member stays, and the limit is lifted.
+    /// No failpoint: the leader slowed (a tbf bandwidth limit on its Pod's interface, scaled to
+    /// its database: [`slow_rate`]; this kernel has no netem for added delay) while `spec.size`
+    /// goes one up; the new learner catches up and is promoted, the slow member stays, and the
+    /// limit is lifted.
     SlowMemberScaleUp,
+    /// No failpoint: one follower slowed the same way while an on-demand backup streams its
+    /// snapshot from that member (`spec.endpoints` naming it alone: given the whole cluster the
+    /// operator picks any member with the highest revision, and in the first full run it picked
+    /// a fast one): the backup must end Succeeded with its verified object.
+    SlowMemberBackup,
     /// No failpoint: the cluster operator at two replicas; the leader's process SIGSTOPped, then
     /// `spec.size` one up. The standby must take the Lease once it expires and grow the
     /// cluster; the old leader, resumed as soon as the standby holds the Lease, must stop (it
@@ -124,6 +132,11 @@ enum Trigger {
     /// The backup must end Succeeded with its object (read back, matching `status.artifact`),
     /// or Failed with none: never Failed with its object in place. Checked by listing.
     AmbiguousComplete,
+    /// No failpoint: [`Trigger::AmbiguousComplete`], and the proxy then drops every connection
+    /// for [`S3_SILENCE`], longer than the operator's read-back of the key (20 s) and its abort
+    /// (20 s): whether the object exists is unknown to the operator meanwhile. The backup must
+    /// not end Failed while its object may exist: it ends Succeeded with it once S3 answers.
+    AmbiguousCompleteThenSilent,
     /// No failpoint: the backup operator's process SIGKILLed while its snapshot stream from a
     /// member is open (members' egress limited to [`STREAM_RATE`] so that it lasts); the
     /// kubelet restarts it, and it must end the backup cleanly.
@@ -153,9 +166,11 @@ impl Trigger {
                 | Trigger::OperatorCutFromMember
                 | Trigger::PartitionMember
                 | Trigger::SlowMemberScaleUp
+                | Trigger::SlowMemberBackup
                 | Trigger::KillDuringUpgrade
                 | Trigger::StopLeaderOperator
                 | Trigger::AmbiguousComplete
+                | Trigger::AmbiguousCompleteThenSilent
                 | Trigger::KillBackupOperator
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
@@ -168,11 +183,70 @@ impl Trigger {
 /// room for the operator's next observation after the heal.
 const PARTITION: Duration = Duration::from_secs(12);
 
-/// The bandwidth a [`Trigger::SlowMemberScaleUp`] member is limited to (tbf on its `eth0`).
-const SLOW_RATE: &str = "256kbit";
+/// The least bandwidth a slowed member is limited to (tbf on its `eth0`): [`slow_rate`].
+const SLOW_RATE_FLOOR_BITS: u64 = 256_000;
+
+/// How long a slowed member takes to send its whole database at the limit. A fixed 256 kbit
+/// passed alone (a small database) but not after forty cases had grown it to megabytes: the
+/// learner's snapshot then took minutes, and the leader's other streams to it timed out
+/// behind it (etcd's 5 s write deadline) again and again.
+const SLOW_TRANSFER: Duration = Duration::from_secs(15);
+
+/// A tbf rate (bit/s) at which `db_size` bytes take [`SLOW_TRANSFER`], at least
+/// [`SLOW_RATE_FLOOR_BITS`]: slow enough to be the bottleneck of the case, scaled to the data.
+fn slow_rate(db_size: i64) -> u64 {
+    let bits = u64::try_from(db_size).unwrap_or(0) * 8;
+    (bits / SLOW_TRANSFER.as_secs()).max(SLOW_RATE_FLOOR_BITS)
+}
+
+/// The database size etcd reports for the member at `ip` (its Status, on its client port).
+async fn member_db_size(ip: &str) -> i64 {
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5));
+    let url = format!("http://{ip}:2379");
+    let mut client = etcd_client::Client::connect([url.as_str()], Some(options))
+        .await
+        .unwrap();
+    client.status().await.unwrap().db_size()
+}
+
+/// Limits the egress of the member whose etcd is `pid` to `rate` bit/s (tbf on `eth0`).
+fn limit_egress(pid: u32, rate: u64) {
+    let rate = format!("{rate}bit");
+    in_netns(
+        pid,
+        "tc",
+        &[
+            "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "16kb",
+            "latency", "400ms",
+        ],
+    );
+}
+
+/// Lifts [`limit_egress`]; returns the qdisc's counters (bytes sent, drops, overlimits) first.
+fn lift_egress_limit(pid: u32) -> String {
+    let shaped = in_netns(pid, "tc", &["-s", "qdisc", "show", "dev", "eth0"]);
+    in_netns(pid, "tc", &["qdisc", "del", "dev", "eth0", "root"]);
+    shaped.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Bytes a qdisc reports having sent (`Sent N bytes` in `tc -s qdisc show`).
+fn sent_bytes(counters: &str) -> u64 {
+    counters
+        .split_once("Sent ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
 
 /// The version a [`Trigger::KillDuringUpgrade`] case rolls the cluster to.
 const UPGRADE_TO: &str = "3.6.16";
+
+/// How long the proxy drops every connection after losing the completion's answer in a
+/// [`Trigger::AmbiguousCompleteThenSilent`] case: past the operator's read-back and abort
+/// patience (20 s each), so that it must come back to the backup later.
+const S3_SILENCE: Duration = Duration::from_secs(45);
 
 /// How long S3 stays stopped in a [`Trigger::S3DownRestore`] case.
 const S3_PAUSE: Duration = Duration::from_secs(20);
@@ -295,12 +369,18 @@ fn full() -> Vec<Case> {
         "",
         SlowMemberScaleUp,
     ));
+    cases.push(case("net.slow_member_during_backup", "", SlowMemberBackup));
     cases.push(case(
         "process.sigstop_leader_operator",
         "",
         StopLeaderOperator,
     ));
     cases.push(case("s3.complete_answer_lost", "", AmbiguousComplete));
+    cases.push(case(
+        "s3.silent_after_complete_answer_lost",
+        "",
+        AmbiguousCompleteThenSilent,
+    ));
     cases.push(case(
         "process.kill_backup_operator_mid_stream",
         "",
@@ -344,7 +424,9 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 | Trigger::S3DownBackup
                 | Trigger::S3DownRestore
                 | Trigger::AmbiguousComplete
+                | Trigger::AmbiguousCompleteThenSilent
                 | Trigger::KillBackupOperator
+                | Trigger::SlowMemberBackup
         )
     });
     let env = Env::start().await;
@@ -445,11 +527,19 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::OperatorCutFromMember => operator_cut_case(&env, &cluster, case).await,
             Trigger::PartitionMember => partition_case(&env, &cluster, case).await,
             Trigger::SlowMemberScaleUp => slow_member_case(&env, &mut cluster, case).await,
+            Trigger::SlowMemberBackup => {
+                let s3 = s3.as_ref().unwrap();
+                slow_member_backup_case(&env, s3, &cluster, index).await
+            }
             Trigger::KillDuringUpgrade => upgrade_kill_case(&env, &mut cluster, case).await,
             Trigger::StopLeaderOperator => leader_stop_case(&env, &mut cluster, case).await,
             Trigger::AmbiguousComplete => {
                 let s3 = s3.as_ref().unwrap();
-                ambiguous_complete_case(&env, s3, index).await
+                ambiguous_complete_case(&env, s3, index, Duration::ZERO).await
+            }
+            Trigger::AmbiguousCompleteThenSilent => {
+                let s3 = s3.as_ref().unwrap();
+                ambiguous_complete_case(&env, s3, index, S3_SILENCE).await
             }
             Trigger::KillBackupOperator => {
                 let s3 = s3.as_ref().unwrap();
@@ -555,7 +645,7 @@ async fn cluster_case(
 ) -> (Result<(), String>, Duration) {
     let scenario = format!("{}:{}", case.failpoint, case.when);
     let before = Snapshot::take(env, cluster).await;
-    set_failpoint(env, deployment, Some(&scenario));
+    set_failpoint(env, deployment, operator, Some(&scenario));
     match case.trigger {
         Trigger::ScaleUp => cluster.size += 1,
         Trigger::ScaleDown => cluster.size -= 1,
@@ -565,7 +655,7 @@ async fn cluster_case(
     env.apply(&cluster.yaml()).unwrap();
     let crashed = wait_crash(env, operator).await;
     let restarted = Instant::now();
-    set_failpoint(env, deployment, None);
+    set_failpoint(env, deployment, operator, None);
     let outcome = match crashed {
         Err(e) => Err(e),
         Ok(()) => {
@@ -816,8 +906,9 @@ async fn partition_case(
     (check(&before, &after, cluster, case), healed.elapsed())
 }
 
-/// The leader slowed by a bandwidth limit while the cluster grows by one; the limit is lifted
-/// once the cluster is Available at the new size. Timed from the spec change to Available.
+/// The leader slowed by a bandwidth limit ([`slow_rate`] of its database) while the cluster
+/// grows by one; the limit is lifted once the cluster is Available at the new size. Timed from
+/// the spec change to Available.
 async fn slow_member_case(
     env: &Env,
     cluster: &mut Cluster,
@@ -839,29 +930,95 @@ async fn slow_member_case(
         .find(|m| m.leader)
         .map(|m| m.name.clone())
         .unwrap_or_else(|| before.pods.iter().next_back().unwrap().clone());
+    let ips = pod_ips(env, cluster.name).await;
+    let db_size = member_db_size(&ips[&victim]).await;
+    let rate = slow_rate(db_size);
     let pid = member_pid(&victim, &uid).unwrap();
-    in_netns(
-        pid,
-        "tc",
-        &[
-            "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", SLOW_RATE, "burst", "16kb",
-            "latency", "400ms",
-        ],
-    );
+    limit_egress(pid, rate);
     let slowed = Instant::now();
     cluster.size += 1;
     env.apply(&cluster.yaml()).unwrap();
     env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
         .await;
     let converged = slowed.elapsed();
-    let shaped = in_netns(pid, "tc", &["-s", "qdisc", "show", "dev", "eth0"]);
-    in_netns(pid, "tc", &["qdisc", "del", "dev", "eth0", "root"]);
+    let shaped = lift_egress_limit(pid);
     eprintln!(
-        "chaos: {victim} (etcd pid {pid}) limited to {SLOW_RATE} for {converged:.1?}: {}",
-        shaped.split_whitespace().collect::<Vec<_>>().join(" ")
+        "chaos: {victim} (etcd pid {pid}, database {db_size} bytes) limited to {rate} bit/s for \
+         {converged:.1?}: {shaped}"
     );
     let after = Snapshot::take(env, cluster).await;
     (check(&before, &after, cluster, case), converged)
+}
+
+/// One follower slowed by a bandwidth limit ([`slow_rate`] of its database) while an on-demand
+/// backup streams from it (`spec.endpoints`: that member's client URL, the key's cluster part
+/// kept by the cluster label): it must end Succeeded with its verified object, and the member's
+/// qdisc must have sent at least the snapshot. Timed from the backup's creation to its final
+/// phase.
+async fn slow_member_backup_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    cluster: &Cluster,
+    index: usize,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-backup-{index}");
+    let uid = cluster_uid(env, cluster.name).await;
+    let before = objects(s3, BACKUP_PREFIX).await;
+    let status = env
+        .clusters()
+        .get(cluster.name)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    // A follower: the backup operator prefers one (the leader is busiest) on equal revisions.
+    let (victim, client_url) = status
+        .members
+        .iter()
+        .find(|m| !m.leader && !m.learner)
+        .map(|m| (m.name.clone(), m.client_url.clone().unwrap()))
+        .unwrap();
+    let ips = pod_ips(env, cluster.name).await;
+    let db_size = member_db_size(&ips[&victim]).await;
+    let rate = slow_rate(db_size);
+    let pid = member_pid(&victim, &uid).unwrap();
+    limit_egress(pid, rate);
+    let started = Instant::now();
+    let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
+        .replace(
+            &format!("metadata: {{name: {name}}}"),
+            &format!("metadata: {{name: {name}, labels: {{etcd.operator.rs/cluster: {CLUSTER}}}}}"),
+        )
+        .replace(
+            &format!("clusterName: {CLUSTER}"),
+            &format!("endpoints: [\"{client_url}\"]"),
+        );
+    env.apply(&yaml).unwrap();
+    let backup = wait_backup_finished(env, &name).await;
+    let converged = started.elapsed();
+    let shaped = lift_egress_limit(pid);
+    let status = backup.status.clone().unwrap_or_default();
+    let size = status.artifact.as_ref().map_or(0, |a| a.size_bytes);
+    // The slow member sent at least the snapshot's bytes if the backup streamed from it.
+    let from_slow = sent_bytes(&shaped) >= u64::try_from(size).unwrap_or(u64::MAX);
+    eprintln!(
+        "chaos: {victim} (etcd pid {pid}, database {db_size} bytes) limited to {rate} bit/s \
+         during {name} ({converged:.1?}; streamed from the slow member: {from_slow}): {:?} \
+         {:?}; {shaped}",
+        status.phase, status.message
+    );
+    let outcome = match check_backup(s3, &backup, &before).await {
+        Ok(BackupPhase::Succeeded) if !from_slow => Err(format!(
+            "{name} did not stream from the slow member {victim}: {shaped}"
+        )),
+        Ok(BackupPhase::Succeeded) => Ok(()),
+        Ok(phase) => Err(format!(
+            "{name} ended {phase:?} with one member slowed: {:?} {:?}",
+            status.reason, status.message
+        )),
+        Err(e) => Err(e),
+    };
+    (outcome, converged)
 }
 
 /// `spec.version` to [`UPGRADE_TO`], and a member still on the old version SIGKILLed once the
@@ -1124,12 +1281,13 @@ fn audit_writes(
     writes
 }
 
-/// An on-demand backup through [`answer_losing_proxy`]; timed from its creation to its final
-/// phase.
+/// An on-demand backup through [`answer_losing_proxy`] (silent for `silence` after losing the
+/// answer); timed from its creation to its final phase.
 async fn ambiguous_complete_case(
     env: &Env,
     s3: &aws_sdk_s3::Client,
     index: usize,
+    silence: Duration,
 ) -> (Result<(), String>, Duration) {
     use std::sync::atomic::Ordering;
     let name = format!("chaos-backup-{index}");
@@ -1145,7 +1303,7 @@ async fn ambiguous_complete_case(
         .unwrap()[0]
         .container_port;
     let upstream = format!("{}:{port}", status.pod_ip.unwrap());
-    let (endpoint, lost) = answer_losing_proxy(&status.host_ip.unwrap(), upstream).await;
+    let (endpoint, lost) = answer_losing_proxy(&status.host_ip.unwrap(), upstream, silence).await;
     let yaml =
         on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET).replace(S3_ENDPOINT, &endpoint);
     let started = Instant::now();
@@ -1168,19 +1326,29 @@ async fn ambiguous_complete_case(
             converged,
         );
     }
-    (
-        check_backup(s3, &backup, &before).await.map(|_| ()),
-        converged,
-    )
+    let checked = check_backup(s3, &backup, &before).await;
+    // Silent past the read-back: applied, the object is there, so only Succeeded is right.
+    if !silence.is_zero() && matches!(checked, Ok(BackupPhase::Failed)) {
+        return (
+            Err(format!(
+                "{name} ended Failed although S3 had applied its completion: {:?}",
+                status.message
+            )),
+            converged,
+        );
+    }
+    (checked.map(|_| ()), converged)
 }
 
 /// A TCP proxy on `ip` (a free port) to `upstream` that loses the answer to the first
 /// CompleteMultipartUpload (a `POST` with `uploadId=` in its request line): the request reaches
 /// S3, which applies it, and the connection is closed before any byte of the answer goes back.
-/// Returns its endpoint URL and whether an answer was lost yet.
+/// For `silence` after that, every new connection is closed at once (S3 unreachable). Returns
+/// its endpoint URL and whether an answer was lost yet.
 async fn answer_losing_proxy(
     ip: &str,
     upstream: String,
+    silence: Duration,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -1191,12 +1359,22 @@ async fn answer_losing_proxy(
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let lost = Arc::new(AtomicBool::new(false));
     let lost_once = lost.clone();
+    let lost_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
+            let silent = lost_at
+                .lock()
+                .unwrap()
+                .is_some_and(|at: Instant| at.elapsed() < silence);
+            if silent {
+                drop(client);
+                continue;
+            }
             let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
                 continue;
             };
             let lost = lost_once.clone();
+            let lost_at = lost_at.clone();
             tokio::spawn(async move {
                 let (mut client_read, mut client_write) = client.into_split();
                 let (mut server_read, mut server_write) = server.into_split();
@@ -1213,6 +1391,7 @@ async fn answer_losing_proxy(
                             .any(|l| l.starts_with("POST /") && l.contains("uploadId="));
                         if complete && !lost.swap(true, Ordering::SeqCst) {
                             armed_up.store(true, Ordering::SeqCst);
+                            *lost_at.lock().unwrap() = Some(Instant::now());
                         }
                         if server_write.write_all(&buf[..n]).await.is_err() {
                             break;
@@ -1658,12 +1837,12 @@ async fn backup_case(
     let scenario = format!("{}:{}", case.failpoint, case.when);
     let name = format!("chaos-backup-{index}");
     let before = objects(s3, BACKUP_PREFIX).await;
-    set_failpoint(env, deployment, Some(&scenario));
+    set_failpoint(env, deployment, operator, Some(&scenario));
     env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
         .unwrap();
     let crashed = wait_crash(env, operator).await;
     let restarted = Instant::now();
-    set_failpoint(env, deployment, None);
+    set_failpoint(env, deployment, operator, None);
     if let Err(e) = crashed {
         return (Err(e), restarted.elapsed());
     }
@@ -1774,11 +1953,11 @@ async fn restore_case(
     let name = format!("chaos-restore-{index}");
     let target = format!("chaos-restored-{index}");
     let pvcs_before = pvc_names(env).await;
-    set_failpoint(env, deployment, Some(&scenario));
+    set_failpoint(env, deployment, operator, Some(&scenario));
     env.apply(&restore_yaml(&name, &target)).unwrap();
     let crashed = wait_crash(env, operator).await;
     let restarted = Instant::now();
-    set_failpoint(env, deployment, None);
+    set_failpoint(env, deployment, operator, None);
     if let Err(e) = crashed {
         return (Err(e), restarted.elapsed());
     }
@@ -1907,8 +2086,11 @@ impl Cluster {
 
 /// Arms (`Some`) or disarms the failpoint on the operator's Deployment and waits for the
 /// rollout: the new Pod is Ready (a standby is Ready) and the old one gone, so from here only
-/// the new process acts.
-fn set_failpoint(env: &Env, deployment: &str, value: Option<&str>) {
+/// the new process acts. `rollout status` alone does not wait for the old Pod's exit (a
+/// terminating Pod no longer counts as a replica), and the old process keeps its Lease until it
+/// exits: a backup created meanwhile went to it, which shut down during it ("Interrupted"), and
+/// the armed process never saw it (the full run's `backup.s3_upload_part:after`).
+fn set_failpoint(env: &Env, deployment: &str, operator: &str, value: Option<&str>) {
     let var = match value {
         Some(v) => format!("ETCD_OPERATOR_FAILPOINT={v}"),
         None => "ETCD_OPERATOR_FAILPOINT-".to_owned(),
@@ -1922,6 +2104,40 @@ fn set_failpoint(env: &Env, deployment: &str, value: Option<&str>) {
         deployment,
         "--timeout=240s",
     ]);
+    let deadline = Instant::now() + STEP;
+    loop {
+        let pods: serde_json::Value = serde_json::from_str(&env.kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            operator,
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        let items = pods["items"].as_array().cloned().unwrap_or_default();
+        // Every Pod left runs the new setting, and none is terminating.
+        let settled = items.iter().all(|pod| {
+            let armed = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+                .find(|e| e["name"] == "ETCD_OPERATOR_FAILPOINT")
+                .and_then(|e| e["value"].as_str().map(str::to_owned));
+            pod["metadata"]["deletionTimestamp"].is_null() && armed.as_deref() == value
+        });
+        if settled && !items.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{deployment}: an old operator Pod still present {STEP:?} after the rollout to {var}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Waits until a container of the operator with the component label `operator` exited with the

@@ -33,7 +33,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::execute::{execute, resolve};
+use crate::execute::{BackupError, execute, resolve};
 use crate::metrics::{BackupLabels, Metrics};
 use crate::plan::{LocalState, Step, next_step};
 use crate::status;
@@ -403,6 +403,11 @@ async fn run_backup(
     };
     let generation = backup.meta().generation;
     let object = backup.object_ref(&());
+    if let Err(e) = &result
+        && e.completion_unknown()
+    {
+        return completion_unknown(&ctx, &backup, &running, &uid, e).await;
+    }
     let outcome = match result {
         Ok(artifact) => {
             let note = format!(
@@ -427,13 +432,37 @@ async fn run_backup(
         }
     };
     let (final_status, failure, note) = outcome;
-    let api: Api<EtcdBackup> = Api::namespaced(ctx.client.clone(), &namespace);
+    write_outcome(&ctx.client, &namespace, &name, &final_status).await;
+    ctx.local().insert(uid, LocalState::Finished);
+    match failure {
+        None => ctx.metrics.reconciles.action("BackupSucceeded"),
+        Some(reason) => {
+            ctx.metrics.failed(&backup, reason);
+            ctx.metrics.reconciles.action("BackupFailed");
+        }
+    }
+    match failure {
+        None => ctx.events.normal(&object, "BackupSucceeded", note).await,
+        Some(_) => ctx.events.warning(&object, "BackupFailed", note).await,
+    }
+}
+
+/// Writes a backup task's last status (its outcome, or that the outcome is unknown), retried
+/// for up to [`OUTCOME_WRITE_DEADLINE`]. Not written at all, the backup stays Running and the
+/// next start (or reconcile) looks at what the run left in S3.
+async fn write_outcome(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    final_status: &EtcdBackupStatus,
+) {
+    let api: Api<EtcdBackup> = Api::namespaced(client.clone(), namespace);
     let deadline = tokio::time::Instant::now() + OUTCOME_WRITE_DEADLINE;
     let mut delay = Duration::from_millis(500);
     loop {
         match failpoint::around(
             "backup.status_outcome",
-            apply_status(&api, &name, FIELD_MANAGER, &final_status),
+            apply_status(&api, name, FIELD_MANAGER, final_status),
         )
         .await
         {
@@ -453,18 +482,36 @@ async fn run_backup(
             }
         }
     }
-    ctx.local().insert(uid, LocalState::Finished);
-    match failure {
-        None => ctx.metrics.reconciles.action("BackupSucceeded"),
-        Some(reason) => {
-            ctx.metrics.failed(&backup, reason);
-            ctx.metrics.reconciles.action("BackupFailed");
-        }
-    }
-    match failure {
-        None => ctx.events.normal(&object, "BackupSucceeded", note).await,
-        Some(_) => ctx.events.warning(&object, "BackupFailed", note).await,
-    }
+}
+
+/// The upload's completion may have been applied and S3 did not answer the read-back: the
+/// backup stays `Running` ([`status::completion_unknown`]) and this process forgets it, so the
+/// reconcile that our status write triggers looks for its object like after an interrupted run
+/// (S3 errors retried with back-off meanwhile) and adopts it or fails the backup on an answer.
+/// Never `Failed` while its object may be in place (issue 18).
+async fn completion_unknown(
+    ctx: &Context,
+    backup: &EtcdBackup,
+    running: &EtcdBackupStatus,
+    uid: &str,
+    error: &BackupError,
+) {
+    let name = backup.name_any();
+    let namespace = backup.namespace().unwrap_or_default();
+    let message = error.to_string();
+    tracing::warn!(%namespace, %name, error = %message, "backup outcome unknown; checking S3 again");
+    let unsure =
+        status::completion_unknown(Some(running), backup.meta().generation, &message, &now());
+    // Forgotten before the write, so that the write's watch event finds no run here.
+    ctx.local().remove(uid);
+    write_outcome(&ctx.client, &namespace, &name, &unsure).await;
+    ctx.events
+        .warning(
+            &backup.object_ref(&()),
+            status::REASON_COMPLETION_UNKNOWN,
+            message,
+        )
+        .await;
 }
 
 fn error_policy(backup: Arc<EtcdBackup>, error: &ReconcileError, ctx: Arc<Context>) -> Action {

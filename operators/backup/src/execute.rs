@@ -138,6 +138,17 @@ pub enum BackupError {
 }
 
 impl BackupError {
+    /// The upload's completion may have been applied, and S3 did not answer the read-back:
+    /// whether the object exists is not known yet (not a failure to report; see
+    /// `status::completion_unknown`).
+    pub fn completion_unknown(&self) -> bool {
+        matches!(
+            self,
+            BackupError::Upload { source, .. }
+                if matches!(source.root(), UploadError::CompletionUnknown { .. })
+        )
+    }
+
     /// PascalCase reason for status and events.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -17,6 +17,9 @@ pub const REASON_SUCCEEDED: &str = "Succeeded";
 pub const REASON_ADOPTED: &str = "AdoptedAfterInterruption";
 /// Reason of `Complete=False` while running.
 pub const REASON_RUNNING: &str = "Running";
+/// The `Complete` condition's reason while the outcome of the upload's completion is not known
+/// ([`completion_unknown`]).
+pub const REASON_COMPLETION_UNKNOWN: &str = "CompletionUnknown";
 
 /// `Running`, stamped with the start time: written before the snapshot starts.
 pub fn running(
@@ -37,6 +40,31 @@ pub fn running(
             REASON_RUNNING,
             "the snapshot is being streamed to S3",
         ),
+        generation,
+        now,
+    );
+    status
+}
+
+/// Still `Running` after an upload whose completion may have been applied but could not be read
+/// back (its answer lost, then S3 silent: `BackupError::completion_unknown`). Never `Failed`
+/// while the object may exist: the next reconcile looks for it as it does after an interrupted
+/// run ([`after_interruption`], S3 errors retried with back-off) and adopts it or fails the
+/// backup on what it finds.
+pub fn completion_unknown(
+    previous: Option<&EtcdBackupStatus>,
+    generation: Option<i64>,
+    detail: &str,
+    now: &Time,
+) -> EtcdBackupStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    status.phase = Some(BackupPhase::Running);
+    status.reason = None;
+    let message = format!("{detail}; checking S3 again before deciding the outcome");
+    status.message = Some(message.clone());
+    set_condition(
+        &mut status.conditions,
+        ConditionUpdate::new(types::COMPLETE, false, REASON_COMPLETION_UNKNOWN, message),
         generation,
         now,
     );
@@ -123,7 +151,16 @@ pub fn after_interruption(
     let since = previous
         .and_then(|s| s.start_time.as_ref())
         .map_or_else(String::new, |t| format!(" (started {})", t.0));
-    let stopped = format!("the backup was Running when the operator stopped{since}");
+    let unsure = previous.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == types::COMPLETE && c.reason == REASON_COMPLETION_UNKNOWN)
+    });
+    let stopped = if unsure {
+        format!("the upload's completion got no answer and S3 did not answer its read-back{since}")
+    } else {
+        format!("the backup was Running when the operator stopped{since}")
+    };
     match left {
         Ok(LeftBehind::Complete(artifact)) => {
             let mut status = succeeded(previous, generation, artifact.clone(), now);
@@ -299,6 +336,44 @@ mod tests {
         );
         let complete = find_condition(&s.conditions, "Complete").unwrap();
         assert_eq!(complete.reason, REASON_ADOPTED);
+    }
+
+    /// Issue 18: a completion whose answer was lost, then an S3 that did not answer the
+    /// read-back: still Running (never Failed while the object may exist), saying why; once S3
+    /// answers, the object is adopted, and the message says what happened rather than "the
+    /// operator stopped".
+    #[test]
+    fn an_unknown_completion_stays_running_and_is_adopted_once_found() {
+        let unsure = completion_unknown(
+            Some(&running_at(0)),
+            Some(1),
+            "whether s3://bkt/p/main/k-u1.db was stored is unknown",
+            &at(30),
+        );
+        assert_eq!(unsure.phase, Some(BackupPhase::Running));
+        assert_eq!(unsure.reason, None);
+        assert_eq!(unsure.completion_time, None);
+        assert_eq!(unsure.start_time, Some(at(0)));
+        assert_eq!(
+            cond(&unsure, "Complete"),
+            ("False".into(), REASON_COMPLETION_UNKNOWN.into())
+        );
+        assert!(find_condition(&unsure.conditions, "Failed").is_none());
+        let m = unsure.message.clone().unwrap();
+        assert!(
+            m.contains("unknown") && m.contains("checking S3 again"),
+            "{m}"
+        );
+
+        let left = Ok(LeftBehind::Complete(artifact()));
+        let s = after_interruption(Some(&unsure), Some(1), &left, "x", &at(60));
+        assert_eq!(s.phase, Some(BackupPhase::Succeeded));
+        assert_eq!(s.artifact, Some(artifact()));
+        let m = s.message.unwrap();
+        assert!(
+            m.contains("completion got no answer") && !m.contains("operator stopped"),
+            "{m}"
+        );
     }
 
     /// Without an object, the failure says that it looked, and where; an unusable one is named

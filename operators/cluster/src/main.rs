@@ -100,6 +100,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // Its own thread, runtime and API client: renewals never wait behind reconciles (with
         // one shared runtime the Lease was lost while 100 clusters formed, issue 24).
         let leadership = operator_runtime::acquire_on_own_thread(kube_config, config).await?;
+        // From here every side effect is refused (the process exits) once the Lease may be gone.
+        leadership.fence_process();
         readiness.set_ready(false);
         info!(%identity, "leading");
         Some(leadership)
