@@ -177,7 +177,48 @@ impl EtcdAdmin {
 
     /// Removes member `id` (voter or learner). A removed etcd 3.5 member stops by itself within
     /// ~2 s; 3.4 may keep running. [`AdminError::NotFound`] means it is already gone.
+    ///
+    /// etcd checks a removal against the peer connections of the member that handles the
+    /// request (`mayRemoveMember`: each voter connected for the last 5 s). That record can be
+    /// stale on one member: a message to a restarted peer that failed after the peer's streams
+    /// came back marks the peer inactive, and nothing marks it active again until a stream
+    /// reconnects, so that member refuses ("unhealthy cluster") for minutes while every member
+    /// is healthy (seen on the leader after the 3.5 → 3.6 roll, issue 16). When the member the
+    /// calls go to refuses, each other voting member, not the one being removed, is asked once:
+    /// it judges from its own connections, so etcd's quorum check still decides.
     pub async fn remove(&mut self, id: u64) -> Result<(), AdminError> {
+        let refused = match self.remove_via_member(id).await {
+            Err(refused @ AdminError::RetryLater { .. }) => refused,
+            done => return done,
+        };
+        let (answers, mut clients) =
+            statuses(&self.endpoints, self.timeout, self.tls.as_ref()).await;
+        for index in quorum_candidates(&answers) {
+            let Some((endpoint, Ok(status))) = answers.get(index) else {
+                continue;
+            };
+            if *endpoint == self.member || status.id == id {
+                continue;
+            }
+            let client = match clients.remove(&index) {
+                Some(client) => client,
+                None => match connect(endpoint, self.timeout, true, self.tls.as_ref()).await {
+                    Ok(client) => client,
+                    Err(_) => continue,
+                },
+            };
+            self.client = client;
+            self.member = endpoint.clone();
+            match self.remove_via_member(id).await {
+                Err(AdminError::RetryLater { .. }) => continue,
+                done => return done,
+            }
+        }
+        Err(refused)
+    }
+
+    /// One `MemberRemove` through the member the calls go to.
+    async fn remove_via_member(&mut self, id: u64) -> Result<(), AdminError> {
         let op = format!("member remove {id:x} via {}", self.via());
         let timeout = self.timeout;
         let client = &mut self.client;
