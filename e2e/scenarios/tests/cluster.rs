@@ -447,14 +447,23 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let events = env.events_for("cfg").await;
-    assert!(
-        events
+    // The event follows the Pod patch (a separate write): poll for it rather than read once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = env.events_for("cfg").await;
+        if events
             .iter()
-            .any(|e| e.starts_with("MemberPodAdopted:") && e.contains(&adopted_name)),
-        "{}",
-        events.join("\n")
-    );
+            .any(|e| e.starts_with("MemberPodAdopted:") && e.contains(&adopted_name))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no MemberPodAdopted event for {adopted_name} 20 s after its hash was recorded:\n{}",
+            events.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     clients.stop().await;
 }
 
