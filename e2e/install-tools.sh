@@ -35,12 +35,7 @@ export TOOLS_STORE
 
 log() { printf '[deps] %s\n' "$*" >&2; }
 
-# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
-place() {
-  [ "$1" -ef "$2" ] && return
-  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
-  mv -f "$2.tmp" "$2"
-}
+. "$REPO/e2e/upstream/place.sh"
 
 # --- Debian: etcd 3.4, protoc with the well-known .proto files (etcd-client's build needs both),
 # iproute2 and util-linux for network namespaces, curl for readiness probes in scripts.

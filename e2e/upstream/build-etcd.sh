@@ -23,12 +23,7 @@ TOOLS_STORE=${TOOLS_STORE:-$TOOLS}
 BIN=$TOOLS/bin
 mkdir -p "$BIN"
 
-# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
-place() {
-  [ "$1" -ef "$2" ] && return
-  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
-  mv -f "$2.tmp" "$2"
-}
+. "$HERE/place.sh"
 
 log() { printf '[deps/etcd] %s\n' "$*" >&2; }
 

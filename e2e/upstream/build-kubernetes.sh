@@ -21,12 +21,7 @@ STORE=$(cd "$STORE" && pwd)
 
 log() { printf '[deps] %s\n' "$*" >&2; }
 
-# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
-place() {
-  [ "$1" -ef "$2" ] && return
-  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
-  mv -f "$2.tmp" "$2"
-}
+. "$HERE/place.sh"
 fail() {
   log "FAILED: $1"
   log "$2"

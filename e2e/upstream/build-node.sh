@@ -26,12 +26,7 @@ PAUSE_REF=registry.k8s.io/pause:3.10
 
 log() { printf '[node-deps] %s\n' "$*" >&2; }
 
-# place STORED DEST: DEST becomes the stored file (a hard link; a copy across file systems).
-place() {
-  [ "$1" -ef "$2" ] && return
-  ln -f "$1" "$2.tmp" 2>/dev/null || cp -f "$1" "$2.tmp"
-  mv -f "$2.tmp" "$2"
-}
+. "$HERE/place.sh"
 
 # run WHAT-TO-DO CMD...: runs CMD; on failure prints it, its directory and WHAT-TO-DO, and exits.
 run() {
