@@ -708,17 +708,9 @@ mod tests {
     #[test]
     fn cluster_spec_reports_every_problem() {
         let spec = EtcdClusterSpec {
-            size: 9,
-            version: "3.3.0".into(),
             repository: "r".into(),
-            paused: false,
             storage: storage("0", None),
-            pod: None,
-            etcd_options: None,
-            tls: None,
-            maintenance: None,
-            network_policy: None,
-            backup: None,
+            ..EtcdClusterSpec::new(9, "3.3.0")
         };
         let errors: Vec<String> = validate_cluster_spec(&spec)
             .unwrap_err()

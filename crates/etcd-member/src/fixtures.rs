@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use etcd_api::EtcdClusterSpec;
 use etcd_api::validation::EtcdVersion;
-use etcd_api::{EtcdClusterSpec, StorageSpec};
 
 use crate::naming::ClusterName;
 use crate::state::{DbStats, Member, MemberHealth, Membership, Observed, PodState, PvcState};
@@ -31,19 +31,7 @@ pub fn name(ordinal: u32) -> String {
 pub fn cluster(size: i32, version: &str) -> Observed {
     Observed {
         cluster: main(),
-        spec: EtcdClusterSpec {
-            size,
-            version: version.into(),
-            repository: "gcr.io/etcd-development/etcd".into(),
-            paused: false,
-            storage: StorageSpec::default(),
-            pod: None,
-            etcd_options: None,
-            tls: None,
-            maintenance: None,
-            network_policy: None,
-            backup: None,
-        },
+        spec: EtcdClusterSpec::new(size, version),
         restoring: None,
         recorded_cluster_id: None,
         last_known_members: vec![],

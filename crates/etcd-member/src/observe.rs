@@ -770,22 +770,7 @@ mod tests {
     }
 
     fn etcd_cluster() -> EtcdCluster {
-        let mut cluster = EtcdCluster::new(
-            "main",
-            etcd_api::EtcdClusterSpec {
-                size: 3,
-                version: "3.5.1".into(),
-                repository: "gcr.io/etcd-development/etcd".into(),
-                paused: false,
-                storage: StorageSpec::default(),
-                pod: None,
-                etcd_options: None,
-                tls: None,
-                maintenance: None,
-                network_policy: None,
-                backup: None,
-            },
-        );
+        let mut cluster = EtcdCluster::new("main", etcd_api::EtcdClusterSpec::new(3, "3.5.1"));
         cluster.metadata.namespace = Some("db".into());
         cluster.metadata.uid = Some("uid-1".into());
         cluster

@@ -338,27 +338,10 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use etcd_api::{
-        EtcdClusterSpec, LocalObjectReference, RestoreSource, S3Connection, StorageSpec,
-    };
+    use etcd_api::{EtcdClusterSpec, LocalObjectReference, RestoreSource, S3Connection};
 
     fn cluster() -> EtcdCluster {
-        let mut c = EtcdCluster::new(
-            "main",
-            EtcdClusterSpec {
-                size: 3,
-                version: "3.5.35".into(),
-                repository: "gcr.io/etcd-development/etcd".into(),
-                paused: false,
-                storage: StorageSpec::default(),
-                pod: None,
-                etcd_options: None,
-                tls: None,
-                maintenance: None,
-                network_policy: None,
-                backup: None,
-            },
-        );
+        let mut c = EtcdCluster::new("main", EtcdClusterSpec::new(3, "3.5.35"));
         c.metadata.namespace = Some("db".into());
         c.metadata.uid = Some("c-uid".into());
         c

@@ -904,22 +904,7 @@ mod tests {
     fn a_labelled_pvc_still_owned_is_not_retained_yet() {
         use k8s_openapi::api::core::v1::PersistentVolumeClaim;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-        let cluster = EtcdCluster::new(
-            "main",
-            etcd_api::EtcdClusterSpec {
-                size: 3,
-                version: "3.5.1".into(),
-                repository: "gcr.io/etcd-development/etcd".into(),
-                paused: false,
-                storage: etcd_api::StorageSpec::default(),
-                pod: None,
-                etcd_options: None,
-                tls: None,
-                maintenance: None,
-                network_policy: None,
-                backup: None,
-            },
-        );
+        let cluster = EtcdCluster::new("main", etcd_api::EtcdClusterSpec::new(3, "3.5.1"));
         let pvc = |owned: bool| {
             let mut pvc = PersistentVolumeClaim::default();
             pvc.metadata.labels =

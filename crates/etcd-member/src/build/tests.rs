@@ -18,19 +18,7 @@ fn v35() -> EtcdVersion {
 }
 
 fn spec() -> EtcdClusterSpec {
-    EtcdClusterSpec {
-        size: 3,
-        version: "3.5.35".into(),
-        repository: "gcr.io/etcd-development/etcd".into(),
-        paused: false,
-        storage: StorageSpec::default(),
-        pod: None,
-        etcd_options: None,
-        tls: None,
-        maintenance: None,
-        network_policy: None,
-        backup: None,
-    }
+    EtcdClusterSpec::new(3, "3.5.35")
 }
 
 fn etcd(spec: EtcdClusterSpec) -> EtcdCluster {
