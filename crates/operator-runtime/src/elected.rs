@@ -66,6 +66,7 @@ where
     if let Some(config) = election {
         readiness.set_ready(true);
         let identity = config.identity.clone();
+        tracing::info!(lease = %config.name, %identity, "waiting for leadership");
         tokio::select! {
             acquired = acquire_on_own_thread(kube_config, config) => match acquired {
                 Ok(l) => {

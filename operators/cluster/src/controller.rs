@@ -23,6 +23,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
+use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::desired::Desired;
@@ -179,6 +180,7 @@ pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<String>,
     max_concurrent: u16,
+    stop: CancellationToken,
     readiness: Readiness,
 ) {
     let client = ctx.client.clone();
@@ -214,7 +216,9 @@ pub async fn run(
         .with_config(controller::Config::default().concurrency(max_concurrent))
         .watches_stream(pod_events, |pod| cluster_of(&pod))
         .watches_stream(pvc_events, |pvc| cluster_of(&pvc))
-        .shutdown_on_signal();
+        // Reconciles in flight finish, then the stream ends (SIGTERM or a lost Lease, through
+        // `run_elected`).
+        .graceful_shutdown_on(stop.cancelled_owned());
     // A deleted cluster's series go with it. Deletion is not a reconcile (no finalizer), so the
     // watched store is compared with what the metrics hold, every few seconds.
     let store = controller.store();

@@ -10,8 +10,10 @@ use etcd_cluster_operator::execute::NetworkSettings;
 use etcd_cluster_operator::metrics::Metrics;
 use etcd_cluster_operator::observe::UnhealthySince;
 use etcd_cluster_operator::plan::Policy;
-use operator_runtime::{Events, FailureBackoff, LogArgs, NamespaceClaims, Readiness, ShellArgs};
-use tracing::{error, info};
+use operator_runtime::{
+    Events, FailureBackoff, LogArgs, NamespaceClaims, ShellArgs, run_elected_with_metrics,
+};
+use tracing::error;
 
 /// The Lease's name unless `--lease-name` says otherwise.
 const LEASE_NAME: &str = "etcd-cluster-operator";
@@ -63,52 +65,22 @@ async fn main() -> ExitCode {
     }
     // Says on stderr which failpoint ETCD_OPERATOR_FAILPOINT arms, if any (tests only).
     failpoint::announce();
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            error!(error = %e, "exiting");
-            ExitCode::FAILURE
-        }
-    }
+    run(args).await
 }
 
-async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(args: Args) -> ExitCode {
     // kube-rs and etcd-client bring two rustls crypto providers; pick one for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let kube_config = kube::Config::infer().await?;
-    let client = kube::Client::try_from(kube_config.clone())?;
-    // The Pod name, else the hostname; never the PID (1 in every container), or two replicas
-    // could share an identity and both hold the Lease.
-    let identity = args.shell.identity()?;
-
-    let readiness = Readiness::default();
+    let (kube_config, client, identity) = match connect(&args).await {
+        Ok(connected) => connected,
+        Err(error) => {
+            error!(%error, "exiting");
+            return ExitCode::FAILURE;
+        }
+    };
+    let election = args.shell.election(LEASE_NAME, &identity);
     let mut registry = operator_runtime::metrics::new_registry();
     let metrics = Metrics::register(&mut registry);
-    let probes = tokio::spawn(operator_runtime::serve_probes_and_metrics(
-        args.shell.probe_addr,
-        readiness.clone(),
-        Arc::new(registry),
-    ));
-
-    let leadership = if let Some(config) = args.shell.election(LEASE_NAME, &identity) {
-        info!(lease = %config.name, %identity, "waiting for leadership");
-        // A standby is healthy and ready to take over: a rolling update's new Pod waits for the
-        // Lease the old one holds until that one stops, so a standby that is not Ready would
-        // stall every `helm upgrade` (and `--wait` with replicas > 1). Not ready again until the
-        // controller runs.
-        readiness.set_ready(true);
-        // Its own thread, runtime and API client: renewals never wait behind reconciles (with
-        // one shared runtime the Lease was lost while 100 clusters formed, issue 24).
-        let leadership = operator_runtime::acquire_on_own_thread(kube_config, config).await?;
-        // From here every side effect is refused (the process exits) once the Lease may be gone.
-        leadership.fence_process();
-        readiness.set_ready(false);
-        info!(%identity, "leading");
-        Some(leadership)
-    } else {
-        None
-    };
-
     let claims = NamespaceClaims::new(
         client.clone(),
         LEASE_NAME,
@@ -142,33 +114,40 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         backup_image: args.backup_image.clone().filter(|image| !image.is_empty()),
     });
-    // On a clean stop the namespaces are let go at once, so another install can take them.
-    let stopping = ctx.clone();
-    let controller = async move {
-        controller::run(
-            ctx,
-            args.shell.watch_namespace(),
-            args.max_concurrent_reconciles,
-            readiness,
-        )
-        .await;
-        stopping.claims.release_all().await;
-    };
-    let result = match leadership {
-        Some(mut leadership) => {
-            tokio::select! {
-                () = controller => {
-                    leadership.release().await;
-                    Ok(())
-                }
-                () = leadership.lost() => Err("lost the leader Lease: stopping so that only one replica acts".into()),
-            }
-        }
-        None => {
-            controller.await;
-            Ok(())
-        }
-    };
-    probes.abort();
-    result
+    let namespace = args.shell.watch_namespace();
+    // The Lease on its own thread and the stale-leader fence, the probes and metrics, SIGTERM:
+    // the same shell as the backup and restore operators (`run_elected`).
+    run_elected_with_metrics(
+        kube_config,
+        args.shell.probe_addr,
+        Some(Arc::new(registry)),
+        election,
+        move |stop, readiness| async move {
+            let stopping = ctx.clone();
+            controller::run(
+                ctx,
+                namespace,
+                args.max_concurrent_reconciles,
+                stop,
+                readiness,
+            )
+            .await;
+            // On a clean stop the namespaces are let go at once, so another install can take
+            // them.
+            stopping.claims.release_all().await;
+        },
+    )
+    .await
+}
+
+/// The API server's configuration, a client, and this replica's identity: the Pod name, else
+/// the hostname; never the PID (1 in every container), or two replicas could share an identity
+/// and both hold the Lease.
+async fn connect(
+    args: &Args,
+) -> Result<(kube::Config, kube::Client, String), Box<dyn std::error::Error>> {
+    let kube_config = kube::Config::infer().await?;
+    let client = kube::Client::try_from(kube_config.clone())?;
+    let identity = args.shell.identity()?;
+    Ok((kube_config, client, identity))
 }
