@@ -150,7 +150,7 @@ async fn tls_cluster_with_operator_managed_certificates_refuses_plaintext() {
 
     // Switching a running cluster back to plain HTTP is refused by the API server.
     let plain = env.apply(&cluster_yaml("main-tls", 3, V36)).unwrap_err();
-    assert!(plain.contains("spec.tls cannot change"), "{plain}");
+    assert!(plain.contains("spec.tls cannot be removed"), "{plain}");
 
     // A Secret that does not exist: refused naming the field and the Secret; no member starts.
     env.apply(
