@@ -57,8 +57,8 @@ pub const ETCD_DEFAULT_ELECTION_TIMEOUT_MS: i32 = 1000;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new(
-    "has(self.tls) == has(oldSelf.tls) && (!has(self.tls) || self.tls == oldSelf.tls)"
-).message("spec.tls cannot change once set: switching a running cluster between plain HTTP and TLS is not supported yet (operator-managed certificates are renewed by themselves; rotate the CA with the annotation etcd.operator.rs/rotate-ca; update a Secret you provide in place)"))]
+    "!has(oldSelf.tls) || (has(self.tls) && self.tls == oldSelf.tls)"
+).message("spec.tls cannot be removed or changed once set: a running plaintext cluster is switched to TLS by setting it, never back to plain HTTP (operator-managed certificates are renewed by themselves; rotate the CA with the annotation etcd.operator.rs/rotate-ca; update a Secret you provide in place)"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 7. Odd sizes tolerate the most failures for their cost:
     /// a cluster of N keeps quorum while more than N/2 members are healthy.
@@ -98,8 +98,14 @@ pub struct EtcdClusterSpec {
 
     /// TLS of peer and client traffic, each side configured separately (unset: plain HTTP).
     /// Certificates come from Secrets you provide, from cert-manager (`certManager`), or, by
-    /// default, from a CA the operator keeps per cluster. Set it when creating the cluster:
-    /// changing it later is refused (switching a running cluster to TLS is not supported yet).
+    /// default, from a CA the operator keeps per cluster. Setting it on a running plaintext
+    /// cluster switches it to TLS member by member, quorum-gated, with no write lost: each
+    /// member first listens on both schemes (peers `https://` on port 2382 next to `http://` on
+    /// 2380, clients `https://` on 2378 next to `http://` on 2379), its peer URL moves to
+    /// `https://…:2382`, then the plaintext peer listeners go. Plaintext clients keep working on
+    /// 2379 until the EtcdCluster carries the annotation
+    /// `etcd.operator.rs/drop-plaintext-clients: "true"`: then each member rolls once more to
+    /// serve `https://` alone on 2379. Once set, it cannot be removed or changed.
     /// Certificates change without it: operator-managed ones are renewed with a third of their
     /// lifetime left, the annotation `etcd.operator.rs/rotate-ca` rotates the operator-managed
     /// CA, and a Secret you provide can be updated in place; each change rolls the members one

@@ -41,8 +41,8 @@ pub mod secret_keys {
 /// Secret type of TLS Secrets.
 pub const SECRET_TYPE_TLS: &str = "kubernetes.io/tls";
 
-/// TLS of the members. Changing it on a running cluster (turning TLS on or off, changing the
-/// source) is not supported yet and refused by the API server; create the cluster with it.
+/// TLS of the members. Setting it on a running plaintext cluster switches the cluster to TLS
+/// member by member; removing it or changing the source afterwards is refused by the API server.
 /// Certificates are rotated without changing it: operator-managed ones are renewed before
 /// expiry, the annotation `etcd.operator.rs/rotate-ca` rotates the operator-managed CA, and a
 /// Secret you provide is picked up when its content changes (members roll one at a time).

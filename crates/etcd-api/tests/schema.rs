@@ -580,7 +580,7 @@ fn restore_source_is_one_thing_and_fixed_once_set() {
 }
 
 #[test]
-fn tls_sources_are_consistent_and_tls_never_changes() {
+fn tls_sources_are_consistent_and_tls_is_switched_on_never_off() {
     let schema = schema_of(&EtcdCluster::crd());
     let with = |tls: Value| cluster("main", json!({"size": 3, "version": "3.6.16", "tls": tls}));
     let ok = Vec::<String>::new();
@@ -612,16 +612,17 @@ fn tls_sources_are_consistent_and_tls_never_changes() {
             "clientCertAuth with secretRef needs operatorSecretRef: the client certificate the operators present to the members"
         ]
     );
-    // spec.tls is fixed once the cluster exists: no turning it on, off or changing it.
-    let changed = vec!["spec.tls cannot change once set: switching a running cluster between plain HTTP and TLS is not supported yet (operator-managed certificates are renewed by themselves; rotate the CA with the annotation etcd.operator.rs/rotate-ca; update a Secret you provide in place)".to_owned()];
+    // spec.tls may be set on a plaintext cluster (the switch to TLS), never removed or changed.
+    let changed = vec!["spec.tls cannot be removed or changed once set: a running plaintext cluster is switched to TLS by setting it, never back to plain HTTP (operator-managed certificates are renewed by themselves; rotate the CA with the annotation etcd.operator.rs/rotate-ca; update a Secret you provide in place)".to_owned()];
     let plain = cluster("main", json!({"size": 3, "version": "3.6.16"}));
     assert_eq!(
         cel_errors(&schema, managed.clone(), Some(managed.clone())),
         ok
     );
+    assert_eq!(cel_errors(&schema, plain.clone(), Some(plain.clone())), ok);
     assert_eq!(
         cel_errors(&schema, managed.clone(), Some(plain.clone())),
-        changed
+        ok
     );
     assert_eq!(cel_errors(&schema, plain, Some(managed.clone())), changed);
     assert_eq!(cel_errors(&schema, provided, Some(managed)), changed);

@@ -11,7 +11,8 @@
 //! then forms over TLS; when cert-manager renews a member's certificate, the members whose
 //! Secrets changed roll onto it, one at a time. Last, that cluster's NetworkPolicy is created,
 //! updated and deleted as its `spec.networkPolicy` says. A second scenario renews due
-//! operator-managed certificates (one member's, then all three) and rotates the CA.
+//! operator-managed certificates (one member's, then all three) and rotates the CA. A third
+//! switches a running plaintext cluster to TLS (`spec.tls` set) while clients write.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -150,7 +151,7 @@ async fn tls_cluster_with_operator_managed_certificates_refuses_plaintext() {
 
     // Switching a running cluster back to plain HTTP is refused by the API server.
     let plain = env.apply(&cluster_yaml("main-tls", 3, V36)).unwrap_err();
-    assert!(plain.contains("spec.tls cannot change"), "{plain}");
+    assert!(plain.contains("spec.tls cannot be removed"), "{plain}");
 
     // A Secret that does not exist: refused naming the field and the Secret; no member starts.
     env.apply(
@@ -1321,5 +1322,152 @@ async fn operator_managed_certificates_are_renewed_and_the_ca_rotated_without_lo
          {second_report}",
         renewed - one_renewed,
         rotation_started.elapsed()
+    );
+}
+
+/// What a member Pod listens on for peers and clients, from its etcd flags: the schemes of
+/// `--listen-peer-urls` and `--listen-client-urls` (e.g. `["http", "https"]`).
+fn listen_schemes(pod: &Pod) -> (Vec<String>, Vec<String>) {
+    let args = pod.spec.as_ref().unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    let schemes = |flag: &str| -> Vec<String> {
+        args.iter()
+            .find_map(|a| a.strip_prefix(flag))
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|u| u.split_once("://").map(|(s, _)| s.to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (
+        schemes("--listen-peer-urls="),
+        schemes("--listen-client-urls="),
+    )
+}
+
+/// Issue 19: `spec.tls` set on a running plaintext cluster of three (operator-managed CA) while
+/// clients write through the client Service over plain HTTP, which the switch keeps serving
+/// (no `etcd.operator.rs/drop-plaintext-clients` annotation). Each member rolls onto both
+/// schemes, its peer URL moves to `https://…:2382`, then each rolls onto TLS-only peers, one
+/// member at a time: at the end every member serves peers over TLS only and clients over both
+/// (`https://` on 2378, which a client with the cluster's CA reaches through the Service); the
+/// history is linearizable, no acknowledged write is lost, and at least 2 Pods are Ready
+/// throughout.
+#[tokio::test]
+async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or_a_write() {
+    let env = Env::start().await;
+    env.apply(&cluster_yaml("plain", 3, V36)).unwrap();
+    env.wait_available("plain", 3, V36, STEP).await;
+    let url = env.client_url("plain").await;
+    let watch = ReadyWatch::start(&env, "plain");
+    let clients = Workload::start_prefixed(url.clone(), None, "history-switch/k");
+    wait_acknowledged(&clients, 20).await;
+
+    let started = tokio::time::Instant::now();
+    env.kubectl(&[
+        "patch",
+        "etcdcluster",
+        "plain",
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
+    ]);
+    let members: Vec<String> = (0..3).map(|i| format!("plain-{i}")).collect();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + 2 * STEP;
+    loop {
+        let mut pending = vec![];
+        for member in &members {
+            match pods.get_opt(member).await.unwrap() {
+                Some(pod) if pod_is_ready(&pod) => {
+                    let (peer, client) = listen_schemes(&pod);
+                    if peer != ["https"] || client != ["http", "https"] {
+                        pending.push(format!("{member}: peers {peer:?}, clients {client:?}"));
+                    }
+                }
+                _ => pending.push(format!("{member}: no Ready Pod")),
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not switched to TLS after {:?}: {pending:?}\n{}",
+            2 * STEP,
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let switched = started.elapsed();
+    env.wait_available("plain", 3, V36, STEP).await;
+    // Two rolls per member (onto both schemes, then onto TLS-only peers), no more.
+    for (member, uids) in watch.take_pods() {
+        assert_eq!(uids.len(), 3, "{member}: Pods {uids:?}");
+    }
+    // etcd's member list, through the plaintext client port: every peer URL is https://…:2382.
+    let mut plain = etcd_client::Client::connect([url.clone()], None)
+        .await
+        .unwrap();
+    let listed = plain.member_list().await.unwrap();
+    let peer_urls: Vec<String> = listed
+        .members()
+        .iter()
+        .flat_map(|m| m.peer_urls().to_vec())
+        .collect();
+    assert_eq!(peer_urls.len(), 3, "{peer_urls:?}");
+    for peer_url in &peer_urls {
+        assert!(
+            peer_url.starts_with("https://") && peer_url.ends_with(":2382"),
+            "{peer_urls:?}"
+        );
+    }
+    // A client with the cluster's CA reads the workload's keys over TLS on 2378.
+    let ca = Api::<Secret>::namespaced(env.client.clone(), NS)
+        .get("plain-ca")
+        .await
+        .unwrap();
+    let https_url = url
+        .replacen("http://", "https://", 1)
+        .replace(":2379", ":2378");
+    let tls = test_client_tls(&ca, &format!("plain-client.{NS}.svc"));
+    let mut over_tls = etcd_client::Client::connect(
+        [https_url],
+        Some(etcd_client::ConnectOptions::new().with_tls(tls)),
+    )
+    .await
+    .unwrap();
+    let keys = over_tls
+        .get(
+            "history-switch/",
+            Some(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(keys.count() > 0, "no key read over TLS");
+
+    let checked = clients.check().await;
+    assert!(checked >= 20, "only {checked} writes acknowledged");
+    let report = clients.stop().await;
+    let fewest_ready = watch.stop();
+    assert!(
+        fewest_ready >= 2,
+        "only {fewest_ready} member Pods were Ready at one point: quorum was at risk"
+    );
+    let events = env.events_for("plain").await.join("\n");
+    assert!(events.contains("PeerURLUpdated"), "{events}");
+    eprintln!(
+        "switched to TLS in {switched:?} (whole scenario {:?}); fewest Ready {fewest_ready}; \
+         clients: {report}",
+        started.elapsed()
     );
 }

@@ -245,7 +245,23 @@ pub fn status_from(
             .cluster_id
             .map(|id| format!("{id:x}"))
             .or_else(|| previous.cluster_id.clone()),
-        client_endpoint: Some(observed.cluster.client_service_url()),
+        client_endpoint: Some(client_endpoint(observed)),
+    }
+}
+
+/// The client Service's URL as clients can use it now: while a switch to TLS keeps serving
+/// plaintext clients on 2379 (some member Pod listens on `http://` for clients), `http://…:2379`
+/// (TLS is on 2378 meanwhile); otherwise as the spec says.
+fn client_endpoint(observed: &Observed) -> String {
+    let url = observed.cluster.client_service_url();
+    let plaintext_served = observed.pods.values().any(|pod| {
+        pod.listen
+            .is_some_and(|listen| listen.client != crate::plan::tls_switch::Listen::Https)
+    });
+    if observed.cluster.client_tls && plaintext_served {
+        url.replacen("https://", "http://", 1)
+    } else {
+        url
     }
 }
 

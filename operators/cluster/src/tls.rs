@@ -455,9 +455,9 @@ pub fn hosts_to_cover(names: &ClusterName, known_members: &[String], size: i32) 
     members.iter().map(|m| names.member_host(m)).collect()
 }
 
-/// Reads and checks the cluster's TLS Secrets, creating the operator-managed CA (only for a
-/// cluster with no member yet: members of a running cluster hold certificates of the CA there
-/// is, and a new one would cut them off from each other), the operators' client certificate and
+/// Reads and checks the cluster's TLS Secrets, creating the operator-managed CA (only while no
+/// member holds a certificate, [`new_ca_allowed`]: a new CA would cut such members off from
+/// each other), the operators' client certificate and
 /// the certificate of every member in `with_volume`. `known_members`: every member name with a
 /// Pod, a PVC or an etcd entry; `with_volume`: those with a Pod or PVC (a restore's seed gets its
 /// certificate this way: the restore operator creates its PVC, then its Pod, which waits for the
@@ -517,21 +517,33 @@ pub async fn prepare(
                     ));
                 }
             }
-            None if known_members.is_empty() => {
-                let issued = certs::new_ca(&names, now)?;
-                let secret = build::tls_secret(cluster, &name, &issued, None)?;
-                let created = secrets.create_or_get(secret).await?;
-                ca = ManagedCa::from_data(&data_of(&created));
+            None => {
+                // Certificates a lost CA issued: read only when the CA is missing (rare).
+                let mut issued_secrets = Vec::new();
+                for member in known_members {
+                    let member_secret = member_secret_name(member);
+                    if secrets.get(&member_secret).await?.is_some() {
+                        issued_secrets.push(member_secret);
+                    }
+                }
+                match new_ca_allowed(known_members, pods, &issued_secrets) {
+                    Ok(()) => {
+                        let issued = certs::new_ca(&names, now)?;
+                        let secret = build::tls_secret(cluster, &name, &issued, None)?;
+                        let created = secrets.create_or_get(secret).await?;
+                        ca = ManagedCa::from_data(&data_of(&created));
+                    }
+                    Err(why) => invalid.push(FieldError {
+                        field: "spec.tls".into(),
+                        message: format!(
+                            "Secret {} (the operator-managed CA) is missing while {why}: \
+                             restore it (a new CA would cut the members off from each other \
+                             and from the operator)",
+                            secrets.id(&name)
+                        ),
+                    }),
+                }
             }
-            None => invalid.push(FieldError {
-                field: "spec.tls".into(),
-                message: format!(
-                    "Secret {} (the operator-managed CA) is missing while members exist: their \
-                     certificates chain to it; restore it (a new CA would cut the members off \
-                     from each other and from the operator)",
-                    secrets.id(&name)
-                ),
-            }),
         }
     }
 
@@ -710,6 +722,46 @@ pub struct MemberSets<'a> {
     /// Member Pods by member name (a Pod without [`build::ANNOTATION_TLS_HASH`] is adopted
     /// before its certificates change; a CA rotation advances once every Pod is settled).
     pub pods: &'a BTreeMap<String, Pod>,
+}
+
+/// Whether the operator-managed CA may be created while its Secret is missing. Yes for a
+/// cluster without members, and for a running plaintext cluster being switched to TLS: every
+/// member Pod listens on plain `http://` on both sides (its etcd flags) and no member
+/// certificate Secret exists, so no member holds a certificate of another CA. Members without
+/// a Pod serve nothing meanwhile; their next Pod gets certificates of the new CA. Otherwise
+/// (a Pod serving TLS, flags that cannot be read, a member certificate a lost CA issued) a new
+/// CA would cut members off: `Err` says why, for the refusal.
+pub fn new_ca_allowed(
+    known_members: &[String],
+    pods: &BTreeMap<String, Pod>,
+    issued_secrets: &[String],
+) -> Result<(), String> {
+    if known_members.is_empty() {
+        return Ok(());
+    }
+    if !issued_secrets.is_empty() {
+        return Err(format!(
+            "member certificates it issued exist ({}): members may still use them",
+            issued_secrets.join(", ")
+        ));
+    }
+    let plain = crate::plan::tls_switch::Listeners {
+        peer: crate::plan::tls_switch::Listen::Http,
+        client: crate::plan::tls_switch::Listen::Http,
+    };
+    let not_plain: Vec<&str> = pods
+        .iter()
+        .filter(|(_, pod)| crate::observe::pod_listeners(pod) != Some(plain))
+        .map(|(member, _)| member.as_str())
+        .collect();
+    if not_plain.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "member Pods {} do not listen on plain http:// alone: their certificates chain to it",
+            not_plain.join(", ")
+        ))
+    }
 }
 
 /// What [`ensure_member_secret`] returns: the Secret's name, its data, and the change made to
@@ -1082,5 +1134,58 @@ mod tests {
                 "main-4.main.db.svc"
             ]
         );
+    }
+
+    /// The CA may be created for a running plaintext cluster (the switch to TLS starts with
+    /// it), never while a member may hold a certificate of a CA that was lost.
+    #[test]
+    fn a_new_ca_is_created_only_while_no_member_holds_a_certificate() {
+        use k8s_openapi::api::core::v1::{Container, PodSpec};
+        let pod = |peer: &str, client: &str| Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: build::CONTAINER_NAME.into(),
+                    args: Some(vec![
+                        format!("--listen-peer-urls={peer}"),
+                        format!("--listen-client-urls={client}"),
+                    ]),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            ..Pod::default()
+        };
+        let plain = || pod("http://0.0.0.0:2380", "http://0.0.0.0:2379");
+        let members: Vec<String> = (0..3).map(|i| format!("main-{i}")).collect();
+        let none: &[String] = &[];
+        // No member: the cluster starts with its CA.
+        assert_eq!(new_ca_allowed(&[], &BTreeMap::new(), none), Ok(()));
+        // Every member Pod listens plain and no certificate was ever issued: the switch to TLS.
+        let mut pods: BTreeMap<String, Pod> =
+            members.iter().map(|m| (m.clone(), plain())).collect();
+        assert_eq!(new_ca_allowed(&members, &pods, none), Ok(()));
+        // A member without a Pod serves nothing; its next Pod gets certificates of the new CA.
+        pods.remove("main-2");
+        assert_eq!(new_ca_allowed(&members, &pods, none), Ok(()));
+        // A member certificate Secret exists: a CA issued it and was lost.
+        let refused = new_ca_allowed(&members, &pods, &["main-1-tls".to_owned()]).unwrap_err();
+        assert!(refused.contains("main-1-tls"), "{refused}");
+        // A Pod that serves TLS on either side, or both schemes (a switch under way).
+        for (peer, client) in [
+            ("https://0.0.0.0:2380", "http://0.0.0.0:2379"),
+            ("http://0.0.0.0:2380", "https://0.0.0.0:2379"),
+            (
+                "http://0.0.0.0:2380,https://0.0.0.0:2382",
+                "http://0.0.0.0:2379",
+            ),
+        ] {
+            pods.insert("main-0".into(), pod(peer, client));
+            let refused = new_ca_allowed(&members, &pods, none).unwrap_err();
+            assert!(refused.contains("main-0"), "{refused}");
+        }
+        // Flags that cannot be read: not known to be plain.
+        pods.insert("main-0".into(), Pod::default());
+        let refused = new_ca_allowed(&members, &pods, none).unwrap_err();
+        assert!(refused.contains("main-0"), "{refused}");
     }
 }

@@ -429,6 +429,9 @@ pub fn next_action_for(observed: &Observed, desired: &Desired, policy: &Policy) 
     if let Err(error) = check_cluster_name(&observed.cluster) {
         return Action::Refuse(vec![error]);
     }
+    if let Err(error) = check_tls_not_removed(observed) {
+        return Action::Refuse(vec![error]);
+    }
     if let Some(current) = &observed.member_storage
         && let Err(error) = validation::check_storage_change(current, &observed.spec.storage)
     {
@@ -463,6 +466,46 @@ fn check_cluster_name(cluster: &ClusterName) -> Result<(), FieldError> {
         }),
         None => Ok(()),
     }
+}
+
+/// `spec.tls` (or one side of it) no longer asks for TLS that members use: refused, since
+/// building those members back to plain HTTP would cut them off (their peers dial their
+/// `https://` peer URLs; TLS clients lose them). The API server refuses removing `spec.tls`
+/// (etcd-api cluster.rs); this holds for an object written past that rule.
+fn check_tls_not_removed(observed: &Observed) -> Result<(), FieldError> {
+    let cluster = &observed.cluster;
+    let mut on_tls: Vec<&str> = Vec::new();
+    if !cluster.peer_tls
+        && let Membership::Known(members) = &observed.membership
+    {
+        on_tls.extend(
+            members
+                .iter()
+                .filter(|m| m.peer_url.starts_with("https://"))
+                .map(|m| m.name.as_str()),
+        );
+    }
+    for (name, pod) in &observed.pods {
+        let Some(listen) = pod.listen else { continue };
+        if (!cluster.peer_tls && listen.peer != tls_switch::Listen::Http)
+            || (!cluster.client_tls && listen.client != tls_switch::Listen::Http)
+        {
+            on_tls.push(name);
+        }
+    }
+    if on_tls.is_empty() {
+        return Ok(());
+    }
+    on_tls.sort_unstable();
+    on_tls.dedup();
+    Err(FieldError {
+        field: "spec.tls".into(),
+        message: format!(
+            "members {} use TLS that spec.tls no longer asks for: a cluster is never switched \
+             back to plain HTTP; set spec.tls again as it was",
+            on_tls.join(", ")
+        ),
+    })
 }
 
 /// No member answers: create only what cannot hurt.

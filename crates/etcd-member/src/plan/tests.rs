@@ -1407,6 +1407,38 @@ fn a_member_not_up_on_tls_is_reverted_before_the_planner_would_wait_or_replace_i
     }
 }
 
+/// `spec.tls` removed mid-switch or after it (the API server refuses that; an object written
+/// past it, e.g. with an older CRD): refused, nothing rolled back to plain HTTP, which would
+/// cut the member off from peers dialling its https:// URL.
+#[test]
+fn spec_tls_removed_while_members_use_tls_is_refused_not_rolled_back() {
+    let https_only = tls_switch::Listeners {
+        peer: tls_switch::Listen::Https,
+        client: tls_switch::Listen::Dual,
+    };
+    for (listen, urls) in [
+        ([DUAL_L; 3], [true, false, false]),
+        ([DUAL_L; 3], [false; 3]),
+        ([https_only; 3], [true; 3]),
+    ] {
+        let mut observed = switching(listen, urls);
+        observed.spec.tls = None;
+        observed.cluster = main();
+        match plan(&observed) {
+            Action::Refuse(errors) => {
+                assert_eq!(errors[0].field, "spec.tls", "{errors:?}");
+                assert!(errors[0].message.contains("main-0"), "{errors:?}");
+            }
+            other => panic!("{listen:?} {urls:?}: expected a refusal, got {other:?}"),
+        }
+    }
+    // A plaintext cluster without spec.tls is just that.
+    let mut plain = switching([PLAIN_L; 3], [false; 3]);
+    plain.spec.tls = None;
+    plain.cluster = main();
+    assert_eq!(plan(&plain), Action::Converged);
+}
+
 #[test]
 fn members_mid_switch_are_ours_their_pods_are_never_deleted() {
     // http:// and https://…:2382 peer URLs side by side: every Pod belongs to a member.

@@ -810,6 +810,42 @@ fn a_certificate_roll_is_reported_with_its_progress() {
     assert!(event.note.contains("certificate Secrets"), "{}", event.note);
 }
 
+/// While a switch to TLS still serves plaintext clients on 2379, the status names the URL that
+/// works there; once every member serves TLS alone, the `https://` one.
+#[test]
+fn the_client_endpoint_follows_what_port_2379_serves_during_a_switch_to_tls() {
+    use crate::plan::tls_switch::{Listen, Listeners};
+    let mut observed = cluster(3, V35)
+        .pods(&[0, 1, 2])
+        .ready(&[0, 1, 2])
+        .pvcs(&[0, 1, 2])
+        .members(three(V35));
+    observed.cluster = observed.cluster.clone().with_tls(true, true);
+    let endpoint = |observed: &Observed, client: Listen| {
+        let mut observed = observed.clone();
+        for pod in observed.pods.values_mut() {
+            pod.listen = Some(Listeners {
+                peer: Listen::Https,
+                client,
+            });
+        }
+        client_endpoint(&observed)
+    };
+    assert_eq!(
+        endpoint(&observed, Listen::Dual),
+        "http://main-client.db.svc:2379"
+    );
+    assert_eq!(
+        endpoint(&observed, Listen::Https),
+        "https://main-client.db.svc:2379"
+    );
+    // Pods whose flags do not say are taken as built from the spec.
+    assert_eq!(
+        client_endpoint(&observed),
+        "https://main-client.db.svc:2379"
+    );
+}
+
 fn validation_error(version: &str) -> etcd_api::validation::FieldError {
     etcd_api::validation::validate_version(version).unwrap_err()
 }
