@@ -131,6 +131,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }),
         unhealthy: UnhealthySince::default(),
         compactions: Default::default(),
+        etcd_clients: {
+            let dials = metrics.etcd_dials.clone();
+            etcd_admin::ClientPool::with_dial_hook(Arc::new(move || {
+                dials.inc();
+            }))
+        },
         metrics,
         claims,
         member_stores: Default::default(),
