@@ -55,7 +55,7 @@ impl Metrics {
         reconciles.expect_reasons(crate::controller::ReconcileError::REASONS);
         let etcd_dials = Counter::default();
         registry.register(
-            "etcd_operator_etcd_dials",
+            "etcd_dials",
             "Connections to etcd members the cluster operator's observations opened",
             etcd_dials.clone(),
         );
