@@ -71,7 +71,7 @@ impl EtcdAdmin {
                 message: "no endpoint given".into(),
             });
         }
-        let (answers, _) = statuses(endpoints, timeout, tls).await;
+        let (answers, _) = statuses(endpoints, timeout, tls, None).await;
         let candidates = quorum_candidates(&answers);
         let Some((endpoint, _)) = candidates.first().and_then(|i| answers.get(*i)) else {
             return Err(AdminError::NoQuorum {
@@ -192,7 +192,7 @@ impl EtcdAdmin {
             done => return done,
         };
         let (answers, mut clients) =
-            statuses(&self.endpoints, self.timeout, self.tls.as_ref()).await;
+            statuses(&self.endpoints, self.timeout, self.tls.as_ref(), None).await;
         for index in quorum_candidates(&answers) {
             let Some((endpoint, Ok(status))) = answers.get(index) else {
                 continue;
@@ -235,7 +235,8 @@ impl EtcdAdmin {
     /// [`crate::observe`]); [`AdminError::NoQuorum`] if none could. Takes up to about twice the
     /// timeout.
     pub async fn member_list(&mut self) -> Result<(u64, Vec<MemberInfo>), AdminError> {
-        let (view, why) = observe_detailed(&self.endpoints, self.timeout, self.tls.as_ref()).await;
+        let (view, why) =
+            observe_detailed(&self.endpoints, self.timeout, self.tls.as_ref(), None).await;
         view.membership.ok_or_else(|| AdminError::NoQuorum {
             op: format!("member list via {}", self.endpoints.join(",")),
             detail: why.unwrap_or_default(),

@@ -23,6 +23,7 @@ use etcd_client::{Client, ConnectOptions};
 use tokio::task::JoinSet;
 
 use crate::error::{AdminError, Subject};
+use crate::pool::ClientPool;
 use crate::tls::ClientTls;
 use crate::types::{ClusterView, MemberInfo, MemberStatus};
 
@@ -48,7 +49,34 @@ pub async fn observe_tls(
     timeout: Duration,
     tls: Option<&ClientTls>,
 ) -> ClusterView {
-    observe_detailed(endpoints, timeout, tls).await.0
+    observe_detailed(endpoints, timeout, tls, None).await.0
+}
+
+/// [`observe_tls`] through the clients `pool` keeps for `scope` (one per endpoint, reused
+/// between observations; see [`ClientPool`]). The pool keeps, of `scope`'s clients, only those
+/// for `endpoints` and this `tls`.
+pub async fn observe_pooled(
+    pool: &ClientPool,
+    scope: &str,
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> ClusterView {
+    pool.retain(scope, endpoints, timeout, tls);
+    let pooled = Pooled {
+        pool: pool.clone(),
+        scope: scope.to_owned(),
+    };
+    observe_detailed(endpoints, timeout, tls, Some(&pooled))
+        .await
+        .0
+}
+
+/// Where an observation's connections come from when they are kept between observations.
+#[derive(Clone)]
+pub(crate) struct Pooled {
+    pool: ClientPool,
+    scope: String,
 }
 
 /// One member's Status, through `endpoint` only, bounded by `timeout`.
@@ -79,8 +107,9 @@ pub(crate) async fn observe_detailed(
     endpoints: &[String],
     timeout: Duration,
     tls: Option<&ClientTls>,
+    pooled: Option<&Pooled>,
 ) -> (ClusterView, Option<String>) {
-    let (answers, clients) = statuses(endpoints, timeout, tls).await;
+    let (answers, clients) = statuses(endpoints, timeout, tls, pooled).await;
     // The member list from the first candidate that confirms quorum.
     let candidates = quorum_candidates(&answers);
     let mut checks = JoinSet::new();
@@ -90,6 +119,7 @@ pub(crate) async fn observe_detailed(
             continue;
         };
         let (mut client, endpoint, id) = (client.clone(), endpoint.clone(), s.id);
+        let pooled = pooled.cloned();
         checks.spawn(async move {
             let op = format!("confirmed member list from {endpoint}");
             let list = bounded(
@@ -98,6 +128,11 @@ pub(crate) async fn observe_detailed(
                 confirmed_list(&mut client, &endpoint, id, timeout),
             )
             .await;
+            if list.is_err()
+                && let Some(p) = &pooled
+            {
+                p.pool.evict(&p.scope, &endpoint);
+            }
             (endpoint, list)
         });
     }
@@ -131,24 +166,39 @@ pub(crate) async fn observe_detailed(
     (assemble(answers, membership), why)
 }
 
-/// Every endpoint's Status, asked concurrently, keeping each connection that answered.
+/// Every endpoint's Status, asked concurrently, keeping each connection that answered. With
+/// `pooled`, the connections come from (and stay in) the pool; one that fails is dropped from it.
 pub(crate) async fn statuses(
     endpoints: &[String],
     timeout: Duration,
     tls: Option<&ClientTls>,
+    pooled: Option<&Pooled>,
 ) -> Answers {
     let mut asked = JoinSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
         let endpoint = endpoint.clone();
         let tls = tls.cloned();
+        let pooled = pooled.cloned();
         asked.spawn(async move {
             let op = format!("status of {endpoint}");
             let answer = bounded(&op, timeout, async {
-                let mut client = connect(&endpoint, timeout, false, tls.as_ref()).await?;
+                let mut client = match &pooled {
+                    Some(p) => {
+                        p.pool
+                            .client(&p.scope, &endpoint, timeout, tls.as_ref())
+                            .await?
+                    }
+                    None => connect(&endpoint, timeout, false, tls.as_ref()).await?,
+                };
                 let s = status(&mut client, &endpoint, timeout).await?;
                 Ok((client, s))
             })
             .await;
+            if answer.is_err()
+                && let Some(p) = &pooled
+            {
+                p.pool.evict(&p.scope, &endpoint);
+            }
             (index, answer)
         });
     }

@@ -9,7 +9,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// How to reach an `https://` client URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ClientTls {
     /// PEM CA certificate(s) the member's serving certificate must chain to.
     pub ca_pem: String,
@@ -18,7 +18,7 @@ pub struct ClientTls {
 }
 
 /// A client certificate and its key, PEM.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ClientIdentity {
     /// PEM certificate (chain).
     pub cert_pem: String,

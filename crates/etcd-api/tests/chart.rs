@@ -391,6 +391,20 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
             "create",
             "ensure_cluster_objects (an apply that creates)",
         ),
+        ("", "services", "list", "controller (Services watched)"),
+        ("", "services", "watch", "controller (Services watched)"),
+        (
+            "policy",
+            "poddisruptionbudgets",
+            "list",
+            "controller (budgets watched)",
+        ),
+        (
+            "policy",
+            "poddisruptionbudgets",
+            "watch",
+            "controller (budgets watched)",
+        ),
         ("events.k8s.io", "events", "create", "the event recorder"),
         (
             "",

@@ -639,13 +639,16 @@ pub async fn operator_client_tls(
         })
 }
 
-/// Asks etcd: the member list from a member in quorum and every member's status.
+/// Asks etcd: the member list from a member in quorum and every member's status, through the
+/// clients `pool` keeps for `scope` (the cluster's UID: a cluster recreated under the same name
+/// never reuses the old one's connections).
 pub async fn observe_etcd(
+    (pool, scope): (&etcd_admin::ClientPool, &str),
     endpoints: &[String],
     timeout: Duration,
     tls: Option<&etcd_admin::ClientTls>,
 ) -> ClusterView {
-    etcd_admin::observe_tls(endpoints, timeout, tls).await
+    etcd_admin::observe_pooled(pool, scope, endpoints, timeout, tls).await
 }
 
 /// Every member name of the cluster that has a Pod, a PVC or a place in the last status.

@@ -472,6 +472,38 @@ async fn killed_member_deleted_member_and_restarted_operator_are_repaired() {
     let env = Env::start().await;
     env.apply(&cluster_yaml("repair", 3, V36)).unwrap();
     env.wait_available("repair", 3, V36, STEP).await;
+
+    // The client Service and the budget deleted by hand come back at the pass their deletion
+    // triggers (they are watched), not at the 10-minute re-apply.
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(env.client.clone(), NS);
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(env.client.clone(), NS);
+    let service_uid = services.get("repair-client").await.unwrap().uid();
+    let budget_uid = budgets.get("repair").await.unwrap().uid();
+    env.kubectl(&["delete", "service", "repair-client", "-n", NS]);
+    env.kubectl(&["delete", "poddisruptionbudget", "repair", "-n", NS]);
+    let deleted = tokio::time::Instant::now();
+    loop {
+        let service = services.get_opt("repair-client").await.unwrap();
+        let budget = budgets.get_opt("repair").await.unwrap();
+        if service.is_some_and(|s| s.uid() != service_uid)
+            && budget.is_some_and(|b| b.uid() != budget_uid)
+        {
+            break;
+        }
+        assert!(
+            deleted.elapsed() < Duration::from_secs(20),
+            "the client Service and the budget deleted by hand were not applied again within \
+             20 s\n{}",
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "client Service and budget deleted by hand: back after {:.1} s",
+        deleted.elapsed().as_secs_f64()
+    );
     let clients = Workload::start(env.client_url("repair").await);
     let uid = env
         .clusters()

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use etcd_api::condition::conditions_equal_ignoring_time;
 use etcd_api::{EtcdCluster, EtcdClusterStatus};
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action as Requeue, Controller};
@@ -69,6 +70,8 @@ pub struct Context {
     pub member_stores: OnceLock<MemberStores>,
     /// The cluster objects (Services, budget, NetworkPolicy) last written per cluster.
     pub cluster_objects: AppliedObjects,
+    /// One etcd client per member, kept between reconciles (scoped by the cluster's UID).
+    pub etcd_clients: etcd_admin::ClientPool,
 }
 
 /// Every member Pod and PVC (the cluster label), kept by the watches that trigger reconciles.
@@ -83,8 +86,9 @@ pub struct MemberStores {
 }
 
 /// How long a cluster's Services, budget and NetworkPolicy are trusted to be as last applied:
-/// past this they are applied again even when nothing changed (an object deleted or edited by
-/// hand comes back within it; they are not watched).
+/// past this they are applied again even when nothing changed. The Services and the budget are
+/// watched (a hand-deleted one comes back at the pass its deletion triggers); the NetworkPolicy
+/// is not, and comes back within this.
 pub const REAPPLY_AFTER: Duration = Duration::from_secs(600);
 
 /// Per cluster (uid): the digest of the cluster objects last applied and when. An idle pass
@@ -212,10 +216,34 @@ pub async fn run(
         pvcs: pvc_store,
     };
     let _ = ctx.member_stores.set(stores.clone());
+    // The cluster's Services and budget, watched by the same label with no store: a change made
+    // by anyone but us (a Service deleted or edited by hand) forgets what was last applied, so
+    // the pass it triggers writes them again. Our own applies change nothing when the objects
+    // are as wanted (a server-side apply that changes nothing is not written, so no event).
+    // Idle, a watch costs no request.
+    let (services, budgets) = match &namespace {
+        Some(ns) => (
+            Api::<Service>::namespaced(ctx.client.clone(), ns),
+            Api::<PodDisruptionBudget>::namespaced(ctx.client.clone(), ns),
+        ),
+        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+    };
+    let ours = watcher::Config::default().labels(build::LABEL_CLUSTER);
+    let service_events = watcher(services, ours.clone())
+        .default_backoff()
+        .touched_objects();
+    let budget_events = watcher(budgets, ours).default_backoff().touched_objects();
+    let (forget_services, forget_budgets) = (ctx.clone(), ctx.clone());
     let controller = Controller::new(clusters, watcher::Config::default())
         .with_config(controller::Config::default().concurrency(max_concurrent))
         .watches_stream(pod_events, |pod| cluster_of(&pod))
         .watches_stream(pvc_events, |pvc| cluster_of(&pvc))
+        .watches_stream(service_events, move |service| {
+            cluster_object_changed(&forget_services, &service)
+        })
+        .watches_stream(budget_events, move |budget| {
+            cluster_object_changed(&forget_budgets, &budget)
+        })
         // Reconciles in flight finish, then the stream ends (SIGTERM or a lost Lease, through
         // `run_elected`).
         .graceful_shutdown_on(stop.cancelled_owned());
@@ -248,6 +276,20 @@ pub async fn run(
     sweep.abort();
 }
 
+/// A cluster's Service or budget changed (or is gone): what was last applied for its owner no
+/// longer stands, so the next pass applies again. Returns the cluster to reconcile.
+fn cluster_object_changed<K: Resource>(
+    ctx: &Context,
+    object: &K,
+) -> Option<ObjectRef<EtcdCluster>> {
+    for owner in object.meta().owner_references.iter().flatten() {
+        if owner.kind == "EtcdCluster" {
+            ctx.cluster_objects.forget(&owner.uid);
+        }
+    }
+    cluster_of(object)
+}
+
 /// The EtcdCluster a member Pod or PVC belongs to, from its cluster label.
 fn cluster_of<K: Resource>(object: &K) -> Option<ObjectRef<EtcdCluster>> {
     let name = object.meta().labels.as_ref()?.get(build::LABEL_CLUSTER)?;
@@ -266,6 +308,7 @@ async fn reconcile(
     );
     async move {
         if cluster.meta().deletion_timestamp.is_some() {
+            ctx.etcd_clients.forget(&cluster.uid().unwrap_or_default());
             ctx.metrics.clusters.forget(&ClusterLabels {
                 namespace: cluster.namespace().unwrap_or_default(),
                 name: cluster.name_any(),
@@ -411,12 +454,14 @@ async fn reconcile_pass(
     }
     let etcd_tls = tls.etcd.as_ref();
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
-    let mut view = observe::observe_etcd(&endpoints, ctx.etcd_timeout, etcd_tls).await;
+    let uid = cluster.uid().unwrap_or_default();
+    let pool = (&ctx.etcd_clients, uid.as_str());
+    let mut view = observe::observe_etcd(pool, &endpoints, ctx.etcd_timeout, etcd_tls).await;
     let unasked = observe::unasked_client_urls(&endpoints, &view);
     if !unasked.is_empty() {
         // Members added by hand: ask them too, so they are judged by their own answer.
         let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
-        view = observe::observe_etcd(&all, ctx.etcd_timeout, etcd_tls).await;
+        view = observe::observe_etcd(pool, &all, ctx.etcd_timeout, etcd_tls).await;
     }
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
     observed.wall_clock = Some(jiff::Timestamp::now().as_second());
@@ -511,7 +556,7 @@ async fn reconcile_pass(
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
             housekeeping.get_or_insert(error);
         }
-        match executor.ensure_scheduled_backup().await {
+        match ensure_scheduled_backup(ctx, &executor).await {
             Ok(step) => {
                 if let Some((reason, note)) = status::backup_schedule_event(cluster, &step) {
                     info!(reason, note, "backup schedule");
@@ -687,6 +732,35 @@ async fn ensure_cluster_objects(
         _ => ctx.cluster_objects.forget(&uid),
     }
     written
+}
+
+/// The cluster's `spec.backup` schedule, as [`Executor::ensure_scheduled_backup`]; but a
+/// cluster without `spec.backup` whose last look (less than [`REAPPLY_AFTER`] ago, in this
+/// process) found nothing of a schedule is not asked again: an idle pass read the CronJob each
+/// time (issue 24, the one request per idle pass left). Only this operator makes the schedule,
+/// and only from `spec.backup`, whose change is a new spec and asks again.
+async fn ensure_scheduled_backup(
+    ctx: &Context,
+    executor: &Executor<'_>,
+) -> Result<crate::scheduled_backup::Step, ExecError> {
+    use crate::scheduled_backup::{self, Step};
+    let key = format!("{}/backup", executor.cluster.uid().unwrap_or_default());
+    let unwanted = matches!(
+        scheduled_backup::desired(executor.cluster, ctx.backup_image.as_deref()),
+        Ok(None)
+    );
+    // The digest of "no schedule wanted, none found".
+    const NONE: u64 = 0;
+    if unwanted && ctx.cluster_objects.is_current(&key, NONE) {
+        return Ok(Step::Absent);
+    }
+    let started = Instant::now();
+    let step = executor.ensure_scheduled_backup().await;
+    match &step {
+        Ok(Step::Absent) if unwanted => ctx.cluster_objects.record(&key, NONE, started),
+        _ => ctx.cluster_objects.forget(&key),
+    }
+    step
 }
 
 /// Some member Pod serves clients on both schemes (a switch to TLS runs).

@@ -103,6 +103,12 @@ async fn run(args: Args) -> ExitCode {
             }),
         unhealthy: UnhealthySince::default(),
         compactions: Default::default(),
+        etcd_clients: {
+            let dials = metrics.etcd_dials.clone();
+            etcd_admin::ClientPool::with_dial_hook(Arc::new(move || {
+                dials.inc();
+            }))
+        },
         metrics,
         claims,
         member_stores: Default::default(),

@@ -18,6 +18,8 @@
 //! - `etcd_operator_cluster_alarms{alarm}` — members reporting the alarm (`NOSPACE`, `CORRUPT`
 //!   always present, 0 when clear)
 //! - `etcd_operator_cluster_version_info{version}` — 1 for the version the members run
+//! - `etcd_operator_etcd_dials_total` — connections to etcd members the observations opened
+//!   (one per member while the member stays; each reconcile used to open its own)
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,6 +44,8 @@ pub struct Metrics {
     pub reconciles: ReconcileMetrics,
     /// Per-EtcdCluster series.
     pub clusters: ClusterMetrics,
+    /// Connections to etcd members opened by the observations (`etcd_operator_etcd_dials_total`).
+    pub etcd_dials: Counter,
 }
 
 impl Metrics {
@@ -49,9 +53,16 @@ impl Metrics {
     pub fn register(registry: &mut Registry) -> Metrics {
         let reconciles = ReconcileMetrics::register(registry, "cluster");
         reconciles.expect_reasons(crate::controller::ReconcileError::REASONS);
+        let etcd_dials = Counter::default();
+        registry.register(
+            "etcd_dials",
+            "Connections to etcd members the cluster operator's observations opened",
+            etcd_dials.clone(),
+        );
         Metrics {
             reconciles,
             clusters: ClusterMetrics::register(registry),
+            etcd_dials,
         }
     }
 }
