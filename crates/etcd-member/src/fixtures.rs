@@ -163,6 +163,7 @@ impl Build for Observed {
                     v2_snapshot_saved: false,
                     listen: None,
                     tls_switch_reverted: false,
+                    serving_gate: None,
                 },
             );
         }
@@ -180,6 +181,7 @@ impl Build for Observed {
                 v2_snapshot_saved: false,
                 listen: None,
                 tls_switch_reverted: false,
+                serving_gate: None,
             },
         );
         self
