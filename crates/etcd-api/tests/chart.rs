@@ -420,6 +420,18 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         ),
         (
             "",
+            "pods/status",
+            "patch",
+            "set_serving (the member Pods' serving readiness gate)",
+        ),
+        (
+            "discovery.k8s.io",
+            "endpointslices",
+            "list",
+            "wait_out_of_client_service (draining a member to defragment)",
+        ),
+        (
+            "",
             "secrets",
             "get",
             "tls::prepare (TLS Secrets read and checked)",

@@ -21,9 +21,10 @@ use etcd_api::{EtcdCluster, EtcdClusterSpec, ReclaimPolicy};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    Probe, SeccompProfile, Secret, SecretVolumeSource, SecurityContext, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
+    PodSecurityContext, PodSpec, Probe, SeccompProfile, Secret, SecretVolumeSource,
+    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -99,7 +100,16 @@ pub const ANNOTATION_V2_WAL_CLEAN: &str = "etcd.operator.rs/v2-wal-clean";
 /// 2: members run non-root with the `restricted` Pod Security defaults
 /// ([`pod_security_context`], [`container_security_context`]); members built at revision 1 ran
 /// as root with default capabilities and are rolled onto it.
-pub const POD_TEMPLATE_REVISION: u32 = 2;
+///
+/// 3: members carry the readiness gate [`SERVING_CONDITION`], which the operator closes while it
+/// defragments the member (its client traffic drained); members built at revision 2 are rolled
+/// onto it.
+pub const POD_TEMPLATE_REVISION: u32 = 3;
+/// The Pod condition of member Pods' readiness gate (`spec.readinessGates`): the operator sets
+/// it `False` while it defragments the member, so the Pod is not Ready and the client Service
+/// stops routing to it, and `True` otherwise (a new Pod is opened by the next reconcile; until
+/// then it is not Ready, as it is until its readiness probe passes).
+pub const SERVING_CONDITION: &str = "etcd.operator.rs/serving";
 /// The user and group members run as (and the `fsGroup` of their volumes) unless
 /// `spec.pod.securityContext` says otherwise: distroless' `nonroot`, the user etcd's own images
 /// are built for; any non-zero uid works, etcd needs no file of its image but its binary.
@@ -426,6 +436,10 @@ pub fn member_pod_listening(
         tolerations: (!policy.tolerations.is_empty()).then_some(policy.tolerations),
         priority_class_name: policy.priority_class_name,
         security_context: Some(pod_security_context(policy.security_context.as_ref())),
+        // Ready needs the probe and this gate: the operator drains a member it defragments.
+        readiness_gates: Some(vec![PodReadinessGate {
+            condition_type: SERVING_CONDITION.to_owned(),
+        }]),
         ..PodSpec::default()
     };
     Ok(Pod {
@@ -675,6 +689,28 @@ pub fn tls_secret(
         data: Some(data),
         ..Secret::default()
     })
+}
+
+/// The strategic merge patch of a member Pod's status that sets its serving condition
+/// ([`SERVING_CONDITION`]): Pod conditions merge by type, so the kubelet's own stay. `now` is
+/// the transition time, serialized as Kubernetes writes times.
+pub fn serving_patch(serving: bool, now: &serde_json::Value) -> serde_json::Value {
+    let (status, reason, message) = if serving {
+        ("True", "Serving", "the member serves clients")
+    } else {
+        (
+            "False",
+            "Defragmenting",
+            "drained from the client Service while the operator defragments its database",
+        )
+    };
+    serde_json::json!({"status": {"conditions": [{
+        "type": SERVING_CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }]}})
 }
 
 /// A short, stable digest of everything in `spec` that shapes a member Pod, but the version
@@ -1001,7 +1037,7 @@ pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
     let owner = owner(cluster)?;
     Ok(Service {
         metadata: owner.meta(
-            format!("{}-client", owner.name.name),
+            owner.name.client_service_name(),
             cluster_labels(cluster),
             true,
         ),

@@ -151,6 +151,7 @@ impl Build for Observed {
                     v2_snapshot_saved: false,
                     listen: None,
                     tls_switch_reverted: false,
+                    serving_gate: None,
                 },
             );
         }
@@ -168,6 +169,7 @@ impl Build for Observed {
                 v2_snapshot_saved: false,
                 listen: None,
                 tls_switch_reverted: false,
+                serving_gate: None,
             },
         );
         self

@@ -136,12 +136,17 @@ impl ClusterName {
         self.ordinal_of(member).map(|_| member.to_owned())
     }
 
+    /// Name of the cluster's client Service.
+    pub fn client_service_name(&self) -> String {
+        format!("{}-client", self.name)
+    }
+
     /// Client URL of the cluster's client Service.
     pub fn client_service_url(&self) -> String {
         format!(
-            "{}://{}-client.{}.svc:{CLIENT_PORT}",
+            "{}://{}.{}.svc:{CLIENT_PORT}",
             scheme(self.client_tls),
-            self.name,
+            self.client_service_name(),
             self.namespace
         )
     }

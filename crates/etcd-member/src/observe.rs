@@ -387,6 +387,7 @@ pub fn to_observed(
                         .annotations()
                         .get(tls_switch::ANNOTATION_TLS_SWITCH_REVERTED)
                         .is_some_and(|v| v == "true"),
+                    serving_gate: serving_gate(pod),
                 };
                 (member.clone(), state)
             })
@@ -464,7 +465,32 @@ pub fn predates(pvc: &PersistentVolumeClaim, cluster: &EtcdCluster) -> bool {
     }
 }
 
-/// Whether the kubelet reports the Pod Ready (its readiness probe passes).
+/// The Pod's readiness gate [`build::SERVING_CONDITION`]: `None` without one, else whether
+/// its condition is `True` (absent: not yet opened).
+pub fn serving_gate(pod: &Pod) -> Option<bool> {
+    let gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|gates| {
+            gates
+                .iter()
+                .any(|g| g.condition_type == build::SERVING_CONDITION)
+        });
+    gated.then(|| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == build::SERVING_CONDITION && c.status == "True")
+            })
+    })
+}
+
+/// Whether the kubelet reports the Pod Ready (its readiness probe passes, and its readiness
+/// gates are open).
 pub fn pod_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()

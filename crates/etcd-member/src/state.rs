@@ -171,6 +171,10 @@ pub struct PodState {
     /// Its peer URL was moved back to `http://` during a switch to TLS
     /// ([`crate::plan::tls_switch::ANNOTATION_TLS_SWITCH_REVERTED`]).
     pub tls_switch_reverted: bool,
+    /// Its readiness gate [`crate::build::SERVING_CONDITION`]: `None` when the Pod has none
+    /// (built before revision 3 of the template, or a restore's seed), else whether its
+    /// condition is `True`. Closed, the Pod is not Ready whatever its probe says.
+    pub serving_gate: Option<bool>,
 }
 
 /// A member PVC.

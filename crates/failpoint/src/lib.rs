@@ -69,6 +69,7 @@ pub const ALL: &[&str] = &[
     "cluster.pod_annotate",
     "cluster.pod_mark_tls_reverted",
     "cluster.pvc_resize",
+    "cluster.pod_serving",
     "cluster.member_defragment",
     "cluster.compact",
     "cluster.nospace_disarm",

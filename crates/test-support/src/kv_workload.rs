@@ -283,6 +283,9 @@ impl Worker {
                     .await
                 {
                     Ok(Ok(_)) => Outcome::Ok(Response::Put),
+                    Ok(Err(e)) if refused_for_no_space(&e.to_string()) => {
+                        Outcome::Failed(e.to_string())
+                    }
                     // Sent or maybe sent: etcd may have applied it.
                     Ok(Err(e)) => unknown(e.to_string()),
                     Err(_) => unknown("timeout".into()),
@@ -301,12 +304,23 @@ impl Worker {
                 )]);
                 match tokio::time::timeout(timeout, client.txn(txn)).await {
                     Ok(Ok(response)) => Outcome::Ok(Response::Cas(response.succeeded())),
+                    Ok(Err(e)) if refused_for_no_space(&e.to_string()) => {
+                        Outcome::Failed(e.to_string())
+                    }
                     Ok(Err(e)) => unknown(e.to_string()),
                     Err(_) => unknown("timeout".into()),
                 }
             }
         }
     }
+}
+
+/// etcd's NOSPACE refusal (`ErrGRPCNoSpace`). A write refused so was definitely not applied:
+/// etcd checks the quota before proposing, and once the alarm is raised (itself a raft entry)
+/// every member's applier refuses writes applied after it alike. Recorded as failed, not as
+/// unknown: the history stays small for the checker however long the cluster is full.
+pub fn refused_for_no_space(error: &str) -> bool {
+    error.contains("etcdserver: mvcc: database space exceeded")
 }
 
 /// What [`KvWorkload::finish`] found.

@@ -288,11 +288,26 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         before.iter().all(|h| !h.is_empty() && *h == before[0]),
         "{before:?}"
     );
+    // Each member Pod has the serving readiness gate, opened by the operator (else no Pod
+    // would be Ready: the cluster is Available above).
+    for pod in member_pods().await {
+        let gates = pod.spec.as_ref().unwrap().readiness_gates.clone();
+        assert_eq!(
+            gates.unwrap_or_default()[0].condition_type,
+            SERVING,
+            "{}",
+            pod.name_any()
+        );
+        assert_eq!(serving(&pod), Some("True"), "{}", pod.name_any());
+    }
 
     // New flags, labels and larger volumes at once: the volumes grow first, then the members
     // roll onto the flags and the quota derived from the new size.
+    // The 16 MiB quota and compactOnNoSpace serve the NOSPACE part at the end (the same roll
+    // applies the quota: no second roll).
     let changed = cfg().replace("size: 1Gi", "size: 2Gi")
-        + "  etcdOptions: {snapshotCount: 5000}\n  pod: {labels: {team: storage}}\n";
+        + "  etcdOptions: {snapshotCount: 5000, quotaBackendBytes: 16777216}\n  \
+           pod: {labels: {team: storage}}\n  maintenance: {compactOnNoSpace: true}\n";
     env.apply(&changed).unwrap();
     // Watch the roll: at every moment at most one member is out of the client Service (its Pod
     // missing, stopping or not Ready), until all three run the new configuration.
@@ -464,7 +479,202 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    clients.stop().await;
+
+    // NOSPACE end to end, the clients still running: fill the 16 MiB quota with history (one
+    // key overwritten with 512 KiB values) until etcd refuses writes; the operator compacts
+    // (compactOnNoSpace), defragments each member drained from the client Service, disarms.
+    let nospace_started = std::time::Instant::now();
+    let drains = DrainWatch::start(env.client.clone(), "cfg");
+    let url = env.client_url("cfg").await;
+    let refusal = fill_until_no_space(&env, &url).await;
+    assert!(refusal.contains("database space exceeded"), "{refusal}");
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let events = env.events_for("cfg").await;
+        if events.iter().any(|e| e.starts_with("NoSpaceDisarmed:")) {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            fail(&env, "the operator did not disarm the NOSPACE alarm");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Writes succeed again (the alarm is cluster-wide: any member may take this one).
+    let mut client = etcd_client::Client::connect([url.as_str()], None)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while let Err(e) = client.put("after-nospace", "ok", None).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "writes still refused after the disarm: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let status = client.status().await.unwrap();
+    assert!(
+        status.db_size() < 8 << 20,
+        "the database file did not shrink: {} bytes",
+        status.db_size()
+    );
+    let seen = drains.stop().await;
+    eprintln!(
+        "NOSPACE filled, cleared and writable again in {:?}",
+        nospace_started.elapsed()
+    );
+    let events = env.events_for("cfg").await;
+    let all = events.join("\n");
+    assert!(events.iter().any(|e| e.starts_with("Compacting:")), "{all}");
+    // Each member defragmented under NOSPACE, drained from the client Service meanwhile.
+    let members: std::collections::BTreeSet<String> =
+        member_pods().await.iter().map(|p| p.name_any()).collect();
+    for member in &members {
+        assert!(
+            events.iter().any(|e| e.starts_with("Defragmenting:")
+                && e.contains(&format!("member {member} "))
+                && e.contains("NOSPACE")
+                && e.contains("drained from the client Service")),
+            "no drained defragmentation of {member}:\n{all}"
+        );
+    }
+    // Each member was seen not Ready with its gate closed, and out of the client Service's
+    // endpoints, while it defragmented; never two members at once.
+    assert_eq!(seen.drained, members, "{seen:?}");
+    assert_eq!(seen.out_of_service, members, "{seen:?}");
+    assert!(seen.two_unready.is_none(), "{seen:?}");
+    let report = clients.stop().await;
+    // Writes refused with NOSPACE were recorded as not applied (and checked as such).
+    let refused = report
+        .history
+        .ops
+        .iter()
+        .filter(|o| {
+            matches!(&o.outcome, test_support::history::Outcome::Failed(why)
+                if test_support::kv_workload::refused_for_no_space(why))
+        })
+        .count();
+    assert!(refused > 0, "the clients saw no NOSPACE refusal");
+}
+
+/// The member Pods' readiness gate (etcd-member's `build::SERVING_CONDITION`).
+const SERVING: &str = "etcd.operator.rs/serving";
+
+/// The status of a Pod's serving condition.
+fn serving(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == SERVING)
+        .map(|c| c.status.as_str())
+}
+
+/// Overwrites one key with 512 KiB values through `url` until etcd refuses with NOSPACE;
+/// returns the refusal.
+async fn fill_until_no_space(env: &Env, url: &str) -> String {
+    let value = vec![b'x'; 512 * 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut client: Option<etcd_client::Client> = None;
+    loop {
+        if tokio::time::Instant::now() > deadline {
+            fail(env, "no NOSPACE after 120 s of writes");
+        }
+        if client.is_none() {
+            client = etcd_client::Client::connect([url], None).await.ok();
+        }
+        if let Some(c) = client.as_mut() {
+            match c.put("fill", value.clone(), None).await {
+                Ok(_) => continue,
+                Err(e) if e.to_string().contains("database space exceeded") => {
+                    return e.to_string();
+                }
+                Err(_) => client = None,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// What [`DrainWatch`] saw of the member Pods and the client Service's endpoints.
+#[derive(Debug, Default)]
+struct Drains {
+    /// Pods seen with their serving gate closed and not Ready.
+    drained: std::collections::BTreeSet<String>,
+    /// Pods seen with their gate closed while the client Service's EndpointSlices did not
+    /// route to them (their endpoint not ready, or gone).
+    out_of_service: std::collections::BTreeSet<String>,
+    /// A moment two member Pods were not Ready at once.
+    two_unready: Option<String>,
+}
+
+/// Samples the member Pods and the client Service's EndpointSlices every 100 ms (a drain
+/// lasts a second or more: the operator waits for the endpoint to go before defragmenting).
+struct DrainWatch {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Drains>,
+}
+
+impl DrainWatch {
+    fn start(client: kube::Client, cluster: &str) -> DrainWatch {
+        use k8s_openapi::api::discovery::v1::EndpointSlice;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+        let slices: Api<EndpointSlice> = Api::namespaced(client, NS);
+        let pod_params =
+            ListParams::default().labels(&format!("etcd.operator.rs/cluster={cluster}"));
+        let slice_params =
+            ListParams::default().labels(&format!("kubernetes.io/service-name={cluster}-client"));
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut seen = Drains::default();
+            while !*stopped.borrow() {
+                if let (Ok(pods), Ok(slices)) = (
+                    pods.list(&pod_params).await,
+                    slices.list(&slice_params).await,
+                ) {
+                    let live: Vec<&Pod> = pods
+                        .items
+                        .iter()
+                        .filter(|p| p.metadata.deletion_timestamp.is_none())
+                        .collect();
+                    let unready: Vec<String> = live
+                        .iter()
+                        .filter(|p| !pod_is_ready(p))
+                        .map(|p| p.name_any())
+                        .collect();
+                    if unready.len() >= 2 && seen.two_unready.is_none() {
+                        seen.two_unready = Some(format!("{unready:?}"));
+                    }
+                    for pod in live.iter().filter(|p| serving(p) == Some("False")) {
+                        let name = pod.name_any();
+                        if !pod_is_ready(pod) {
+                            seen.drained.insert(name.clone());
+                        }
+                        let routed = slices.items.iter().flat_map(|s| &s.endpoints).any(|e| {
+                            e.target_ref
+                                .as_ref()
+                                .is_some_and(|t| t.name.as_deref() == Some(name.as_str()))
+                                && e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+                        });
+                        if !routed {
+                            seen.out_of_service.insert(name);
+                        }
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    _ = stopped.changed() => {}
+                }
+            }
+            seen
+        });
+        DrainWatch { stop, task }
+    }
+
+    async fn stop(self) -> Drains {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap()
+    }
 }
 
 #[tokio::test]

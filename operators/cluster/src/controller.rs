@@ -787,7 +787,8 @@ fn member_pod_of(cluster: &EtcdCluster, action: &Action) -> Option<ObjectReferen
         | Action::SnapshotBeforeUpgrade { member, .. }
         | Action::MarkV2WalClean { member }
         | Action::AdoptPod { member, .. }
-        | Action::DefragmentMember { member, .. } => member,
+        | Action::DefragmentMember { member, .. }
+        | Action::OpenServingGate { member } => member,
         // The member's Pod, which mounts the PVC of its name: one event series per member.
         Action::ExpandVolume { pvc, .. } => pvc,
         Action::DeletePvc { .. }
@@ -848,6 +849,7 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::AdoptPod { .. }
         | Action::ExpandVolume { .. }
         | Action::DefragmentMember { .. }
+        | Action::OpenServingGate { .. }
         | Action::CompactKeyspace { .. }
         | Action::DisarmNoSpace { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),

@@ -13,10 +13,11 @@ use etcd_admin::{AdminError, EtcdAdmin};
 use etcd_api::EtcdCluster;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use operator_runtime::{apply_object, create_if_absent, delete_if_present};
 
@@ -160,6 +161,26 @@ impl ExecError {
 /// (etcd-facts.md: about a second per few hundred MiB on a local disk), far longer than a
 /// membership call.
 const DEFRAG_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a defragmentation waits for the client Service to stop routing to the member it
+/// drained: the kubelet's status update and the EndpointSlice controller take about a second.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether an endpoint of these EndpointSlices routes to `pod`: it targets the Pod and is
+/// ready (an unset `ready` counts as ready, as the API documents).
+fn routes_to(slices: &[EndpointSlice], pod: &str) -> bool {
+    slices.iter().flat_map(|s| &s.endpoints).any(|endpoint| {
+        endpoint
+            .target_ref
+            .as_ref()
+            .is_some_and(|target| target.name.as_deref() == Some(pod))
+            && endpoint
+                .conditions
+                .as_ref()
+                .and_then(|c| c.ready)
+                .unwrap_or(true)
+    })
+}
 
 /// Whether creating a member may create its data volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -654,14 +675,34 @@ impl Executor<'_> {
                 .map_err(ExecError::kube("patch", "Pod", member.as_str()))
             }
             Action::DefragmentMember {
-                member, client_url, ..
+                member,
+                client_url,
+                drain,
+                ..
             } => {
+                // Clients first: the Pod leaves the client Service (gate closed, not Ready),
+                // so requests go to the other members instead of stalling on this one.
+                if *drain {
+                    self.set_serving(member, false).await?;
+                    self.wait_out_of_client_service(member).await;
+                }
                 // The call returns when the member is done; it copies the whole database.
                 let timeout = self.etcd_timeout.max(DEFRAG_TIMEOUT);
-                etcd_admin::defragment(client_url, timeout, self.tls.etcd.as_ref())
-                    .await
-                    .map_err(|source| self.etcd_error("defragment", member, source))
+                let defragmented =
+                    etcd_admin::defragment(client_url, timeout, self.tls.etcd.as_ref())
+                        .await
+                        .map_err(|source| self.etcd_error("defragment", member, source));
+                // Reopened whatever the outcome. Should this write fail (or the process stop
+                // before it), the next pass opens the gate before anything else (the planner's
+                // OpenServingGate).
+                let reopened = if *drain {
+                    self.set_serving(member, true).await
+                } else {
+                    Ok(())
+                };
+                defragmented.and(reopened)
             }
+            Action::OpenServingGate { member } => self.set_serving(member, true).await,
             Action::CompactKeyspace { .. } => {
                 let admin = self.admin("cluster", "compact").await?;
                 etcd_admin::compact_to_current(
@@ -716,6 +757,54 @@ impl Executor<'_> {
             )
             .await?),
             Action::Wait(_) | Action::Refuse(_) | Action::Converged => Ok(()),
+        }
+    }
+
+    /// Sets the serving condition of `member`'s Pod (its readiness gate,
+    /// [`build::SERVING_CONDITION`]).
+    async fn set_serving(&self, member: &str, serving: bool) -> Result<(), ExecError> {
+        // Serialized as Kubernetes writes times (RFC 3339, whole seconds).
+        let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        ))
+        .unwrap_or_default();
+        failpoint::around(
+            "cluster.pod_serving",
+            self.api::<Pod>().patch_status(
+                member,
+                &PatchParams::default(),
+                &Patch::Strategic(build::serving_patch(serving, &now)),
+            ),
+        )
+        .await
+        .map(|_| ())
+        .map_err(ExecError::kube("patch status of", "Pod", member))
+    }
+
+    /// Waits, at most [`DRAIN_WAIT`], until the client Service's EndpointSlices no longer route
+    /// to `member`'s Pod (its endpoint gone or not ready): the kubelet sees the closed gate and
+    /// reports the Pod not Ready, then the EndpointSlice controller updates the slices, and
+    /// kube-proxy (or a client reading them) follows. Bounded: a slow controller delays the
+    /// defragmentation by seconds, never blocks it; a failed read is logged and not waited on.
+    async fn wait_out_of_client_service(&self, member: &str) {
+        let service = crate::observe::cluster_name(self.cluster).client_service_name();
+        let slices = self.api::<EndpointSlice>();
+        let params = ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
+        loop {
+            match slices.list(&params).await {
+                Ok(list) if !routes_to(&list.items, member) => return,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, member, "reading the client Service's endpoints failed; defragmenting without waiting");
+                    return;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(member, wait = ?DRAIN_WAIT, "the client Service still routes to the member; defragmenting anyway");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -868,5 +957,48 @@ mod tests {
             version: EtcdVersion::parse("3.5.1").unwrap(),
         };
         assert_eq!(volume_step(&seed), VolumeStep::Create);
+    }
+}
+
+#[cfg(test)]
+mod drain_tests {
+    use super::*;
+
+    fn slice(endpoints: serde_json::Value) -> EndpointSlice {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "main-client-abcde"},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+        }))
+        .unwrap()
+    }
+
+    /// The drain waits until the EndpointSlice controller marked the member's endpoint not
+    /// ready or dropped it; the other members' endpoints do not matter.
+    #[test]
+    fn a_member_is_drained_once_its_endpoint_is_not_ready_or_gone() {
+        let endpoint = |pod: &str, ready: Option<bool>| {
+            serde_json::json!({
+                "addresses": ["10.0.0.1"],
+                "conditions": {"ready": ready},
+                "targetRef": {"kind": "Pod", "name": pod},
+            })
+        };
+        let routed = slice(serde_json::json!([
+            endpoint("main-0", Some(true)),
+            endpoint("main-1", Some(true))
+        ]));
+        assert!(routes_to(std::slice::from_ref(&routed), "main-0"));
+        // Unset counts as ready (the API's documented meaning).
+        let unset = slice(serde_json::json!([endpoint("main-0", None)]));
+        assert!(routes_to(&[unset], "main-0"));
+        let not_ready = slice(serde_json::json!([
+            endpoint("main-0", Some(false)),
+            endpoint("main-1", Some(true))
+        ]));
+        assert!(!routes_to(&[not_ready], "main-0"));
+        let gone = slice(serde_json::json!([endpoint("main-1", Some(true))]));
+        assert!(!routes_to(&[gone], "main-0"));
+        assert!(!routes_to(&[], "main-0"));
     }
 }

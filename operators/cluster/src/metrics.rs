@@ -182,6 +182,7 @@ pub fn action_kind(action: &Action) -> Option<&'static str> {
         Action::AdoptPod { .. } => "PodAdopted",
         Action::ExpandVolume { .. } => "VolumeExpanded",
         Action::DefragmentMember { .. } => "MemberDefragmented",
+        Action::OpenServingGate { .. } => "ServingGateOpened",
         Action::CompactKeyspace { .. } => "KeyspaceCompacted",
         Action::DisarmNoSpace { .. } => "NoSpaceDisarmed",
         Action::DeletePvc { .. } => "PvcDeleted",

@@ -120,6 +120,9 @@ pub mod reasons {
     pub const DEFRAGMENTING: &str = "Defragmenting";
     /// Progressing, event: the key space is compacted to clear NOSPACE.
     pub const COMPACTING: &str = "Compacting";
+    /// Event: a member Pod's serving readiness gate was opened (a new Pod, or one a
+    /// defragmentation left drained).
+    pub const MEMBER_SERVING: &str = "MemberServing";
     /// Event: the NOSPACE alarm was disarmed.
     pub const NO_SPACE_DISARMED: &str = "NoSpaceDisarmed";
     /// Progressing, Degraded, event: NOSPACE and nothing the operator may do frees space.
@@ -471,17 +474,31 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             member,
             free_bytes,
             reason,
+            drain,
             ..
         } => normal(
             reasons::DEFRAGMENTING,
             format!(
-                "Defragmented member {member} ({} MiB free in its database file{}); it served \
-                 nothing meanwhile, the others did",
+                "Defragmented member {member} ({} MiB free in its database file{}); {}",
                 free_bytes >> 20,
                 match reason {
                     DefragReason::NoSpace => ", NOSPACE alarm raised",
                     DefragReason::Fragmented => ", past spec.maintenance.defrag's threshold",
+                },
+                if *drain {
+                    "its Pod was drained from the client Service (not Ready) meanwhile, the \
+                     others served"
+                } else {
+                    "it served nothing meanwhile, the others did (its Pod predates the serving \
+                     readiness gate: clients were not drained)"
                 }
+            ),
+        ),
+        Action::OpenServingGate { member } => normal(
+            reasons::MEMBER_SERVING,
+            format!(
+                "Opened the serving readiness gate of Pod {member} (etcd.operator.rs/serving): it \
+                 is in the client Service once its readiness probe passes"
             ),
         ),
         Action::CompactKeyspace { revision } => normal(
@@ -1107,6 +1124,10 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
         Action::DefragmentMember { member, .. } => active(
             reasons::DEFRAGMENTING,
             format!("Defragmenting member {member}, one member at a time"),
+        ),
+        Action::OpenServingGate { member } => active(
+            reasons::MEMBER_SERVING,
+            format!("Opening the serving readiness gate of Pod {member}"),
         ),
         Action::CompactKeyspace { revision } => active(
             reasons::COMPACTING,

@@ -217,6 +217,23 @@ fn probes_readiness_only() {
     assert_eq!(readiness.failure_threshold, Some(3));
 }
 
+/// Issue 21: a member being defragmented is drained from the client Service through a
+/// readiness gate the operator closes and opens (`plan/maintenance.rs`).
+#[test]
+fn member_pods_carry_the_serving_readiness_gate() {
+    let pod = pod_of(&etcd(spec()), "main-0", InitialState::New);
+    let gates = pod.spec.unwrap().readiness_gates.unwrap();
+    assert_eq!(gates.len(), 1);
+    assert_eq!(gates[0].condition_type, SERVING_CONDITION);
+    let closed = serving_patch(false, &"2026-11-26T10:00:00Z".into());
+    let condition = &closed["status"]["conditions"][0];
+    assert_eq!(condition["type"], SERVING_CONDITION);
+    assert_eq!(condition["status"], "False");
+    assert_eq!(condition["reason"], "Defragmenting");
+    let open = serving_patch(true, &"2026-11-26T10:00:01Z".into());
+    assert_eq!(open["status"]["conditions"][0]["status"], "True");
+}
+
 #[test]
 fn joining_member_lists_the_cluster_and_joins_existing() {
     let pod = pod_of(&etcd(spec()), "main-1", InitialState::Existing);
@@ -782,8 +799,9 @@ fn managed_tls_secret_is_owned_and_typed() {
 fn the_config_hash_is_stable_across_runs() {
     // A literal: a change here rolls every member of every cluster when the operator is
     // upgraded. Change it only on purpose (POD_TEMPLATE_REVISION), never by accident.
-    // Revision 1 gave "3cd5bab834c2c3b7"; revision 2 (security defaults) rolls every member once.
-    assert_eq!(config_hash(&spec()), "af40e2c22af3003f");
+    // Revision 1 gave "3cd5bab834c2c3b7"; revision 2 (security defaults) "af40e2c22af3003f";
+    // revision 3 (the serving readiness gate) rolls every member once more.
+    assert_eq!(config_hash(&spec()), "6e9ff54a25b66117");
     assert_eq!(config_hash(&spec()), config_hash(&spec().clone()));
 }
 

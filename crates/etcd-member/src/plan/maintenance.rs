@@ -6,6 +6,13 @@
 //! stalls every write; last, it stalls them once). The executor's call returns when the
 //! member is done, and the next pass observes it again: never two members busy at once.
 //!
+//! Clients are drained from the member for the duration: its Pod's readiness gate
+//! ([`crate::build::SERVING_CONDITION`]) is closed before the defragmentation and opened after
+//! it, so the Pod is not Ready and the client Service stops routing to it instead of stalling
+//! its clients. Only while every other member Pod is Ready (never two out of the Service at
+//! once); a gate found closed by a later pass (a crash in between) is opened first
+//! ([`reopen_serving_gate`]).
+//!
 //! NOSPACE: etcd refuses writes until the alarm is disarmed, and disarming before the database
 //! file is back under the quota only lets the next write raise it again. So:
 //! 1. `compactOnNoSpace`: compact the key space to the current revision, once per revision
@@ -67,13 +74,18 @@ pub(super) fn no_space_recovery(observed: &Observed, voters: &[&Member]) -> Opti
             voters.len(),
         )
     {
-        return Some(Action::DefragmentMember {
-            member: member.display_name(cluster),
-            client_url,
-            free_bytes: db.free(),
-            revision: db.revision,
-            reason: DefragReason::NoSpace,
-            quorum,
+        let name = member.display_name(cluster);
+        return Some(match drain(observed, &name) {
+            Ok(drain) => Action::DefragmentMember {
+                member: name,
+                client_url,
+                free_bytes: db.free(),
+                revision: db.revision,
+                reason: DefragReason::NoSpace,
+                drain,
+                quorum,
+            },
+            Err(wait) => wait,
         });
     }
     let largest_db = stats.iter().map(|(_, db)| db.size).max().unwrap_or(0);
@@ -82,6 +94,42 @@ pub(super) fn no_space_recovery(observed: &Observed, voters: &[&Member]) -> Opti
     } else {
         Action::Wait(WaitReason::NoSpaceCannotBeFreed { largest_db, quota })
     })
+}
+
+/// Whether `member`'s client traffic can be drained for its defragmentation (its Pod has the
+/// readiness gate [`crate::build::SERVING_CONDITION`]; a Pod built before it has none and is
+/// defragmented in the Service, as before), or the wait when another member's Pod is not Ready:
+/// draining this one too would leave two members out of the client Service at once.
+fn drain(observed: &Observed, member: &str) -> Result<bool, Action> {
+    if let Some((other, _)) = observed
+        .pods
+        .iter()
+        .find(|(name, pod)| name.as_str() != member && (!pod.ready || pod.terminating))
+    {
+        return Err(Action::Wait(WaitReason::PodNotReady {
+            member: other.clone(),
+        }));
+    }
+    Ok(observed
+        .pods
+        .get(member)
+        .is_some_and(|pod| pod.serving_gate.is_some()))
+}
+
+/// A member Pod whose serving gate is closed while no defragmentation runs: open it. The
+/// executor closes the gate, defragments and opens it again within one reconcile, and a
+/// cluster's reconciles never overlap, so a closed gate seen here is either a new Pod (its
+/// condition not yet set) or a defragmentation interrupted by a crash or a failed write: in
+/// both cases the member should serve. Safe whatever the member's state: the Pod is Ready only
+/// once its readiness probe (a leader, a read served) passes too.
+pub(super) fn reopen_serving_gate(observed: &Observed) -> Option<Action> {
+    observed
+        .pods
+        .iter()
+        .find(|(_, pod)| pod.serving_gate == Some(false) && !pod.terminating)
+        .map(|(name, _)| Action::OpenServingGate {
+            member: name.clone(),
+        })
 }
 
 /// The members' backend quota: what etcd reports (3.6 and later), else what the operator gives
@@ -154,13 +202,17 @@ pub(super) fn next_defrag(
             healthy_voters,
             voters.len(),
         ) {
-            Ok(quorum) => Action::DefragmentMember {
-                member: name,
-                client_url,
-                free_bytes: db.free(),
-                revision: db.revision,
-                reason: DefragReason::Fragmented,
-                quorum,
+            Ok(quorum) => match drain(observed, &name) {
+                Ok(drain) => Action::DefragmentMember {
+                    member: name,
+                    client_url,
+                    free_bytes: db.free(),
+                    revision: db.revision,
+                    reason: DefragReason::Fragmented,
+                    drain,
+                    quorum,
+                },
+                Err(wait) => wait,
             },
             Err(short) => Action::Wait(WaitReason::WouldLoseQuorum {
                 member: name,
@@ -542,6 +594,150 @@ mod tests {
             unhealthy_for: std::time::Duration::from_secs(1),
         };
         assert!(!matches!(plan(&observed), Action::DefragmentMember { .. }));
+    }
+
+    /// Member Pods built with the serving readiness gate, open.
+    fn gated(mut observed: Observed) -> Observed {
+        for pod in observed.pods.values_mut() {
+            pod.serving_gate = Some(true);
+        }
+        observed
+    }
+
+    #[test]
+    fn a_gated_member_is_drained_for_its_defragmentation_an_older_pod_is_not() {
+        let observed = gated(fragmented(1));
+        assert!(matches!(
+            plan(&observed),
+            Action::DefragmentMember { ref member, drain: true, .. } if *member == name(0)
+        ));
+        // Pods built before the gate: defragmented in the Service, as before.
+        assert!(matches!(
+            plan(&fragmented(1)),
+            Action::DefragmentMember { drain: false, .. }
+        ));
+        // Under NOSPACE too.
+        let full_now = gated(no_space(0, full(40 * MIB), false));
+        assert!(matches!(
+            plan(&full_now),
+            Action::DefragmentMember {
+                reason: DefragReason::NoSpace,
+                drain: true,
+                ..
+            }
+        ));
+    }
+
+    /// "Never two members down": the kubelet reports another member's Pod not Ready (its probe
+    /// lags, or it fails while etcd answers the operator): draining one more would leave two
+    /// out of the client Service. Scheduled and NOSPACE defragmentation both wait.
+    #[test]
+    fn no_member_is_drained_while_another_pod_is_not_ready() {
+        for mut observed in [
+            gated(fragmented(1)),
+            gated(no_space(0, full(40 * MIB), false)),
+        ] {
+            observed.pods.get_mut(&name(2)).unwrap().ready = false;
+            assert_eq!(
+                plan(&observed),
+                Action::Wait(WaitReason::PodNotReady { member: name(2) })
+            );
+        }
+    }
+
+    /// A new Pod's gate is opened (its condition is not set yet), and a gate left closed by a
+    /// defragmentation that never reopened it (the operator crashed in between, or the write
+    /// failed) is opened before anything else: before the defragmentation is planned again,
+    /// and even while a member is unhealthy.
+    #[test]
+    fn a_closed_serving_gate_is_opened_first_so_a_crash_mid_defragmentation_converges() {
+        let mut observed = gated(fragmented(1));
+        let Action::DefragmentMember { member, drain, .. } = plan(&observed) else {
+            panic!("{:?}", plan(&observed));
+        };
+        assert!(drain);
+        // The executor closed the gate (the Pod went unready), then the process stopped.
+        let pod = observed.pods.get_mut(&member).unwrap();
+        pod.serving_gate = Some(false);
+        pod.ready = false;
+        members(&mut observed)[2].health = MemberHealth::Unhealthy {
+            unhealthy_for: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(
+            plan(&observed),
+            Action::OpenServingGate {
+                member: member.clone()
+            }
+        );
+        // Opened (and Ready again once the kubelet sees it): the defragmentation resumes
+        // once every member answers, with one member out of the Service at a time.
+        let pod = observed.pods.get_mut(&member).unwrap();
+        pod.serving_gate = Some(true);
+        pod.ready = true;
+        members(&mut observed)[2].health = healthy(2, V35, false).health;
+        assert!(matches!(
+            plan(&observed),
+            Action::DefragmentMember { member: ref again, drain: true, .. } if *again == member
+        ));
+        // A terminating Pod is left alone; a Pod without the gate has nothing to open.
+        let mut observed = gated(fragmented(1));
+        observed.pods.get_mut(&name(0)).unwrap().serving_gate = Some(false);
+        observed.pods.get_mut(&name(0)).unwrap().terminating = true;
+        assert!(!matches!(plan(&observed), Action::OpenServingGate { .. }));
+    }
+
+    /// A new member's Pod (built with the gate, its condition unset) is opened by the pass
+    /// after its creation, also while the cluster has no member list yet (the seed).
+    #[test]
+    fn a_new_pods_gate_is_opened_even_before_the_member_answers() {
+        let mut observed = cluster(3, V35);
+        observed.pods.insert(
+            name(0),
+            crate::state::PodState {
+                terminating: false,
+                ready: false,
+                config_hash: None,
+                tls_hash: None,
+                snapshot_before_upgrade: false,
+                v2_snapshot_saved: false,
+                listen: None,
+                tls_switch_reverted: false,
+                serving_gate: Some(false),
+            },
+        );
+        assert_eq!(plan(&observed), Action::OpenServingGate { member: name(0) });
+        observed.pods.get_mut(&name(0)).unwrap().serving_gate = Some(true);
+        assert_eq!(plan(&observed), Action::Wait(WaitReason::SeedStarting));
+    }
+
+    /// A scheduled defragmentation of three gated members, played as the executor runs it
+    /// (close, defragment, open): each member is drained once, and at no step are two
+    /// members' Pods out of the client Service.
+    #[test]
+    fn defragmentation_drains_one_member_at_a_time() {
+        let mut observed = gated(fragmented(1));
+        let mut drained = vec![];
+        for _ in 0..10 {
+            let unready = observed.pods.values().filter(|p| !p.ready).count();
+            assert!(unready <= 1, "two members out of the Service");
+            match plan(&observed) {
+                Action::DefragmentMember {
+                    member,
+                    drain: true,
+                    ..
+                } => {
+                    drained.push(member.clone());
+                    let m = members(&mut observed)
+                        .iter_mut()
+                        .find(|m| m.name == member)
+                        .unwrap();
+                    m.db.as_mut().unwrap().size = 101 * MIB;
+                }
+                Action::Converged => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(drained, vec![name(0), name(2), name(1)]);
     }
 
     trait Db {

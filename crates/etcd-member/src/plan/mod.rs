@@ -13,7 +13,8 @@
 //!
 //! Rules, in priority order (the first that applies wins):
 //! 1. An invalid spec is refused; nothing is touched.  2. A running EtcdRestore, then `paused`,
-//!    waits.
+//!    waits. 2b. A member Pod whose serving readiness gate is closed (new, or a defragmentation
+//!    interrupted) gets it opened (`maintenance.rs`).
 //! 3. Without a member list: bootstrap the seed if the cluster never existed, restart missing
 //!    Pods of members whose data survived, otherwise report quorum loss and wait.
 //! 4. With a member list: restart missing Pods; delete Pods of non-members; remove a learner
@@ -207,8 +208,20 @@ pub enum Action {
         revision: i64,
         /// Why now.
         reason: DefragReason,
+        /// Its Pod has the serving readiness gate: the executor closes it first (the Pod leaves
+        /// the client Service's endpoints), defragments, then opens it again. Only planned while
+        /// every other member Pod is Ready (never two members out of the Service at once).
+        drain: bool,
         /// It passed the quorum gate.
         quorum: QuorumChecked,
+    },
+    /// Set a member Pod's serving condition ([`crate::build::SERVING_CONDITION`]) `True`: a new
+    /// Pod, or one left drained by a defragmentation that did not finish (a crash between
+    /// closing and reopening the gate). Not disruptive: the Pod is Ready only once its
+    /// readiness probe passes too.
+    OpenServingGate {
+        /// Member name (also its Pod's).
+        member: String,
     },
     /// Compact the key space to `revision`, the current one (`spec.maintenance.compactOnNoSpace`
     /// under a NOSPACE alarm): old revisions' space becomes free for the defragmentation.
@@ -444,6 +457,11 @@ pub fn next_action_for(observed: &Observed, desired: &Desired, policy: &Policy) 
     }
     if observed.spec.paused {
         return Action::Wait(WaitReason::Paused);
+    }
+    // Before anything that waits on Pods being Ready: a closed serving gate keeps its Pod
+    // unready, and nothing else opens it.
+    if let Some(open) = maintenance::reopen_serving_gate(observed) {
+        return open;
     }
     match &observed.membership {
         Membership::Unknown => plan_without_members(observed, desired.version),

@@ -571,6 +571,7 @@ mod tests {
                             v2_snapshot_saved: false,
                             listen: None,
                             tls_switch_reverted: false,
+                            serving_gate: None,
                         },
                     );
                 }
