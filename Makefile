@@ -27,7 +27,7 @@ deps: ## Install etcd 3.4 (Debian) and 3.5/3.6/3.7 (built from the Go module pro
 	$(call timed,deps,TOOLS=$(TOOLS) e2e/install-tools.sh)
 
 .PHONY: node-deps
-node-deps: ## The real node (issue 23, opt-in, not in deps): runc, containerd, kubelet from the Go module proxy, the pause image, Debian's CNI plugins
+node-deps: ## The real node (issue 23, opt-in, not in deps): runc, containerd, kubelet, kube-proxy, CoreDNS from the Go module proxy, the pause image, Debian's CNI plugins
 	$(call timed,node-deps,TOOLS=$(TOOLS) e2e/upstream/build-node.sh)
 
 .PHONY: build
@@ -218,7 +218,7 @@ localkube: deps build-cache ## Run the local control plane in the foreground (st
 	target/debug/localkube up --state-dir .localkube --etcd-binary $(TOOLS)/bin/etcd-3.5 --tools-dir $(TOOLS)/bin
 
 .PHONY: node-e2e
-node-e2e: build-cache ## As root, after node-deps: localkube on the upstream kubelet+containerd; the tutorial etcd Pods, the chart's real image, an EtcdCluster of 3 (not in make test)
+node-e2e: build-cache ## As root, after node-deps: localkube on the upstream kubelet+containerd+kube-proxy+CoreDNS; the tutorial etcd Pods, the chart's real image, an EtcdCluster of 3 (not in make test)
 	cargo build -q -p localkube $(OPERATOR_PACKAGES)   # localkube; the operators the image packs
 	$(call timed,node-e2e,TOOLS=$(TOOLS) e2e/realnode/node-e2e.sh)
 

@@ -10,6 +10,11 @@
 #
 # Needs: root (Pods get network namespaces), `make deps` done, `cargo build --workspace --bins`
 # done (the Makefile's demo target does both).
+#
+# DEMO_NODE=kubelet runs it on the real node (issue 23; `make node-deps` first): the upstream
+# kubelet, containerd, kube-proxy and CoreDNS instead of our node agent, DNS and proxy, the
+# chart's real image (image/build.sh debug), the etcd image of 3.6 and a SeaweedFS image, all
+# imported into containerd; the members run as root (e2e/realnode/cluster-hostpath.yaml says why).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,6 +30,9 @@ export PATH="$TOOLS:$PATH"
 KUBECTL="$TOOLS/kubectl"
 HELM="$TOOLS/helm"
 ETCDCTL="$TOOLS/etcdctl-3.6"
+NODE="${DEMO_NODE:-agent}"
+NODE_BIN="${NODE_BIN:-$ROOT/.tools/bin}"
+NODE_PAUSE="${NODE_PAUSE:-$(dirname "$NODE_BIN")/node/pause.tar}"
 
 demo_start=$(date +%s.%N)
 step_no=0
@@ -111,12 +119,39 @@ if [ -e "$STATE" ]; then
 fi
 mkdir -p "$STATE"
 
-step "Start the local control plane (API server on etcd, node agent, controllers, DNS)" \
-  "localkube up --state-dir $STATE --port $PORT"
+# The node: our node agent, or the real node with the images its Pods run.
+node_args=()
+cluster_yaml="$ROOT/examples/cluster.yaml"
+weed_image=busybox weed_path="$TOOLS/weed"
+case "$NODE" in
+  agent) ;;
+  kubelet)
+    for bin in containerd containerd-shim-runc-v2 runc ctr kubelet kube-proxy coredns; do
+      [ -x "$NODE_BIN/$bin" ] || { say "missing $NODE_BIN/$bin: run 'make node-deps'"; exit 2; }
+    done
+    [ -f "$NODE_PAUSE" ] || { say "missing $NODE_PAUSE: run 'make node-deps'"; exit 2; }
+    step "Build the images the Pods run (no registry: imported into containerd)" \
+      "image/build.sh debug; image/build-etcd.sh 3.6; a SeaweedFS image"
+    ETCD_OPERATOR_TOOLS=$TOOLS "$ROOT/image/build.sh" debug >/dev/null
+    ETCD_OPERATOR_TOOLS=$TOOLS "$ROOT/image/build-etcd.sh" 3.6 >/dev/null
+    weed_image=localkube.io/seaweedfs:demo weed_path=/usr/local/bin/weed
+    python3 "$ROOT/image/ociimage.py" build --out "$ROOT/target/image/seaweedfs" --ref "$weed_image" \
+      --epoch 0 --file "$weed_path=$(readlink -f "$TOOLS/weed")" --nonroot-user >/dev/null
+    node_args=(--node kubelet --node-bin-dir "$NODE_BIN" --node-image "$NODE_PAUSE"
+      --node-image "$ROOT/target/image/etcd-operator.tar" --node-image "$ROOT/target/image/etcd-3.6.tar"
+      --node-image "$ROOT/target/image/seaweedfs.tar")
+    cluster_yaml="$ROOT/e2e/realnode/cluster-hostpath.yaml"
+    done_step
+    ;;
+  *) say "DEMO_NODE is 'agent' (default) or 'kubelet', not '$NODE'"; exit 2 ;;
+esac
+
+step "Start the local control plane (API server on etcd, node ($NODE), controllers, DNS)" \
+  "localkube up --state-dir $STATE --port $PORT ${node_args[*]:0:2}"
 setsid "$LOCALKUBE" up --state-dir "$STATE" --address "$ADDRESS" --port "$PORT" --etcd-binary "$TOOLS/etcd-3.5" \
-  --tools-dir "$TOOLS" >"$STATE/localkube.log" 2>&1 &
+  --tools-dir "$TOOLS" "${node_args[@]}" >"$STATE/localkube.log" 2>&1 &
 localkube_pid=$!
-for _ in $(seq 1 120); do
+for _ in $(seq 1 240); do
   [ -s "$KUBECONFIG" ] && "$KUBECTL" get --raw /readyz >/dev/null 2>&1 && break
   kill -0 "$localkube_pid" 2>/dev/null || die "localkube exited: $(tail -5 "$STATE/localkube.log")"
   sleep 0.5
@@ -138,8 +173,8 @@ wait_size() {
 }
 
 step "Create an EtcdCluster of 3 and wait until all 3 members are ready" \
-  "kubectl apply -f examples/cluster.yaml && kubectl wait etcd/main --for=jsonpath='{.status.readyMembers}'=3"
-"$KUBECTL" apply -f "$ROOT/examples/cluster.yaml" | sed 's/^/   /'
+  "kubectl apply -f ${cluster_yaml#"$ROOT"/} && kubectl wait etcd/main --for=jsonpath='{.status.readyMembers}'=3"
+"$KUBECTL" apply -f "$cluster_yaml" | sed 's/^/   /'
 wait_size 3 || die "the cluster did not reach 3 ready members"
 "$KUBECTL" get etcd main | sed 's/^/   /'
 done_step
@@ -151,7 +186,8 @@ done_step
 step "Start an S3 store (SeaweedFS in a Pod, Service s3.storage) and its bucket" \
   "kubectl apply -f <seaweedfs Pod + Service>; aws s3 mb s3://etcd-backups"
 "$KUBECTL" create namespace storage >/dev/null
-sed "s|@WEED@|$TOOLS/weed|" "$ROOT/e2e/demo/s3.yaml" | "$KUBECTL" apply -n storage -f - | sed 's/^/   /'
+sed -e "s|@WEED@|$weed_path|" -e "s|image: busybox|image: $weed_image|" "$ROOT/e2e/demo/s3.yaml" \
+  | "$KUBECTL" apply -n storage -f - | sed 's/^/   /'
 "$KUBECTL" wait -n storage pod/s3 --for=condition=Ready --timeout="${TIMEOUT}s" >/dev/null \
   || die "the S3 Pod did not become Ready"
 # The S3 port opens before the filer behind it serves: retry until the bucket is made.

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # `make node-e2e` (NOT part of `make test`): the real node of issue 23. Starts `localkube up
-# --node kubelet` (the upstream kubelet, containerd and runc of `make node-deps`) and checks real
-# outcomes on it, then stops it and checks that nothing is left behind:
+# --node kubelet` (the upstream kubelet, containerd, runc, kube-proxy and CoreDNS of `make
+# node-deps`) and checks real outcomes on it, then stops it and checks that nothing is left behind:
 #
 #   1. the tutorial pattern (tutorial-etcd.yaml): three etcd Pods with --data-dir=/var/etcd/data
 #      and no volume form one cluster, each on its own root filesystem (a different overlay
 #      device under each member's /var/etcd/data), and the host has no /var/etcd; the members
-#      find each other through our cluster DNS, and a ClusterIP Service through our Service proxy
-#      reaches them; kubectl logs and exec work through kube-apiserver;
+#      find each other through CoreDNS, and a ClusterIP Service through kube-proxy reaches them,
+#      from a Pod and from the host; kubectl logs and exec work through kube-apiserver;
 #   2. unless NODE_E2E_CHART=0: the chart installed with its real image (image/build.sh debug) and
 #      an EtcdCluster of 3 (cluster-hostpath.yaml: examples/cluster.yaml with the members as root, see there) becoming Available;
 #   3. after stop: no process of the node, no mount of its state directory, no cgroup
-#      localkube-<N>, the host's /proc/sys tunables the kubelet wants unchanged.
+#      localkube-<N>, the host's /proc/sys tunables the kubelet wants unchanged, the host's
+#      nftables ruleset unchanged (kube-proxy's tables were in the node's network namespace).
 #
 # Prints the times (node Ready, tutorial Pods Ready, EtcdCluster Available, stop) and the RSS of
 # the kubelet and containerd. Needs root. Fails at once, saying what to run, when node-deps are
@@ -35,8 +36,8 @@ say() { printf 'node-e2e: %s\n' "$*"; }
 elapsed() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
 [ "$(id -u)" = 0 ] || fail "needs root (containerd, runc, network namespaces)"
-for b in containerd containerd-shim-runc-v2 runc ctr kubelet; do
-  [ -x "$NODE_BIN/$b" ] || fail "$NODE_BIN/$b is missing: run \`make node-deps\` first (builds runc, containerd and the kubelet from the Go module proxy; ~30 min cold, ~1 min with a warm Go cache)"
+for b in containerd containerd-shim-runc-v2 runc ctr kubelet kube-proxy coredns; do
+  [ -x "$NODE_BIN/$b" ] || fail "$NODE_BIN/$b is missing: run \`make node-deps\` first (builds runc, containerd, the kubelet, kube-proxy and CoreDNS from the Go module proxy; ~35 min cold, ~2 min with a warm Go cache)"
 done
 [ -f "$TOOLS/node/pause.tar" ] || fail "$TOOLS/node/pause.tar is missing: run \`make node-deps\` first"
 for b in kubectl helm etcd-$ETCD_MINOR kube-apiserver; do
@@ -60,6 +61,7 @@ STATE=$(mktemp -d /tmp/node-e2e.XXXXXX)
 export KUBECONFIG=$STATE/state/kubeconfig
 tunables=(/proc/sys/vm/overcommit_memory /proc/sys/vm/panic_on_oom /proc/sys/kernel/panic /proc/sys/kernel/panic_on_oops)
 sysctl_before=$(cat "${tunables[@]}")
+nft_before=$(nft --stateless list ruleset 2>&1 | sha256sum)
 localkube_pid=""
 
 diagnostics() {
@@ -130,7 +132,11 @@ got=$("$KUBECTL" exec etcd2 -- etcdctl get --print-value-only tutorial-key)
 [ "$got" = written-through-etcd1 ] || fail "etcd2 read '$got' for the key etcd1 wrote"
 got=$("$KUBECTL" exec etcd0 -- etcdctl --endpoints=http://etcd-client:2379 get --print-value-only tutorial-key)
 [ "$got" = written-through-etcd1 ] || fail "through the ClusterIP Service etcd-client: '$got'"
-say "tutorial: one cluster of 3 (member list), a write on etcd1 read on etcd2 and through the ClusterIP Service"
+# From the host: the Service CIDR is routed to the node, where kube-proxy's rules are.
+cluster_ip=$("$KUBECTL" get service etcd-client -o jsonpath='{.spec.clusterIP}')
+got=$("$BIN/etcdctl-$ETCD_MINOR" --endpoints="http://$cluster_ip:2379" --dial-timeout=5s get --print-value-only tutorial-key)
+[ "$got" = written-through-etcd1 ] || fail "from the host through the ClusterIP $cluster_ip: '$got'"
+say "tutorial: one cluster of 3 (member list), a write on etcd1 read on etcd2 and through the ClusterIP Service (kube-proxy; from a Pod and from the host)"
 # Each member's database on its own root filesystem: the etcd processes of the node's cgroup,
 # seen from the host through /proc/PID/root.
 devices=()
@@ -170,7 +176,7 @@ node_pids_named() {
 }
 rss_mb() { awk '/VmRSS/ { total += $2 } END { printf "%d MB", total / 1024 }' $(printf '/proc/%s/status ' "$@"); }
 shims=$(node_pids_named containerd-shim)
-say "RSS: kubelet $(rss_mb $(node_pids_named kubelet)), containerd $(rss_mb $(node_pids_named containerd)), $(wc -w <<<"$shims") containerd shims $(rss_mb $shims) together"
+say "RSS: kubelet $(rss_mb $(node_pids_named kubelet)), containerd $(rss_mb $(node_pids_named containerd)), kube-proxy $(rss_mb $(node_pids_named kube-proxy)), CoreDNS $(rss_mb $(node_pids_named coredns)), $(wc -w <<<"$shims") containerd shims $(rss_mb $shims) together"
 node_pids=$(cat $(find "/sys/fs/cgroup/pids/$cgroup" -name cgroup.procs))
 stop_localkube
 for pid in $node_pids; do
@@ -180,5 +186,7 @@ done
 ! mount | grep -q "$STATE" || fail "mounts of $STATE left behind: $(mount | grep "$STATE")"
 ! ls -d /sys/fs/cgroup/*/"$cgroup" >/dev/null 2>&1 || fail "cgroup $cgroup left behind"
 [ "$(cat "${tunables[@]}")" = "$sysctl_before" ] || fail "the host's kernel tunables changed"
-say "stopped: no node process, mount or cgroup left; the host's /proc/sys tunables unchanged"
+[ "$(nft --stateless list ruleset 2>&1 | sha256sum)" = "$nft_before" ] || fail "the host's nftables ruleset changed"
+! ip link show "lknode$network_index" >/dev/null 2>&1 || fail "the node's veth lknode$network_index is left on the host"
+say "stopped: no node process, mount, cgroup or veth left; the host's /proc/sys tunables and nftables ruleset unchanged"
 say "PASSED"

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the real node (issue 23; `make node-deps`, NOT part of `make deps`: a cold build takes
-# ~30 min on 2 cores): runc, containerd (containerd, containerd-shim-runc-v2, ctr) and the
-# kubelet from the Go module proxy at the versions pinned by the wrapper modules next to this
-# script (runc/, containerd/, kubelet/; go.sum committed, built with -mod=readonly), the pause
-# image from pause/pause.c, and Debian's CNI plugins (containernetworking-plugins, /usr/lib/cni).
+# ~30 min on 2 cores): runc, containerd (containerd, containerd-shim-runc-v2, ctr), the kubelet
+# and kube-proxy (one module: k8s.io/kubernetes), and CoreDNS from the Go module proxy at the
+# versions pinned by the wrapper modules next to this script (runc/, containerd/, kubelet/,
+# coredns/; go.sum committed, built with -mod=readonly), the pause image from pause/pause.c, and
+# Debian's CNI plugins (containernetworking-plugins, /usr/lib/cni).
 #
 # Builds into $TOOLS_STORE/node (default $TOOLS/node) and hard-links the binaries into
 # $TOOLS/bin; the pause image is $TOOLS/node/pause.tar. Idempotent: each module's stamp records
-# its version, the hash of its go.mod/go.sum, the flags and the Go version; when it matches,
+# its version, the hash of its go.mod/go.sum/*.go, the flags and the Go version; when it matches,
 # nothing is rebuilt. A failure prints the command that failed and what to do.
 #
 #   TOOLS=... e2e/upstream/build-node.sh
@@ -69,7 +70,7 @@ build_module() {
   local mod=$HERE/$module version stamp
   version=$(awk -v m="$require" '($1 == "require" && $2 == m) { print $3 }' "$mod/go.mod")
   [ -n "$version" ] || { log "FAILED: $mod/go.mod has no 'require $require vX.Y.Z'"; exit 1; }
-  stamp="$module $version $(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16) cgo=$cgo tags=$tags $(go env GOVERSION) $ldflags"
+  stamp="$module $version $(cat "$mod/go.mod" "$mod/go.sum" "$mod"/*.go | sha256sum | cut -c1-16) cgo=$cgo tags=$tags $(go env GOVERSION) $ldflags"
   local all_built=1 spec
   for spec in "$@"; do
     [ -x "$STORE/${spec##*:}" ] || all_built=0
@@ -113,7 +114,10 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   KUBE_LDFLAGS+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$KUBE_MINOR"
   KUBE_LDFLAGS+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-build_module kubelet k8s.io/kubernetes 0 "" "$KUBE_LDFLAGS" k8s.io/kubernetes/cmd/kubelet:kubelet
+build_module kubelet k8s.io/kubernetes 0 "" "$KUBE_LDFLAGS" k8s.io/kubernetes/cmd/kubelet:kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy:kube-proxy
+# CoreDNS: upstream's coremain with the plugins localkube's Corefile uses (coredns/main.go).
+build_module coredns github.com/coredns/coredns 0 "" "-s -w" etcd-operator.e2e/upstream/coredns:coredns
 
 # --- The pause image: no registry here, so registry.k8s.io/pause is made from pause/pause.c,
 # static (the image holds that one file), user 65535 as upstream's.
@@ -136,8 +140,9 @@ place "$STORE/pause.tar" "$TOOLS/node/pause.tar"
 
 # --- Report: each binary's version (a broken binary fails here).
 set +o pipefail
-for b in runc containerd ctr kubelet; do
+for b in runc containerd ctr kubelet kube-proxy; do
   printf '[node-deps] %-10s %s\n' "$b" "$("$BIN/$b" --version 2>&1 | head -1)" >&2
 done
+printf '[node-deps] %-10s %s\n' coredns "$("$BIN/coredns" -version 2>&1 | head -1)" >&2
 printf '[node-deps] %-10s %s\n' pause "$TOOLS/node/pause.tar ($PAUSE_REF)" >&2
 printf '[node-deps] %-10s %s\n' cni "/usr/lib/cni (Debian containernetworking-plugins $(dpkg-query -W -f='${Version}' containernetworking-plugins 2>/dev/null))" >&2

@@ -56,9 +56,11 @@ pub struct ComponentOptions {
     /// What each component authenticates as.
     pub kubeconfigs: Kubeconfigs,
     pub network: HostNetwork,
-    /// false with `--node kubelet`: the upstream kubelet registers the Node and runs the pods;
-    /// DNS and the Service proxy still run on the bridge.
+    /// false with `--node kubelet`: the upstream kubelet registers the Node and runs the pods.
     pub run_node_agent: bool,
+    /// Whether our cluster DNS and Service proxy run (not beside the real node's CoreDNS and
+    /// kube-proxy).
+    pub run_dns_and_proxy: bool,
     pub logs_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
     pub image_map: Option<PathBuf>,
@@ -181,28 +183,30 @@ impl Components {
                 ),
             ));
         }
-        background.extend([
-            spawn_logged(
-                "cluster DNS",
-                localkube_network::run_dns(
-                    dns_client,
-                    localkube_network::DnsOptions {
-                        listen: SocketAddr::new(gateway.into(), 53),
-                        cluster_domain: CLUSTER_DOMAIN.to_string(),
-                        upstream: None,
-                    },
+        if opts.run_dns_and_proxy {
+            background.extend([
+                spawn_logged(
+                    "cluster DNS",
+                    localkube_network::run_dns(
+                        dns_client,
+                        localkube_network::DnsOptions {
+                            listen: SocketAddr::new(gateway.into(), 53),
+                            cluster_domain: CLUSTER_DOMAIN.to_string(),
+                            upstream: None,
+                        },
+                    ),
                 ),
-            ),
-            spawn_logged(
-                "service proxy",
-                localkube_network::run_proxy(
-                    proxy_client,
-                    Arc::new(BridgeAddresses {
-                        bridge: network.bridge_name(),
-                    }),
+                spawn_logged(
+                    "service proxy",
+                    localkube_network::run_proxy(
+                        proxy_client,
+                        Arc::new(BridgeAddresses {
+                            bridge: network.bridge_name(),
+                        }),
+                    ),
                 ),
-            ),
-        ]);
+            ]);
+        }
         let (node_shutdown, shutdown_rx) = watch::channel(false);
         let node = opts.run_node_agent.then(|| {
             spawn_logged(

@@ -53,16 +53,17 @@ enum Command {
         node_cpu: Option<String>,
         /// Which node runs the pods: `agent` (our node agent, e2e/node) or `kubelet` (the
         /// upstream kubelet with containerd and runc, built by `make node-deps`; e2e/README.md
-        /// "Real node").
-        #[arg(long, value_enum, default_value = "agent")]
+        /// "Real node"). `LOCALKUBE_NODE` lets a harness that starts localkube choose it.
+        #[arg(long, value_enum, default_value = "agent", env = "LOCALKUBE_NODE")]
         node: localkube::up::NodeKind,
         /// With `--node kubelet`: where containerd, containerd-shim-runc-v2, runc, ctr and the
         /// kubelet are (default: --tools-dir).
         #[arg(long, env = "LOCALKUBE_NODE_BIN_DIR")]
         node_bin_dir: Option<PathBuf>,
         /// With `--node kubelet`: an OCI image tarball to import into containerd (repeatable;
-        /// the pause image of make node-deps is required).
-        #[arg(long)]
+        /// the pause image of make node-deps is required). `LOCALKUBE_NODE_IMAGES`: a
+        /// colon-separated list.
+        #[arg(long, env = "LOCALKUBE_NODE_IMAGES", value_delimiter = ':')]
         node_image: Vec<PathBuf>,
     },
     /// Run a host command with the cluster's DNS (e.g. an operator under `cargo run`, which then
@@ -95,6 +96,9 @@ enum Command {
         /// SOURCE is bind-mounted on TARGET.
         #[arg(long)]
         bind: Vec<String>,
+        /// Run PROGRAM in a network namespace of its own.
+        #[arg(long)]
+        new_net: bool,
         program: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -110,10 +114,11 @@ fn main() -> std::process::ExitCode {
         Command::Shim {
             parent,
             bind,
+            new_net,
             program,
             args,
         } => {
-            let err = localkube::shim::exec(parent, &bind, &program, &args);
+            let err = localkube::shim::exec(parent, &bind, new_net, &program, &args);
             eprintln!("localkube shim: {program}: {err}");
             std::process::ExitCode::from(127)
         }

@@ -1,7 +1,14 @@
-//! `localkube up --node kubelet`: the real node (issue 23). Instead of our node agent, the
-//! upstream kubelet runs the pods through containerd and runc (built by `make node-deps`), with
-//! Debian's CNI plugins on the instance's own bridge, so cluster DNS and the Service proxy of
-//! `e2e/network` serve these pods as they serve the node agent's.
+//! `localkube up --node kubelet`: the real node (issue 23). Instead of our node agent, DNS and
+//! Service proxy, the upstream kubelet runs the pods through containerd and runc, kube-proxy
+//! (nftables mode) serves the Services and CoreDNS the cluster DNS, all built by `make node-deps`.
+//!
+//! The node has a network namespace of its own (containerd's, which the kubelet, kube-proxy and
+//! the shims share), so kube-proxy's nftables rules and the pods' bridge never touch the host's
+//! tables. It is joined to the instance's bridge by a veth (`eth0`, the node's IP
+//! `10.244.<N>.2`); the pods get `10.244.<N>.128/25` on the bridge `cni0` inside it, routed from
+//! the host through the node's IP, as is the Service CIDR (so the host reaches ClusterIPs through
+//! kube-proxy too). CoreDNS runs on the host, on the instance's gateway `10.244.<N>.1:53` (where
+//! kube-apiserver listens too), the pods' `clusterDNS`. See [`NodeAddresses`].
 //!
 //! Two workarounds for these machines (e2e/README.md, "Real node"):
 //! - root here lacks CAP_SYS_RESOURCE, so runc cannot lower a sandbox's oom_score_adj below
@@ -30,12 +37,14 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The sandbox image containerd pins; `make node-deps` builds it (e2e/upstream/pause).
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// The binaries `make node-deps` builds into .tools/bin.
-const BINARIES: [&str; 5] = [
+const BINARIES: [&str; 7] = [
     "containerd",
     "containerd-shim-runc-v2",
     "runc",
     "ctr",
     "kubelet",
+    "kube-proxy",
+    "coredns",
 ];
 /// What the kubelet's `protectKernelDefaults` requires (upstream `setupKernelTunables`), served
 /// to it from files in its mount namespace.
@@ -50,22 +59,59 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// The hierarchy that lists the node's processes.
 const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
 
+/// The node's addresses on the instance's network `10.244.<N>.0/24` (the host's bridge holds
+/// the gateway `.1`): the node's own IP `.2` (its veth `eth0`), and the pods' half `.128/25`
+/// behind it (the bridge `cni0` in the node's namespace, gateway `.129`). Our node agent would
+/// hand out the whole /24, but it does not run beside the kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeAddresses {
+    /// The instance's gateway on the host's bridge: kube-apiserver and CoreDNS listen there.
+    pub gateway: Ipv4Addr,
+    /// The node's IP (the kubelet's `--node-ip` and serving address).
+    pub node_ip: Ipv4Addr,
+    /// The pods' range and its gateway (the node's `cni0`).
+    pub pod_range: (Ipv4Addr, u8),
+    pub pod_gateway: Ipv4Addr,
+}
+
+impl NodeAddresses {
+    pub fn new(gateway: Ipv4Addr) -> NodeAddresses {
+        let [a, b, c, _] = gateway.octets();
+        NodeAddresses {
+            gateway,
+            node_ip: Ipv4Addr::new(a, b, c, 2),
+            pod_range: (Ipv4Addr::new(a, b, c, 128), 25),
+            pod_gateway: Ipv4Addr::new(a, b, c, 129),
+        }
+    }
+
+    pub fn pod_cidr(&self) -> String {
+        format!("{}/{}", self.pod_range.0, self.pod_range.1)
+    }
+}
+
 pub struct RealNodeOptions {
     pub state_dir: PathBuf,
-    /// Where `make node-deps` put containerd, containerd-shim-runc-v2, runc, ctr and the kubelet.
+    /// Where `make node-deps` put containerd, containerd-shim-runc-v2, runc, ctr, the kubelet,
+    /// kube-proxy and CoreDNS.
     pub bin_dir: PathBuf,
     /// OCI tarballs imported into containerd before the kubelet starts (the pause image first).
     pub images: Vec<PathBuf>,
-    /// The instance's bridge, its gateway (the node's IP) and the pods' /24.
+    /// The instance's bridge on the host (the node's veth joins it) and the addresses on it.
     pub bridge: String,
-    pub gateway: Ipv4Addr,
-    pub pod_cidr: String,
+    pub addresses: NodeAddresses,
+    /// The instance's Service CIDR (`10.96.<N>.0/24`), routed from the host to the node.
+    pub service_cidr: String,
     /// The instance's network index: names the node's cgroup, so parallel instances differ.
     pub index: u8,
     pub node_name: String,
     pub cluster_domain: String,
     /// Kubeconfig YAML of `system:node:<name>`.
     pub kubeconfig: String,
+    /// Kubeconfig YAML of `system:kube-proxy` (bound to `system:node-proxier`).
+    pub proxy_kubeconfig: String,
+    /// Kubeconfig YAML of cluster DNS's identity (`localkube:dns`, CoreDNS's rights).
+    pub dns_kubeconfig: String,
     pub ca_pem: String,
     pub serving_cert_pem: String,
     pub serving_key_pem: String,
@@ -73,8 +119,12 @@ pub struct RealNodeOptions {
 
 pub struct RealNode {
     containerd: Child,
-    /// None until it started (a failed start stops containerd alone).
+    /// None until started (a failed start stops what did start).
+    coredns: Option<Child>,
     kubelet: Option<Child>,
+    kube_proxy: Option<Child>,
+    /// The host's routes to the node (`ip route` arguments after `del`), removed on stop.
+    host_routes: Vec<Vec<String>>,
     /// `localkube-<index>`: the node's cgroup in every hierarchy. containerd and the kubelet are in
     /// its `node` child (the shims they start too), the pods under its `kubepods`, so the pids
     /// hierarchy lists every process of the node, whichever mount namespace it is in.
@@ -90,7 +140,7 @@ pub fn check_binaries(bin_dir: &Path) -> Result<(), BoxError> {
     for b in BINARIES {
         if !bin_dir.join(b).is_file() {
             return Err(format!(
-                "--node kubelet: {} not found: run `make node-deps` (builds runc, containerd and the kubelet into .tools/bin), or pass --node-bin-dir",
+                "--node kubelet: {} not found: run `make node-deps` (builds runc, containerd, the kubelet, kube-proxy and CoreDNS into .tools/bin), or pass --node-bin-dir",
                 bin_dir.join(b).display()
             )
             .into());
@@ -119,6 +169,8 @@ impl RealNode {
             "kubelet/logs",
             "kubelet/manifests",
             "kubelet/pki",
+            "kube-proxy",
+            "coredns",
             "sysctl",
         ] {
             std::fs::create_dir_all(d(sub))?;
@@ -175,7 +227,7 @@ impl RealNode {
             std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into())
         );
         let mut containerd =
-            crate::shim::command_with_binds(&opts.bin_dir.join("containerd"), &bind_refs)?
+            crate::shim::command_with_binds(&opts.bin_dir.join("containerd"), &bind_refs, true)?
                 .arg("--config")
                 .arg(d("containerd/config.toml"))
                 .env("PATH", &path_env)
@@ -216,20 +268,112 @@ impl RealNode {
         }
         // From here on a failure must stop containerd and remove the cgroups again.
         let mut node = RealNode {
+            coredns: None,
             kubelet: None,
+            kube_proxy: None,
             containerd,
             cgroup,
+            host_routes: Vec::new(),
         };
-        match node.start_kubelet(&opts, &dir, &ctr, &path_env).await {
-            Ok(kubelet) => {
-                node.kubelet = Some(kubelet);
-                Ok(node)
-            }
+        match node.start_rest(&opts, &dir, &ctr, &path_env).await {
+            Ok(()) => Ok(node),
             Err(e) => {
                 node.stop().await;
                 Err(e)
             }
         }
+    }
+
+    /// After containerd: the node's network, CoreDNS, the kubelet, kube-proxy.
+    async fn start_rest(
+        &mut self,
+        opts: &RealNodeOptions,
+        dir: &Path,
+        ctr: &Ctr,
+        path_env: &str,
+    ) -> Result<(), BoxError> {
+        let netns = format!(
+            "/proc/{}/ns/net",
+            self.containerd.id().ok_or("containerd exited")?
+        );
+        self.host_routes = node_network(opts, &netns).await?;
+        self.coredns = Some(self.start_coredns(opts, dir)?);
+        self.kubelet = Some(self.start_kubelet(opts, dir, ctr, path_env).await?);
+        self.kube_proxy = Some(self.start_kube_proxy(opts, dir, &netns, path_env)?);
+        Ok(())
+    }
+
+    /// CoreDNS on the host, on the instance's gateway (the pods' `clusterDNS`; `localkube run`
+    /// uses it too), with the cluster DNS identity's kubeconfig.
+    fn start_coredns(&self, opts: &RealNodeOptions, dir: &Path) -> Result<Child, BoxError> {
+        let d = |p: &str| dir.join(p);
+        std::fs::write(d("coredns/kubeconfig"), &opts.dns_kubeconfig)?;
+        std::fs::write(
+            d("coredns/Corefile"),
+            corefile(
+                opts.addresses.gateway,
+                &opts.cluster_domain,
+                &d("coredns/kubeconfig"),
+            ),
+        )?;
+        let (out, err) = log_files(&opts.state_dir.join("logs/coredns.log"))?;
+        let coredns = crate::shim::command(&opts.bin_dir.join("coredns"))?
+            .arg("-conf")
+            .arg(d("coredns/Corefile"))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting CoreDNS: {e}"))?;
+        if let Some(pid) = coredns.id() {
+            join_cgroup(
+                &Path::new(PIDS_HIERARCHY).join(&self.cgroup).join("node"),
+                pid,
+            )?;
+        }
+        Ok(coredns)
+    }
+
+    /// kube-proxy in the node's network namespace (nftables mode: its own `kube-proxy` tables
+    /// there), as `system:kube-proxy`.
+    fn start_kube_proxy(
+        &self,
+        opts: &RealNodeOptions,
+        dir: &Path,
+        netns: &str,
+        path_env: &str,
+    ) -> Result<Child, BoxError> {
+        let d = |p: &str| dir.join(p);
+        std::fs::write(d("kube-proxy/kubeconfig"), &opts.proxy_kubeconfig)?;
+        std::fs::write(
+            d("kube-proxy/config.yaml"),
+            kube_proxy_config(opts, &d("kube-proxy/kubeconfig")),
+        )?;
+        let (out, err) = log_files(&opts.state_dir.join("logs/kube-proxy.log"))?;
+        let kube_proxy = crate::shim::command(Path::new("nsenter"))?
+            .arg(format!("--net={netns}"))
+            .arg("--")
+            .arg(opts.bin_dir.join("kube-proxy"))
+            .arg(format!(
+                "--config={}",
+                d("kube-proxy/config.yaml").display()
+            ))
+            .arg("--v=1")
+            .env("PATH", path_env)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting kube-proxy: {e}"))?;
+        if let Some(pid) = kube_proxy.id() {
+            join_cgroup(
+                &Path::new(PIDS_HIERARCHY).join(&self.cgroup).join("node"),
+                pid,
+            )?;
+        }
+        Ok(kube_proxy)
     }
 
     async fn start_kubelet(
@@ -266,10 +410,11 @@ impl RealNode {
         let logs = opts.state_dir.join("logs");
         let (out, err) = log_files(&logs.join("kubelet.log"))?;
         let containerd_pid = self.containerd.id().ok_or("containerd exited")?;
-        // The kubelet joins containerd's mount namespace (nsenter, single-threaded, before the
-        // kubelet's Go runtime starts threads).
+        // The kubelet joins containerd's mount and network namespaces (nsenter, single-threaded,
+        // before the kubelet's Go runtime starts threads).
         let kubelet = crate::shim::command(Path::new("nsenter"))?
             .arg(format!("--mount=/proc/{containerd_pid}/ns/mnt"))
+            .arg(format!("--net=/proc/{containerd_pid}/ns/net"))
             .arg("--")
             .arg(opts.bin_dir.join("kubelet"))
             .arg(format!("--config={}", d("kubelet/config.yaml").display()))
@@ -279,7 +424,7 @@ impl RealNode {
             ))
             .arg(format!("--root-dir={}", d("kubelet/root").display()))
             .arg(format!("--hostname-override={}", opts.node_name))
-            .arg(format!("--node-ip={}", opts.gateway))
+            .arg(format!("--node-ip={}", opts.addresses.node_ip))
             .arg("--v=1")
             .env("PATH", path_env)
             .stdin(Stdio::null())
@@ -297,11 +442,17 @@ impl RealNode {
         Ok(kubelet)
     }
 
-    /// The component that exited, if one did (both must run as long as the instance).
+    /// The component that exited, if one did (all must run as long as the instance).
     pub fn check_running(&mut self) -> Option<String> {
         let mut children = vec![("containerd", &mut self.containerd)];
-        if let Some(kubelet) = self.kubelet.as_mut() {
-            children.push(("kubelet", kubelet));
+        for (name, child) in [
+            ("CoreDNS", self.coredns.as_mut()),
+            ("kubelet", self.kubelet.as_mut()),
+            ("kube-proxy", self.kube_proxy.as_mut()),
+        ] {
+            if let Some(child) = child {
+                children.push((name, child));
+            }
         }
         for (name, child) in children {
             if let Ok(Some(status)) = child.try_wait() {
@@ -319,7 +470,101 @@ impl RealNode {
         }
         stop_cgroup(&self.cgroup).await;
         let _ = self.containerd.wait().await;
+        // The node's namespace went with its last process (its veth too); the host's routes
+        // to it go with the bridge anyway, but the bridge may outlive this node.
+        for route in &self.host_routes {
+            let mut args = vec!["route", "del"];
+            args.extend(route.iter().map(String::as_str));
+            let _ = ip_command(None, &args).await;
+        }
     }
+}
+
+/// `ip ARGS` on the host, or in the network namespace `netns` (a `/proc/PID/ns/net` path).
+async fn ip_command(netns: Option<&str>, args: &[&str]) -> Result<(), BoxError> {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = tokio::process::Command::new("nsenter");
+            c.arg(format!("--net={ns}")).arg("--").arg("ip");
+            c
+        }
+        None => tokio::process::Command::new("ip"),
+    };
+    let out = cmd.args(args).stdin(Stdio::null()).output().await?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}{}: {}",
+            args.join(" "),
+            netns.map(|n| format!(" (in {n})")).unwrap_or_default(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into())
+    }
+}
+
+/// Joins the node's network namespace `netns` (fresh: only `lo`, down) to the instance's
+/// bridge: a veth `lknode<N>` on the bridge whose peer is the node's `eth0` with the node's IP,
+/// a default route through the gateway, forwarding on (for the pods behind it); on the host,
+/// routes to the pods' range and the Service CIDR through the node's IP. Returns the host's
+/// routes, for [`RealNode::stop`].
+async fn node_network(opts: &RealNodeOptions, netns: &str) -> Result<Vec<Vec<String>>, BoxError> {
+    let a = opts.addresses;
+    let host_end = format!("lknode{}", opts.index);
+    let pid = netns
+        .trim_start_matches("/proc/")
+        .trim_end_matches("/ns/net");
+    // A veth left by a SIGKILLed localkube went with its namespace; a stale name is not fatal.
+    let _ = ip_command(None, &["link", "del", &host_end]).await;
+    ip_command(
+        None,
+        &[
+            "link", "add", &host_end, "type", "veth", "peer", "name", "eth0", "netns", pid,
+        ],
+    )
+    .await?;
+    ip_command(
+        None,
+        &["link", "set", &host_end, "master", &opts.bridge, "up"],
+    )
+    .await?;
+    let node_cidr = format!("{}/25", a.node_ip);
+    let gateway = a.gateway.to_string();
+    for args in [
+        vec!["link", "set", "lo", "up"],
+        vec!["addr", "add", node_cidr.as_str(), "dev", "eth0"],
+        vec!["link", "set", "eth0", "up"],
+        vec!["route", "add", "default", "via", gateway.as_str()],
+    ] {
+        ip_command(Some(netns), &args).await?;
+    }
+    let out = tokio::process::Command::new("nsenter")
+        .arg(format!("--net={netns}"))
+        .args(["--", "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    if !out.status.success() {
+        return Err(format!(
+            "net.ipv4.ip_forward=1 in the node's namespace: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    let node_ip = a.node_ip.to_string();
+    let mut routes = Vec::new();
+    for cidr in [a.pod_cidr(), opts.service_cidr.clone()] {
+        let route: Vec<String> = [cidr.as_str(), "via", &node_ip, "dev", &opts.bridge]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut args = vec!["route", "replace"];
+        args.extend(route.iter().map(String::as_str));
+        ip_command(None, &args).await?;
+        routes.push(route);
+    }
+    Ok(routes)
 }
 
 /// Stops every process of the node's cgroup `cgroup` and removes it: the pods' processes first
@@ -529,24 +774,25 @@ state = "{state}"
     )
 }
 
-/// The pods join the instance's bridge (where DNS and the Service proxy listen) with addresses
-/// from its /24; the bridge plugin leaves the bridge's own address alone (`isGateway: false`) and
-/// the pods route through the gateway.
+/// The pods join the bridge `cni0` in the node's network namespace (the CNI plugins run there,
+/// with containerd), which is their gateway, with addresses from the node's pod range. No
+/// masquerading: the host routes the pods' range to the node.
 fn cni_config(opts: &RealNodeOptions, ipam_dir: &Path) -> String {
+    let a = opts.addresses;
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "localkube",
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": opts.bridge,
-                "isGateway": false,
+                "bridge": "cni0",
+                "isGateway": true,
                 "ipMasq": false,
                 "hairpinMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{ "subnet": opts.pod_cidr, "gateway": opts.gateway.to_string() }]],
-                    "routes": [{ "dst": "0.0.0.0/0", "gw": opts.gateway.to_string() }],
+                    "ranges": [[{ "subnet": a.pod_cidr(), "gateway": a.pod_gateway.to_string() }]],
+                    "routes": [{ "dst": "0.0.0.0/0" }],
                     "dataDir": path_str(ipam_dir),
                 }
             },
@@ -580,13 +826,13 @@ fn kubelet_config(opts: &RealNodeOptions, dir: &Path, cgroup: &str) -> String {
             "x509": { "clientCAFile": path_str(&dir.join("kubelet/pki/ca.crt")) }
         },
         "authorization": { "mode": "AlwaysAllow" },
-        "address": opts.gateway.to_string(),
+        "address": opts.addresses.node_ip.to_string(),
         "port": crate::components::KUBELET_PORT,
         "readOnlyPort": 0,
         "healthzPort": 0,
         "tlsCertFile": d("kubelet/pki/kubelet.crt"),
         "tlsPrivateKeyFile": d("kubelet/pki/kubelet.key"),
-        "clusterDNS": [opts.gateway.to_string()],
+        "clusterDNS": [opts.addresses.gateway.to_string()],
         "clusterDomain": opts.cluster_domain,
         "resolvConf": "/etc/resolv.conf",
         // Served from files in its own mount namespace (module docs): never the host's.
@@ -600,6 +846,63 @@ fn kubelet_config(opts: &RealNodeOptions, dir: &Path, cgroup: &str) -> String {
     .to_string()
 }
 
+/// kube-proxy in nftables mode (its own `ip`/`ip6` `kube-proxy` tables in the node's network
+/// namespace). The pods' range is the cluster CIDR: traffic from elsewhere (the host) to a
+/// Service is masqueraded, so its replies come back through the node. Conntrack is left as the
+/// namespace has it (no sysctl written), and no OOM score asked (root here lacks
+/// CAP_SYS_RESOURCE).
+fn kube_proxy_config(opts: &RealNodeOptions, kubeconfig: &Path) -> String {
+    let a = opts.addresses;
+    serde_json::json!({
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "nftables",
+        "clientConnection": { "kubeconfig": path_str(kubeconfig) },
+        "hostnameOverride": opts.node_name,
+        "bindAddress": a.node_ip.to_string(),
+        "clusterCIDR": a.pod_cidr(),
+        "detectLocalMode": "ClusterCIDR",
+        "nodePortAddresses": [format!("{}/32", a.node_ip)],
+        // In the node's namespace only; nothing on the host listens.
+        "healthzBindAddress": format!("{}:10256", a.node_ip),
+        "metricsBindAddress": format!("{}:10249", a.node_ip),
+        "oomScoreAdj": 0,
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+            "udpTimeout": "0s",
+            "udpStreamTimeout": "0s",
+        },
+    })
+    .to_string()
+}
+
+/// CoreDNS's `kubernetes` plugin for the cluster domain (and reverse zones), bound to the
+/// instance's gateway only (parallel instances each have theirs); other names forwarded to the
+/// host's resolvers.
+fn corefile(gateway: Ipv4Addr, cluster_domain: &str, kubeconfig: &Path) -> String {
+    format!(
+        r#"# Written by localkube up --node kubelet (e2e/localkube/src/realnode.rs).
+.:53 {{
+    bind {gateway}
+    errors
+    kubernetes {cluster_domain} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} localkube
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+    forward . /etc/resolv.conf
+    cache 5
+    loadbalance
+}}
+"#,
+        kubeconfig = kubeconfig.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -610,12 +913,14 @@ mod tests {
             bin_dir: "/opt/node/bin".into(),
             images: Vec::new(),
             bridge: "lkbr7".into(),
-            gateway: Ipv4Addr::new(10, 244, 7, 1),
-            pod_cidr: "10.244.7.0/24".into(),
+            addresses: NodeAddresses::new(Ipv4Addr::new(10, 244, 7, 1)),
+            service_cidr: "10.96.7.0/24".into(),
             index: 7,
             node_name: "localkube".into(),
             cluster_domain: "cluster.local".into(),
             kubeconfig: String::new(),
+            proxy_kubeconfig: String::new(),
+            dns_kubeconfig: String::new(),
             ca_pem: String::new(),
             serving_cert_pem: String::new(),
             serving_key_pem: String::new(),
@@ -645,7 +950,8 @@ mod tests {
         assert_eq!(config["protectKernelDefaults"], true);
         assert_eq!(config["cgroupRoot"], "/localkube-7");
         assert_eq!(config["cgroupDriver"], "cgroupfs");
-        assert_eq!(config["address"], "10.244.7.1");
+        // Serving on the node's own IP; DNS (CoreDNS) on the instance's gateway.
+        assert_eq!(config["address"], "10.244.7.2");
         assert_eq!(config["clusterDNS"][0], "10.244.7.1");
         assert_eq!(config["authentication"]["anonymous"]["enabled"], false);
         assert_eq!(
@@ -668,20 +974,64 @@ mod tests {
         );
     }
 
-    /// The bridge plugin must leave the bridge's own address (the gateway, where DNS, the
-    /// Service proxy and kube-apiserver listen) alone and route the pods through it.
+    /// The host's bridge holds the gateway `.1`; the node is `.2`; its pods the upper half,
+    /// which the host routes to the node.
     #[test]
-    fn cni_config_joins_the_instance_bridge_without_touching_its_address() {
+    fn node_addresses_split_the_instance_network() {
+        let a = NodeAddresses::new(Ipv4Addr::new(10, 244, 7, 1));
+        assert_eq!(a.node_ip, Ipv4Addr::new(10, 244, 7, 2));
+        assert_eq!(a.pod_cidr(), "10.244.7.128/25");
+        assert_eq!(a.pod_gateway, Ipv4Addr::new(10, 244, 7, 129));
+    }
+
+    /// The pods' bridge is the node's own (in its network namespace), their gateway; the
+    /// host's bridge (lkbr7) is not touched by CNI.
+    #[test]
+    fn cni_config_puts_the_pods_behind_the_node() {
         let cni: serde_json::Value = serde_json::from_str(&cni_config(
             &options(Path::new("/state")),
             Path::new("/ipam"),
         ))
         .unwrap();
         let bridge = &cni["plugins"][0];
-        assert_eq!(bridge["bridge"], "lkbr7");
-        assert_eq!(bridge["isGateway"], false);
-        assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "10.244.7.0/24");
-        assert_eq!(bridge["ipam"]["routes"][0]["gw"], "10.244.7.1");
+        assert_eq!(bridge["bridge"], "cni0");
+        assert_eq!(bridge["isGateway"], true);
+        assert_eq!(bridge["ipMasq"], false);
+        assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "10.244.7.128/25");
+        assert_eq!(bridge["ipam"]["ranges"][0][0]["gateway"], "10.244.7.129");
         assert_eq!(cni["plugins"][1]["type"], "portmap");
+    }
+
+    /// kube-proxy: nftables, the pods' range as cluster CIDR (the host's traffic to Services is
+    /// masqueraded), no conntrack sysctl written, listening on the node's IP only.
+    #[test]
+    fn kube_proxy_config_stays_in_the_node() {
+        let config: serde_json::Value = serde_json::from_str(&kube_proxy_config(
+            &options(Path::new("/state")),
+            Path::new("/state/realnode/kube-proxy/kubeconfig"),
+        ))
+        .unwrap();
+        assert_eq!(config["mode"], "nftables");
+        assert_eq!(config["clusterCIDR"], "10.244.7.128/25");
+        assert_eq!(config["detectLocalMode"], "ClusterCIDR");
+        assert_eq!(config["hostnameOverride"], "localkube");
+        assert_eq!(config["conntrack"]["maxPerCore"], 0);
+        assert_eq!(config["healthzBindAddress"], "10.244.7.2:10256");
+        assert_eq!(config["metricsBindAddress"], "10.244.7.2:10249");
+    }
+
+    #[test]
+    fn corefile_serves_the_cluster_domain_on_the_gateway_only() {
+        let corefile = corefile(
+            Ipv4Addr::new(10, 244, 7, 1),
+            "cluster.local",
+            Path::new("/k"),
+        );
+        assert!(corefile.contains("bind 10.244.7.1\n"), "{corefile}");
+        assert!(
+            corefile.contains("kubernetes cluster.local in-addr.arpa ip6.arpa {"),
+            "{corefile}"
+        );
+        assert!(corefile.contains("kubeconfig /k localkube"), "{corefile}");
     }
 }

@@ -1,4 +1,4 @@
-//! `localkube shim --parent PID [--bind SOURCE:TARGET]... -- PROGRAM ARGS...`: how localkube starts
+//! `localkube shim --parent PID [--bind SOURCE:TARGET]... [--new-net] -- PROGRAM ARGS...`: how localkube starts
 //! its children. The shim asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG
 //! survives execve), checks the parent did not die before that, then becomes PROGRAM. So even a
 //! SIGKILLed localkube leaves no etcd behind, without any `unsafe` pre-exec hook.
@@ -8,6 +8,10 @@
 //! how a path a binary hard-codes (kube-controller-manager's host-path provisioner writes under
 //! `/tmp/hostpath_pv`) lands in the instance's state directory, so parallel instances do not share
 //! it and removing the state directory removes the volumes.
+//!
+//! With `--new-net`, PROGRAM runs in a network namespace of its own (the real node's: its
+//! processes, netfilter tables and routes never touch the host's; the namespace goes when its last
+//! process exits).
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -16,7 +20,13 @@ use std::process::Command;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 
-pub fn exec(parent: u32, binds: &[String], program: &str, args: &[String]) -> std::io::Error {
+pub fn exec(
+    parent: u32,
+    binds: &[String],
+    new_net: bool,
+    program: &str,
+    args: &[String],
+) -> std::io::Error {
     if let Err(e) =
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
     {
@@ -30,6 +40,9 @@ pub fn exec(parent: u32, binds: &[String], program: &str, args: &[String]) -> st
         && let Err(e) = private_bind_mounts(binds)
     {
         return std::io::Error::other(format!("--bind {}: {e}", binds.join(" --bind ")));
+    }
+    if new_net && let Err(e) = unshare(CloneFlags::CLONE_NEWNET) {
+        return std::io::Error::other(format!("--new-net: unshare(CLONE_NEWNET): {e}"));
     }
     Command::new(program).args(args).exec()
 }
@@ -83,13 +96,15 @@ pub fn command_with_bind(
     program: &Path,
     bind: Option<(&Path, &Path)>,
 ) -> std::io::Result<tokio::process::Command> {
-    command_with_binds(program, bind.as_slice())
+    command_with_binds(program, bind.as_slice(), false)
 }
 
-/// As [`command`], with each `(source, target)` mounted in the program's own mount namespace.
+/// As [`command`], with each `(source, target)` mounted in the program's own mount namespace,
+/// and with `new_net` in a network namespace of its own.
 pub fn command_with_binds(
     program: &Path,
     binds: &[(&Path, &Path)],
+    new_net: bool,
 ) -> std::io::Result<tokio::process::Command> {
     let me = std::env::current_exe()?;
     let mut cmd = tokio::process::Command::new(me);
@@ -98,6 +113,9 @@ pub fn command_with_binds(
         .arg(std::process::id().to_string());
     for (source, target) in binds {
         cmd.arg(format!("--bind={}:{}", source.display(), target.display()));
+    }
+    if new_net {
+        cmd.arg("--new-net");
     }
     cmd.arg("--").arg(program);
     Ok(cmd)

@@ -113,11 +113,19 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         Some(net) => net.gateway().into(),
         None => opts.address,
     };
-    let serving_ips = vec![
+    let mut serving_ips = vec![
         opts.address,
         api_address,
         service_cidr.kubernetes_ip().into(),
     ];
+    // The kubelet serves on the node's own IP (its network namespace), which kube-apiserver
+    // verifies (`--kubelet-certificate-authority`).
+    let node_addresses = network
+        .as_ref()
+        .map(|n| crate::realnode::NodeAddresses::new(n.gateway()));
+    if let Some(a) = node_addresses.filter(|_| real_node) {
+        serving_ips.push(a.node_ip.into());
+    }
     let pki = Pki::load_or_generate(&opts.state_dir.join("pki"), &serving_ips)?;
     let etcd = EtcdProcess::start(&opts.etcd_binary, &opts.state_dir, opts.address).await?;
     std::fs::write(opts.state_dir.join("etcd-endpoint"), &etcd.endpoint)?;
@@ -148,7 +156,9 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
                     dns: kubeconfig_for(&pki, &url, "dns", &pki.dns_cert, &pki.dns_key),
                 },
                 network,
+                // The real node brings its own: the kubelet, kube-proxy and CoreDNS.
                 run_node_agent: !real_node,
+                run_dns_and_proxy: !real_node,
                 logs_dir: opts.state_dir.join("node/logs"),
                 tools_dir: opts.tools_dir.clone(),
                 image_map: opts.image_map.clone(),
@@ -174,12 +184,20 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
                 bin_dir: node_bin_dir.clone(),
                 images: opts.node_images.clone(),
                 bridge: network.bridge_name(),
-                gateway: network.gateway(),
-                pod_cidr: network.pod_cidr(),
+                addresses: crate::realnode::NodeAddresses::new(network.gateway()),
+                service_cidr: service_cidr.to_string(),
                 index: network.index(),
                 node_name: crate::components::NODE_NAME.to_string(),
                 cluster_domain: crate::components::CLUSTER_DOMAIN.to_string(),
                 kubeconfig: kubeconfig_for(&pki, &url, "node", &pki.node_cert, &pki.node_key),
+                proxy_kubeconfig: kubeconfig_for(
+                    &pki,
+                    &url,
+                    "proxy",
+                    &pki.proxy_cert,
+                    &pki.proxy_key,
+                ),
+                dns_kubeconfig: kubeconfig_for(&pki, &url, "dns", &pki.dns_cert, &pki.dns_key),
                 ca_pem: pki.ca_cert.clone(),
                 serving_cert_pem: pki.kubelet_serving_cert.clone(),
                 serving_key_pem: pki.kubelet_serving_key.clone(),

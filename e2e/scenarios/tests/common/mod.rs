@@ -371,10 +371,17 @@ impl Workload {
     }
 }
 
-/// An EtcdCluster manifest.
+/// An EtcdCluster manifest. On the real node (`LOCALKUBE_NODE=kubelet`, e2e/README.md "Real
+/// node") the members run as root: the upstream kubelet does not apply fsGroup to the host-path
+/// provisioner's volumes, which are root's (e2e/realnode/cluster-hostpath.yaml).
 pub fn cluster_yaml(name: &str, size: u32, version: &str) -> String {
+    let pod = if std::env::var("LOCALKUBE_NODE").is_ok_and(|n| n == "kubelet") {
+        "  pod: {securityContext: {runAsUser: 0, runAsNonRoot: false}}\n"
+    } else {
+        ""
+    };
     format!(
-        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {name}}}\nspec:\n  size: {size}\n  version: \"{version}\"\n  storage: {{size: 1Gi}}\n"
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {name}}}\nspec:\n  size: {size}\n  version: \"{version}\"\n  storage: {{size: 1Gi}}\n{pod}"
     )
 }
 
