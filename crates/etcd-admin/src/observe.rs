@@ -131,7 +131,7 @@ pub(crate) async fn observe_detailed(
             if list.is_err()
                 && let Some(p) = &pooled
             {
-                p.pool.evict(&p.scope, &endpoint);
+                p.pool.forget_endpoint(&p.scope, &endpoint);
             }
             (endpoint, list)
         });
@@ -197,7 +197,7 @@ pub(crate) async fn statuses(
             if answer.is_err()
                 && let Some(p) = &pooled
             {
-                p.pool.evict(&p.scope, &endpoint);
+                p.pool.forget_endpoint(&p.scope, &endpoint);
             }
             (index, answer)
         });

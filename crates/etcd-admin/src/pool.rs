@@ -136,7 +136,7 @@ impl ClientPool {
 
     /// A request on the client for `endpoint` failed: the next one dials again (the
     /// connection may be broken, or the name may point at a new Pod).
-    pub fn evict(&self, scope: &str, endpoint: &str) {
+    pub fn forget_endpoint(&self, scope: &str, endpoint: &str) {
         self.lock()
             .retain(|key, _| !(key.scope == scope && key.endpoint == endpoint));
     }
@@ -256,7 +256,7 @@ Sjop33sHzHOjV6vS\n\
         pool.retain("uid-new", &[], T, Some(&tls(CA_2)));
         assert_eq!(pool.len(), 1);
         // A failed request: the next call dials again.
-        pool.evict("uid-old", url);
+        pool.forget_endpoint("uid-old", url);
         pool.client("uid-old", url, T, None).await.unwrap();
         assert_eq!(dialled(), 5);
         pool.forget("uid-old");
