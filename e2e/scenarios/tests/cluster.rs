@@ -301,13 +301,14 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         assert_eq!(serving(&pod), Some("True"), "{}", pod.name_any());
     }
 
-    // New flags, labels and larger volumes at once: the volumes grow first, then the members
-    // roll onto the flags and the quota derived from the new size.
+    // New flags, labels, resources and larger volumes at once: the volumes grow first, then the
+    // members roll onto the flags, the resources and the quota derived from the new size.
     // The 16 MiB quota and compactOnNoSpace serve the NOSPACE part at the end (the same roll
     // applies the quota: no second roll).
     let changed = cfg().replace("size: 1Gi", "size: 2Gi")
         + "  etcdOptions: {snapshotCount: 5000, quotaBackendBytes: 16777216}\n  \
-           pod: {labels: {team: storage}}\n  maintenance: {compactOnNoSpace: true}\n";
+           pod: {labels: {team: storage}, resources: {requests: {cpu: 50m, memory: 96Mi}}}\n  \
+           maintenance: {compactOnNoSpace: true}\n";
     env.apply(&changed).unwrap();
     // Watch the roll: at every moment at most one member is out of the client Service (its Pod
     // missing, stopping or not Ready), until all three run the new configuration.
@@ -333,6 +334,12 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
                     .as_ref()
                     .unwrap()
                     .contains(&"--snapshot-count=5000".to_owned())
+                && p.spec.as_ref().unwrap().containers[0]
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|r| r.get("memory"))
+                    .is_some_and(|q| q.0 == "96Mi")
         });
         if rolled.count() == 3 && ready == 3 {
             break;
