@@ -9,7 +9,11 @@
 //!   cluster converges to Available at the size asked, the etcd member list is exactly the
 //!   member Pods (no extra or missing member, none left a learner), every member that existed
 //!   before the crash kept its etcd ID (a member never restarted on an empty data directory
-//!   under its old ID), and no PVC vanished (reclaimPolicy Retain).
+//!   under its old ID), and no PVC vanished (reclaimPolicy Retain). `spec.backup` set or
+//!   removed: its CronJob, ServiceAccount, Role and RoleBinding exist as specified (owned by
+//!   the cluster, one spec hash, the CronJob running as the ServiceAccount the RoleBinding
+//!   binds), or are gone; the case added or removed exactly those four in the namespace (never
+//!   an EtcdBackup, Service, Secret, ...).
 //! - The backup operator (an on-demand EtcdBackup of the cluster): the backup ends Succeeded with
 //!   its object in S3, read back and matching `status.artifact` (size, SHA-256), or Failed with
 //!   no object carrying its UID; either way no multipart upload is left pending under the
@@ -87,6 +91,13 @@ enum Trigger {
     ScaleDown,
     /// `spec.storage.reclaimPolicy` flipped: the PVCs' owner references follow.
     FlipReclaimPolicy,
+    /// `spec.backup` set: the schedule's ServiceAccount, Role, RoleBinding and CronJob applied
+    /// (in that order). Converged: the four exist as specified ([`schedule_converged`]).
+    SetBackupSchedule,
+    /// `spec.backup` removed: the RoleBinding, Role, ServiceAccount and CronJob deleted (in
+    /// that order). Converged: the four are gone, and nothing else in the namespace (no
+    /// EtcdBackup, no Service, Secret, ...) went with them.
+    RemoveBackupSchedule,
     /// An on-demand EtcdBackup: Running written, the snapshot streamed as a multipart upload
     /// (create, parts, complete), the outcome written.
     Backup,
@@ -287,6 +298,10 @@ const fn case(failpoint: &'static str, when: &'static str, trigger: Trigger) -> 
     }
 }
 
+/// `spec.backup.schedule` in the backup-schedule cases: never due during a run (the cases
+/// check the objects, not the runs, which the backup scenario covers).
+const BACKUP_SCHEDULE: &str = "0 0 1 1 *";
+
 /// The `make test` subset: one crash in each half of a membership change, a status write, a
 /// crash mid-upload (a pending multipart upload to clean up), and one while the restore's seed
 /// is being built.
@@ -329,6 +344,19 @@ fn full() -> Vec<Case> {
         ("cluster.pod_delete", ScaleDown),
         ("cluster.pvc_owner_patch", FlipReclaimPolicy),
         ("cluster.pvc_delete", ScaleDown),
+        // spec.backup's objects: each apply reached by setting it, each delete by removing it
+        // (a delete last, so that the cases after these run without spec.backup).
+        ("cluster.backup_service_account_apply", SetBackupSchedule),
+        ("cluster.backup_role_apply", SetBackupSchedule),
+        ("cluster.backup_role_binding_apply", SetBackupSchedule),
+        ("cluster.backup_cron_job_apply", SetBackupSchedule),
+        ("cluster.backup_role_binding_delete", RemoveBackupSchedule),
+        ("cluster.backup_role_delete", RemoveBackupSchedule),
+        (
+            "cluster.backup_service_account_delete",
+            RemoveBackupSchedule,
+        ),
+        ("cluster.backup_cron_job_delete", RemoveBackupSchedule),
         ("backup.status", Backup),
         ("backup.s3_create_multipart", Backup),
         ("backup.s3_upload_part", Backup),
@@ -438,6 +466,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         size: 3,
         delete_pvcs: false,
         version: VERSION,
+        backup_schedule: false,
     };
     env.apply(&cluster.yaml()).unwrap();
     let s3 = if needs_s3 {
@@ -510,7 +539,11 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         prepare(&env, &mut cluster, case).await;
         let clients = Workload::start_prefixed(url.clone(), None, &format!("history/{index}/k"));
         let (outcome, converged) = match case.trigger {
-            Trigger::ScaleUp | Trigger::ScaleDown | Trigger::FlipReclaimPolicy => {
+            Trigger::ScaleUp
+            | Trigger::ScaleDown
+            | Trigger::FlipReclaimPolicy
+            | Trigger::SetBackupSchedule
+            | Trigger::RemoveBackupSchedule => {
                 cluster_case(&env, &deployment, &operator, &mut cluster, case).await
             }
             Trigger::Backup => {
@@ -626,10 +659,28 @@ async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
         cluster.delete_pvcs = true;
         changed = true;
     }
+    // spec.backup is set to be removed, and removed to be set again.
+    let schedule_before = match case.trigger {
+        Trigger::SetBackupSchedule => Some(false),
+        Trigger::RemoveBackupSchedule => Some(true),
+        _ => None,
+    };
+    if let Some(wanted) = schedule_before
+        && cluster.backup_schedule != wanted
+    {
+        cluster.backup_schedule = wanted;
+        changed = true;
+    }
     if changed {
         env.apply(&cluster.yaml()).unwrap();
         env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
             .await;
+        // Not fatal to the table: the case then fails on the same objects.
+        if schedule_before.is_some()
+            && let Err(e) = wait_schedule(env, cluster.backup_schedule).await
+        {
+            eprintln!("chaos: preparing {}: {e}", case.failpoint);
+        }
     }
 }
 
@@ -645,11 +696,14 @@ async fn cluster_case(
 ) -> (Result<(), String>, Duration) {
     let scenario = format!("{}:{}", case.failpoint, case.when);
     let before = Snapshot::take(env, cluster).await;
+    let objects_before = namespace_objects(env);
     set_failpoint(env, deployment, operator, Some(&scenario));
     match case.trigger {
         Trigger::ScaleUp => cluster.size += 1,
         Trigger::ScaleDown => cluster.size -= 1,
         Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
+        Trigger::SetBackupSchedule => cluster.backup_schedule = true,
+        Trigger::RemoveBackupSchedule => cluster.backup_schedule = false,
         _ => unreachable!("not a crash of the cluster operator"),
     }
     env.apply(&cluster.yaml()).unwrap();
@@ -661,11 +715,205 @@ async fn cluster_case(
         Ok(()) => {
             env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
                 .await;
+            let schedule = match case.trigger {
+                Trigger::SetBackupSchedule | Trigger::RemoveBackupSchedule => {
+                    wait_schedule(env, cluster.backup_schedule).await
+                }
+                _ => Ok(()),
+            };
             let after = Snapshot::take(env, cluster).await;
-            check(&before, &after, cluster, case)
+            schedule
+                .and_then(|()| check(&before, &after, cluster, case))
+                .and_then(|()| {
+                    check_schedule_objects(&objects_before, &namespace_objects(env), case)
+                })
         }
     };
     (outcome, restarted.elapsed())
+}
+
+/// The name of the CronJob, ServiceAccount, Role and RoleBinding of [`CLUSTER`]'s `spec.backup`.
+fn schedule_name() -> String {
+    format!("{CLUSTER}-backups")
+}
+
+/// Waits until `spec.backup`'s four objects converged ([`schedule_converged`]) to `wanted`.
+async fn wait_schedule(env: &Env, wanted: bool) -> Result<(), String> {
+    let deadline = Instant::now() + STEP;
+    loop {
+        match schedule_converged(env, wanted).await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("spec.backup's objects after {STEP:?}: {e}"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+/// `spec.backup` set (`wanted`): its CronJob, ServiceAccount, Role and RoleBinding exist, none
+/// being deleted, each controlled by the EtcdCluster and carrying the same spec hash; the
+/// CronJob runs [`BACKUP_SCHEDULE`] as the ServiceAccount, which the RoleBinding binds to the
+/// Role. Unset: none of the four exists.
+async fn schedule_converged(env: &Env, wanted: bool) -> Result<(), String> {
+    use k8s_openapi::api::batch::v1::CronJob;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::ResourceExt;
+    let name = schedule_name();
+    let client = &env.client;
+    let error = |e: kube::Error| e.to_string();
+    let cron = Api::<CronJob>::namespaced(client.clone(), NS)
+        .get_opt(&name)
+        .await
+        .map_err(error)?;
+    let account = Api::<ServiceAccount>::namespaced(client.clone(), NS)
+        .get_opt(&name)
+        .await
+        .map_err(error)?;
+    let role = Api::<Role>::namespaced(client.clone(), NS)
+        .get_opt(&name)
+        .await
+        .map_err(error)?;
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), NS)
+        .get_opt(&name)
+        .await
+        .map_err(error)?;
+    let metas = [
+        ("CronJob", cron.as_ref().map(|o| o.metadata.clone())),
+        (
+            "ServiceAccount",
+            account.as_ref().map(|o| o.metadata.clone()),
+        ),
+        ("Role", role.as_ref().map(|o| o.metadata.clone())),
+        ("RoleBinding", binding.as_ref().map(|o| o.metadata.clone())),
+    ];
+    if !wanted {
+        let left: Vec<&str> = metas
+            .iter()
+            .filter(|(_, meta)| meta.is_some())
+            .map(|(kind, _)| *kind)
+            .collect();
+        return if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("spec.backup removed, still there: {left:?}"))
+        };
+    }
+    let uid = cluster_uid(env, CLUSTER).await;
+    let mut hashes = BTreeSet::new();
+    for (kind, meta) in &metas {
+        let meta = meta
+            .as_ref()
+            .ok_or_else(|| format!("no {kind} {NS}/{name}"))?;
+        if meta.deletion_timestamp.is_some() {
+            return Err(format!("{kind} {name} is being deleted"));
+        }
+        let controlled = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "EtcdCluster" && o.uid == uid && o.controller == Some(true));
+        if !controlled {
+            return Err(format!(
+                "{kind} {name} is not controlled by the EtcdCluster: {:?}",
+                meta.owner_references
+            ));
+        }
+        hashes.insert(
+            meta.annotations
+                .as_ref()
+                .and_then(|a| a.get("etcd.operator.rs/backup-spec-hash"))
+                .cloned()
+                .unwrap_or_default(),
+        );
+    }
+    if hashes.len() != 1 || hashes.contains("") {
+        return Err(format!("the four objects' spec hashes differ: {hashes:?}"));
+    }
+    let cron = cron.unwrap();
+    let spec = cron.spec.as_ref().ok_or("CronJob without spec")?;
+    if spec.schedule != BACKUP_SCHEDULE {
+        return Err(format!("CronJob schedule {:?}", spec.schedule));
+    }
+    let runs_as = spec
+        .job_template
+        .spec
+        .as_ref()
+        .and_then(|j| j.template.spec.as_ref())
+        .and_then(|p| p.service_account_name.clone());
+    if runs_as.as_deref() != Some(name.as_str()) {
+        return Err(format!("CronJob runs as {runs_as:?}, not {name}"));
+    }
+    let binding = binding.unwrap();
+    let binds_account = binding
+        .subjects
+        .iter()
+        .flatten()
+        .any(|s| s.kind == "ServiceAccount" && s.name == name);
+    if binding.role_ref.kind != "Role" || binding.role_ref.name != name || !binds_account {
+        return Err(format!(
+            "RoleBinding {} binds {:?} to {:?}",
+            binding.name_any(),
+            binding.subjects,
+            binding.role_ref
+        ));
+    }
+    if role.unwrap().rules.unwrap_or_default().is_empty() {
+        return Err(format!("Role {name} grants nothing"));
+    }
+    Ok(())
+}
+
+/// The kinds whose objects in the clusters' namespace a backup-schedule case compares: the
+/// schedule's four, and what removing it must never take along.
+const NAMESPACE_KINDS: &str = "cronjobs,serviceaccounts,roles,rolebindings,etcdbackups,etcdclusters,services,poddisruptionbudgets,secrets,configmaps,persistentvolumeclaims";
+
+/// `kind/name` of every object of [`NAMESPACE_KINDS`] in the clusters' namespace.
+fn namespace_objects(env: &Env) -> BTreeSet<String> {
+    env.kubectl(&["get", NAMESPACE_KINDS, "-n", NS, "-o", "name"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A backup-schedule case added (set) or removed (unset) exactly the schedule's four objects
+/// among [`NAMESPACE_KINDS`]: never an EtcdBackup or anything else. Other cases: no check.
+fn check_schedule_objects(
+    before: &BTreeSet<String>,
+    after: &BTreeSet<String>,
+    case: &Case,
+) -> Result<(), String> {
+    let name = schedule_name();
+    let four: BTreeSet<String> = [
+        "cronjob.batch",
+        "serviceaccount",
+        "role.rbac.authorization.k8s.io",
+        "rolebinding.rbac.authorization.k8s.io",
+    ]
+    .iter()
+    .map(|kind| format!("{kind}/{name}"))
+    .collect();
+    let (changed, what) = match case.trigger {
+        Trigger::SetBackupSchedule => (after.difference(before), "added"),
+        Trigger::RemoveBackupSchedule => (before.difference(after), "removed"),
+        _ => return Ok(()),
+    };
+    let changed: BTreeSet<String> = changed.cloned().collect();
+    let unexpected: Vec<&String> = changed.difference(&four).collect();
+    if !unexpected.is_empty() {
+        return Err(format!(
+            "{} {what} more than spec.backup's four: {unexpected:?}",
+            case.failpoint
+        ));
+    }
+    if changed != four {
+        return Err(format!(
+            "{} {what} {changed:?}, not spec.backup's four {four:?}",
+            case.failpoint
+        ));
+    }
+    Ok(())
 }
 
 /// A member's etcd stopped or killed (found by its `--name` and the cluster's UID in the
@@ -2072,13 +2320,23 @@ struct Cluster {
     delete_pvcs: bool,
     /// [`VERSION`], until a [`Trigger::KillDuringUpgrade`] case.
     version: &'static str,
+    /// `spec.backup` set ([`BACKUP_SCHEDULE`]): between a backup-schedule case that sets it and
+    /// one that removes it.
+    backup_schedule: bool,
 }
 
 impl Cluster {
     fn yaml(&self) -> String {
         let policy = if self.delete_pvcs { "Delete" } else { "Retain" };
+        let backup = if self.backup_schedule {
+            format!(
+                "  backup:\n    schedule: \"{BACKUP_SCHEDULE}\"\n    s3: {{bucket: {BUCKET}, prefix: chaos-scheduled/, endpoint: \"{S3_ENDPOINT}\", forcePathStyle: true, credentialsSecretRef: {{name: {S3_SECRET}}}}}\n"
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {}}}\nspec:\n  size: {}\n  version: \"{}\"\n  storage: {{size: 1Gi, reclaimPolicy: {policy}}}\n",
+            "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {}}}\nspec:\n  size: {}\n  version: \"{}\"\n  storage: {{size: 1Gi, reclaimPolicy: {policy}}}\n{backup}",
             self.name, self.size, self.version
         )
     }
