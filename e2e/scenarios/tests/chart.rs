@@ -119,6 +119,13 @@ async fn lifecycle(pair: KubePair) {
         t()
     );
 
+    // The previous chart runs this build's operators (there are no older binaries here), and
+    // they open member Pods' readiness gate (`pods/status`, issue 21), which 0.1.0's RBAC did
+    // not grant because its operators had no gate. Granted beside the release until the
+    // upgrade, then removed: from there on the working chart's RBAC alone must do. (An operator
+    // image run under an older chart's RBAC leaves new members not Ready and reports the
+    // refused `pods/status` patch in its Degraded condition: upgrade the chart, not the image.)
+    env.apply(&skew_grant()).unwrap();
     // examples/cluster-production.yaml as it is. It runs on localkube's one node unchanged: its
     // anti-affinity is `preferred` (a single node still schedules every member) and localkube's
     // scheduler does not count resource requests.
@@ -168,6 +175,12 @@ async fn lifecycle(pair: KubePair) {
     ];
     upgrade.extend(values);
     helm_ok(&env, &upgrade);
+    env.kubectl(&[
+        "delete",
+        "clusterrolebinding,clusterrole",
+        SKEW_GRANT,
+        "--wait",
+    ]);
     assert_eq!(
         release_chart(&env),
         (2, format!("etcd-operator-{version}")),
@@ -785,6 +798,22 @@ fn semver(version: &str) -> Vec<u64> {
 
 /// The release's revision and chart (`<name>-<version>`) as `helm list` reports them; it must be
 /// deployed.
+/// The ClusterRole and binding [`skew_grant`] creates.
+const SKEW_GRANT: &str = "chart-test-previous-chart-skew";
+
+/// What this build's cluster operator needs beyond the previous chart's RBAC while it runs
+/// under that chart: patching member Pods' status (their readiness gate).
+fn skew_grant() -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {SKEW_GRANT}}}\n\
+         rules:\n- {{apiGroups: [\"\"], resources: [pods/status], verbs: [patch]}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
+         metadata: {{name: {SKEW_GRANT}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {SKEW_GRANT}}}\n\
+         subjects:\n- {{kind: ServiceAccount, name: {RELEASE}-cluster, namespace: {OPERATOR_NAMESPACE}}}\n"
+    )
+}
+
 fn release_chart(env: &Env) -> (u64, String) {
     let out = helm_ok(
         env,
