@@ -150,6 +150,11 @@ pub fn check_binaries(bin_dir: &Path) -> Result<(), BoxError> {
 }
 
 impl RealNode {
+    /// The cgroup (pids hierarchy) of the node's own processes and the shims they start.
+    fn node_cgroup(&self) -> PathBuf {
+        Path::new(PIDS_HIERARCHY).join(&self.cgroup).join("node")
+    }
+
     pub async fn start(opts: RealNodeOptions) -> Result<RealNode, BoxError> {
         check_binaries(&opts.bin_dir)?;
         let dir = opts.state_dir.join("realnode");
@@ -220,26 +225,25 @@ impl RealNode {
         }
         let node_cgroup = Path::new(PIDS_HIERARCHY).join(&cgroup).join("node");
         std::fs::create_dir_all(&node_cgroup)?;
-        let (out, err) = log_files(&logs.join("containerd.log"))?;
         let path_env = format!(
             "{}:{}",
             opts.bin_dir.display(),
             std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into())
         );
-        let mut containerd =
-            crate::shim::command_with_binds(&opts.bin_dir.join("containerd"), &bind_refs, true)?
-                .arg("--config")
-                .arg(d("containerd/config.toml"))
-                .env("PATH", &path_env)
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| format!("starting containerd: {e}"))?;
-        let containerd_pid = containerd.id().ok_or("containerd exited at once")?;
-        // Before it starts any shim (the kubelet is not running yet), so they inherit it.
-        join_cgroup(&node_cgroup, containerd_pid)?;
+        let mut command =
+            crate::shim::command_with_binds(&opts.bin_dir.join("containerd"), &bind_refs, true)?;
+        command
+            .arg("--config")
+            .arg(d("containerd/config.toml"))
+            .env("PATH", &path_env);
+        // In the node's cgroup before it starts any shim (the kubelet is not running yet), so
+        // they inherit it.
+        let mut containerd = spawn_node_process(
+            "containerd",
+            &mut command,
+            &logs.join("containerd.log"),
+            &node_cgroup,
+        )?;
         let ctr = Ctr {
             binary: opts.bin_dir.join("ctr"),
             socket: socket.clone(),
@@ -316,23 +320,14 @@ impl RealNode {
                 &d("coredns/kubeconfig"),
             ),
         )?;
-        let (out, err) = log_files(&opts.state_dir.join("logs/coredns.log"))?;
-        let coredns = crate::shim::command(&opts.bin_dir.join("coredns"))?
-            .arg("-conf")
-            .arg(d("coredns/Corefile"))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("starting CoreDNS: {e}"))?;
-        if let Some(pid) = coredns.id() {
-            join_cgroup(
-                &Path::new(PIDS_HIERARCHY).join(&self.cgroup).join("node"),
-                pid,
-            )?;
-        }
-        Ok(coredns)
+        let mut command = crate::shim::command(&opts.bin_dir.join("coredns"))?;
+        command.arg("-conf").arg(d("coredns/Corefile"));
+        spawn_node_process(
+            "CoreDNS",
+            &mut command,
+            &opts.state_dir.join("logs/coredns.log"),
+            &self.node_cgroup(),
+        )
     }
 
     /// kube-proxy in the node's network namespace (nftables mode: its own `kube-proxy` tables
@@ -350,8 +345,8 @@ impl RealNode {
             d("kube-proxy/config.yaml"),
             kube_proxy_config(opts, &d("kube-proxy/kubeconfig")),
         )?;
-        let (out, err) = log_files(&opts.state_dir.join("logs/kube-proxy.log"))?;
-        let kube_proxy = crate::shim::command(Path::new("nsenter"))?
+        let mut command = crate::shim::command(Path::new("nsenter"))?;
+        command
             .arg(format!("--net={netns}"))
             .arg("--")
             .arg(opts.bin_dir.join("kube-proxy"))
@@ -360,20 +355,13 @@ impl RealNode {
                 d("kube-proxy/config.yaml").display()
             ))
             .arg("--v=1")
-            .env("PATH", path_env)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("starting kube-proxy: {e}"))?;
-        if let Some(pid) = kube_proxy.id() {
-            join_cgroup(
-                &Path::new(PIDS_HIERARCHY).join(&self.cgroup).join("node"),
-                pid,
-            )?;
-        }
-        Ok(kube_proxy)
+            .env("PATH", path_env);
+        spawn_node_process(
+            "kube-proxy",
+            &mut command,
+            &opts.state_dir.join("logs/kube-proxy.log"),
+            &self.node_cgroup(),
+        )
     }
 
     async fn start_kubelet(
@@ -408,11 +396,11 @@ impl RealNode {
             kubelet_config(opts, dir, &self.cgroup),
         )?;
         let logs = opts.state_dir.join("logs");
-        let (out, err) = log_files(&logs.join("kubelet.log"))?;
         let containerd_pid = self.containerd.id().ok_or("containerd exited")?;
         // The kubelet joins containerd's mount and network namespaces (nsenter, single-threaded,
         // before the kubelet's Go runtime starts threads).
-        let kubelet = crate::shim::command(Path::new("nsenter"))?
+        let mut command = crate::shim::command(Path::new("nsenter"))?;
+        command
             .arg(format!("--mount=/proc/{containerd_pid}/ns/mnt"))
             .arg(format!("--net=/proc/{containerd_pid}/ns/net"))
             .arg("--")
@@ -426,20 +414,13 @@ impl RealNode {
             .arg(format!("--hostname-override={}", opts.node_name))
             .arg(format!("--node-ip={}", opts.addresses.node_ip))
             .arg("--v=1")
-            .env("PATH", path_env)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("starting the kubelet: {e}"))?;
-        if let Some(pid) = kubelet.id() {
-            join_cgroup(
-                &Path::new(PIDS_HIERARCHY).join(&self.cgroup).join("node"),
-                pid,
-            )?;
-        }
-        Ok(kubelet)
+            .env("PATH", path_env);
+        spawn_node_process(
+            "the kubelet",
+            &mut command,
+            &logs.join("kubelet.log"),
+            &self.node_cgroup(),
+        )
     }
 
     /// The component that exited, if one did (all must run as long as the instance).
@@ -591,6 +572,28 @@ async fn stop_cgroup(cgroup: &str) {
             }
         }
     }
+}
+
+/// Starts one of the node's processes: stdin closed, its output appended to `log`, killed
+/// with the instance, and moved into the node's cgroup at once (before it starts children, so
+/// that stop finds everything the node spawned).
+fn spawn_node_process(
+    what: &str,
+    command: &mut tokio::process::Command,
+    log: &Path,
+    node_cgroup: &Path,
+) -> Result<Child, BoxError> {
+    let (out, err) = log_files(log)?;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("starting {what}: {e}"))?;
+    let pid = child.id().ok_or_else(|| format!("{what} exited at once"))?;
+    join_cgroup(node_cgroup, pid)?;
+    Ok(child)
 }
 
 fn join_cgroup(dir: &Path, pid: u32) -> Result<(), BoxError> {
