@@ -182,48 +182,22 @@ async fn the_second_eviction_under_a_quorum_budget_is_refused() {
     // Bare Pods, as etcd members are to the budget (no controller replaces an evicted one).
     // With a Deployment, a replacement Ready within a second let the disruption controller
     // allow the second eviction again (seen once in a fresh-clone run): a race, not a refusal.
+    let members: Vec<String> = (0..3)
+        .map(|n| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: quorum-{n}, labels: {{app: quorum}}}}\n\
+                 spec:\n  containers:\n  - name: main\n    image: busybox\n    command: [sleep, \"3600\"]\n    \
+                 readinessProbe: {{exec: {{command: [\"true\"]}}, periodSeconds: 1}}\n"
+            )
+        })
+        .collect();
+    let budget = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: quorum}\n\
+                  spec:\n  minAvailable: 2\n  selector: {matchLabels: {app: quorum}}\n";
     apply(
         &lk,
         &kc,
         "default",
-        r#"
-apiVersion: v1
-kind: Pod
-metadata: {name: quorum-0, labels: {app: quorum}}
-spec:
-  containers:
-  - name: main
-    image: busybox
-    command: [sleep, "3600"]
-    readinessProbe: {exec: {command: ["true"]}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: quorum-1, labels: {app: quorum}}
-spec:
-  containers:
-  - name: main
-    image: busybox
-    command: [sleep, "3600"]
-    readinessProbe: {exec: {command: ["true"]}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: quorum-2, labels: {app: quorum}}
-spec:
-  containers:
-  - name: main
-    image: busybox
-    command: [sleep, "3600"]
-    readinessProbe: {exec: {command: ["true"]}, periodSeconds: 1}
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: quorum}
-spec:
-  minAvailable: 2
-  selector: {matchLabels: {app: quorum}}
-"#,
+        &format!("{}---\n{budget}", members.join("---\n")),
     );
     lk.kubectl(
         &kc,
