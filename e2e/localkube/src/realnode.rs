@@ -583,7 +583,7 @@ fn spawn_node_process(
     log: &Path,
     node_cgroup: &Path,
 ) -> Result<Child, BoxError> {
-    let (out, err) = log_files(log)?;
+    let (out, err) = crate::upstream::log_file(log)?;
     let child = command
         .stdin(Stdio::null())
         .stdout(out)
@@ -689,16 +689,6 @@ async fn terminate(child: &mut Child, grace: Duration) {
         }
     }
     let _ = child.kill().await;
-}
-
-fn log_files(path: &Path) -> Result<(Stdio, Stdio), BoxError> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let err = log.try_clone()?;
-    Ok((Stdio::from(log), Stdio::from(err)))
 }
 
 /// The cgroup v1 hierarchies mounted under /sys/fs/cgroup (cpu, memory, pids, ..., systemd).

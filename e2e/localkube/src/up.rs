@@ -73,6 +73,24 @@ fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
 /// `up` on the upstream control plane: etcd, kube-apiserver, kube-controller-manager and
 /// kube-scheduler (see [`crate::upstream`]), then the node agent, DNS and Service proxy joined to
 /// it as the node.
+/// Stops what runs under the node, in order: our node components (their Pods' network stays
+/// until the end), the control plane, etcd, then the network is released.
+async fn stop_below_the_node(
+    components: Option<crate::components::Components>,
+    control_plane: crate::upstream::ControlPlane,
+    etcd: EtcdProcess,
+) {
+    let network = match components {
+        Some(components) => Some(components.stop().await),
+        None => None,
+    };
+    control_plane.stop().await;
+    etcd.stop().await;
+    if let Some(network) = network {
+        network.release().await;
+    }
+}
+
 pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     std::fs::create_dir_all(&opts.state_dir)?;
     let kubeconfig_path = opts.state_dir.join("kubeconfig");
@@ -209,15 +227,7 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     let mut kubelet = match started {
         Some(Ok(node)) => Some(node),
         Some(Err(e)) => {
-            let network = match components {
-                Some(components) => Some(components.stop().await),
-                None => None,
-            };
-            control_plane.stop().await;
-            etcd.stop().await;
-            if let Some(network) = network {
-                network.release().await;
-            }
+            stop_below_the_node(components, control_plane, etcd).await;
             return Err(e);
         }
         None => None,
@@ -252,15 +262,7 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     if let Some(kubelet) = kubelet {
         kubelet.stop().await;
     }
-    let network = match components {
-        Some(components) => Some(components.stop().await),
-        None => None,
-    };
-    control_plane.stop().await;
-    etcd.stop().await;
-    if let Some(network) = network {
-        network.release().await;
-    }
+    stop_below_the_node(components, control_plane, etcd).await;
     match failure {
         Some(exited) => {
             Err(format!("{exited}; see {}", opts.state_dir.join("logs").display()).into())

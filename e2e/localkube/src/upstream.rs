@@ -103,7 +103,8 @@ pub fn kubeconfig_file(server: &str, ca: &Path, user: &str, cert: &Path, key: &P
     )
 }
 
-fn log_file(path: &Path) -> Result<(Stdio, Stdio), BoxError> {
+/// A log file opened for appending, as both stdout and stderr of a process.
+pub(crate) fn log_file(path: &Path) -> Result<(Stdio, Stdio), BoxError> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
