@@ -15,6 +15,8 @@ use std::time::Duration;
 pub struct FailureBackoff {
     base: Duration,
     max: Duration,
+    /// Consecutive failures that all wait `base` before the doubling starts.
+    flat: u32,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -23,12 +25,21 @@ impl FailureBackoff {
         FailureBackoff {
             base,
             max,
+            flat: 1,
             failures: Mutex::new(HashMap::new()),
         }
     }
 
+    /// The first `n` consecutive failures all wait `base`; the doubling starts after them. For a
+    /// refusal known to last a few seconds, which should be retried soon after it ends.
+    pub fn flat_for(mut self, n: u32) -> Self {
+        self.flat = n.max(1);
+        self
+    }
+
     /// Record one more failure of `uid` and return how long to wait before retrying it:
-    /// `base * 2^(n-1)` for the n-th consecutive failure, capped at `max`.
+    /// `base` for the first failures (one unless [`FailureBackoff::flat_for`] says more), then
+    /// doubling with every further failure, capped at `max`.
     pub fn failure(&self, uid: &str) -> Duration {
         let n = {
             let mut failures = self.lock();
@@ -36,7 +47,7 @@ impl FailureBackoff {
             *count = count.saturating_add(1);
             *count
         };
-        delay(self.base, self.max, n)
+        delay(self.base, self.max, n.saturating_sub(self.flat))
     }
 
     /// The object reconciled cleanly: its next failure starts from `base` again. Also call it when
@@ -82,9 +93,8 @@ where
     kube::runtime::controller::Action::requeue(delay)
 }
 
-/// `base * 2^(n-1)`, capped at `max`, without overflowing for any `n`.
-fn delay(base: Duration, max: Duration, n: u32) -> Duration {
-    let exponent = n.saturating_sub(1);
+/// `base * 2^exponent`, capped at `max`, without overflowing for any `exponent`.
+fn delay(base: Duration, max: Duration, exponent: u32) -> Duration {
     2u32.checked_pow(exponent)
         .and_then(|factor| base.checked_mul(factor))
         .map_or(max, |d| d.min(max))
@@ -105,6 +115,26 @@ mod tests {
         let expected = [5, 10, 20, 40, 80, 160, 300, 300, 300].map(secs);
         assert_eq!(seen, expected);
         assert_eq!(backoff.failures("uid-a"), 9);
+    }
+
+    #[test]
+    fn a_flat_start_retries_at_base_then_doubles() {
+        let half = Duration::from_millis(500);
+        let backoff = FailureBackoff::new(half, secs(30)).flat_for(4);
+        let seen: Vec<Duration> = (0..10).map(|_| backoff.failure("uid-a")).collect();
+        let expected = [
+            500, 500, 500, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000,
+        ]
+        .map(Duration::from_millis);
+        assert_eq!(seen, expected);
+        backoff.success("uid-a");
+        assert_eq!(backoff.failure("uid-a"), half);
+        // flat_for(0) and flat_for(1) are the plain doubling.
+        for flat in [0, 1] {
+            let plain = FailureBackoff::new(secs(1), secs(60)).flat_for(flat);
+            let seen: Vec<Duration> = (0..3).map(|_| plain.failure("b")).collect();
+            assert_eq!(seen, [1, 2, 4].map(secs), "flat_for({flat})");
+        }
     }
 
     #[test]

@@ -426,10 +426,11 @@ fn report(operator: &[Round], by_hand: &[Round]) -> Figure {
     println!(
         "The ratio contains what Kubernetes and the operator add to etcd's own steps: the API \
          round trips and watch delays, Pod scheduling and start (localkube's node agent), the \
-         member's DNS name resolving, the operator's observe → act → requeue cycle (1 s after a \
-         step; 2 s while the seed starts, a learner catches up or etcd answers \"unhealthy \
-         cluster\", which it does until every voter has been connected for 5 s, where the \
-         by-hand side retries every {poll} ms; 10 s while a member is unhealthy), and status \
+         member's DNS name resolving, the operator's observe → act → requeue cycle (0.2 s after a \
+         member add or an opened serving gate, 1 s after other steps; 2 s while the seed starts \
+         or a learner catches up; 0.5 s while etcd answers \"unhealthy cluster\", which it does \
+         until every voter has been connected for 5 s, where the by-hand side retries every \
+         {poll} ms; 10 s while a member is unhealthy), and status \
          polling by both sides every {poll} ms.",
         poll = POLL.as_millis()
     );

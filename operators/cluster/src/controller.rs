@@ -43,9 +43,7 @@ pub struct Context {
     pub events: Events,
     /// Per-object back-off after failures.
     pub backoff: FailureBackoff,
-    /// Per-object back-off while etcd answers "retry later": from 0.5 s (etcd refuses for ~5 s
-    /// after each membership change, the next step should land soon after) doubling to 30 s,
-    /// so a refusal that persists does not spin at 2 Hz forever.
+    /// Per-object back-off while etcd answers "retry later": [`refusal_backoff`].
     pub refusals: FailureBackoff,
     /// Planner tunables.
     pub policy: Policy,
@@ -90,6 +88,22 @@ pub struct MemberStores {
 /// watched (a hand-deleted one comes back at the pass its deletion triggers); the NetworkPolicy
 /// is not, and comes back within this.
 pub const REAPPLY_AFTER: Duration = Duration::from_secs(600);
+
+/// Retry interval while etcd answers "retry later", and how many such answers in a row keep it.
+/// etcd refuses the next membership change until every voter has been connected for 5 s
+/// (etcd-facts.md), so each scale step meets a few seconds of refusals. Retrying every 0.5 s for
+/// 10 s (twice etcd's window) lands the step within half a second of when etcd allows it; a
+/// doubling from the first refusal (0.5, 1, 2, 4, 8 s) often missed the window's end by seconds
+/// (`make bench`: 12.8 s between promoting the first learner and adding the second, by hand 5.0 s).
+pub const REFUSAL_RETRY: Duration = Duration::from_millis(500);
+/// See [`REFUSAL_RETRY`].
+pub const REFUSALS_AT_FIRST_INTERVAL: u32 = 20;
+
+/// The back-off for "retry later": [`REFUSAL_RETRY`] for [`REFUSALS_AT_FIRST_INTERVAL`]
+/// answers, then doubling to 30 s, so a refusal that persists does not spin at 2 Hz forever.
+pub fn refusal_backoff() -> FailureBackoff {
+    FailureBackoff::new(REFUSAL_RETRY, Duration::from_secs(30)).flat_for(REFUSALS_AT_FIRST_INTERVAL)
+}
 
 /// Per cluster (uid): the digest of the cluster objects last applied and when. An idle pass
 /// whose desired objects have the same digest writes nothing (issue 24: each idle pass applied
@@ -833,10 +847,12 @@ fn status_changed(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> boo
 /// When to look again if nothing changes in the API meanwhile.
 fn requeue_after(action: &Action) -> Duration {
     match action {
+        // The next step waits for nothing but us: the learner's Pod after its member add; the
+        // step the open gate held back (`make bench`: a second per member while forming).
+        Action::AddLearner { .. } | Action::OpenServingGate { .. } => Duration::from_millis(200),
         // A step was taken: look at its effect soon (etcd changes do not show in the API).
         Action::BootstrapSeed { .. }
         | Action::CreateMemberPod { .. }
-        | Action::AddLearner { .. }
         | Action::PromoteLearner { .. }
         | Action::RemoveMember { .. }
         | Action::DeletePod { .. }
@@ -849,7 +865,6 @@ fn requeue_after(action: &Action) -> Duration {
         | Action::AdoptPod { .. }
         | Action::ExpandVolume { .. }
         | Action::DefragmentMember { .. }
-        | Action::OpenServingGate { .. }
         | Action::CompactKeyspace { .. }
         | Action::DisarmNoSpace { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
@@ -991,6 +1006,43 @@ mod applied_tests {
 #[cfg(test)]
 mod requeue_tests {
     use super::*;
+
+    /// etcd's "retry later" lasts ~5 s after a membership change: retried at 0.5 s through twice
+    /// that, then backed off; reported only after tens of seconds of refusals, not within etcd's
+    /// ordinary window.
+    #[test]
+    fn retry_later_is_retried_at_half_a_second_through_etcds_window_then_backed_off() {
+        let backoff = refusal_backoff();
+        let delays: Vec<Duration> = (0..40).map(|_| backoff.failure("uid")).collect();
+        let window = Duration::from_secs(5);
+        let mut waited = Duration::ZERO;
+        for delay in &delays {
+            if waited >= 2 * window {
+                break;
+            }
+            assert_eq!(*delay, REFUSAL_RETRY, "after {waited:?} of refusals");
+            waited += *delay;
+        }
+        assert!(delays.windows(2).all(|pair| pair[0] <= pair[1]));
+        assert_eq!(delays.last(), Some(&Duration::from_secs(30)));
+        let until_reported: Duration = delays
+            .iter()
+            .take(crate::status::PERSISTENT_REFUSALS as usize)
+            .sum();
+        assert!(
+            until_reported >= Duration::from_secs(30),
+            "reported after {until_reported:?} of refusals"
+        );
+    }
+
+    #[test]
+    fn the_learners_pod_follows_its_member_add_at_once() {
+        let add = Action::AddLearner {
+            member: "main-1".into(),
+            peer_url: "http://main-1.main.default.svc:2380".into(),
+        };
+        assert!(requeue_after(&add) < Duration::from_secs(1));
+    }
 
     /// The next look comes by the next certificate renewal at the latest, whatever the action
     /// planned; a renewal further away than the planned look changes nothing.

@@ -90,7 +90,7 @@ async fn run(args: Args) -> ExitCode {
         events: Events::new(client.clone(), "etcd-cluster-operator", Some(identity)),
         client,
         backoff: FailureBackoff::new(Duration::from_secs(1), Duration::from_secs(300)),
-        refusals: FailureBackoff::new(Duration::from_millis(500), Duration::from_secs(30)),
+        refusals: controller::refusal_backoff(),
         policy: Policy {
             dead_after: Duration::from_secs(args.dead_member_after_seconds),
             learner_deadline: Duration::from_secs(args.learner_deadline_seconds),

@@ -197,10 +197,11 @@ pub fn failure_event(failure: &StepFailure) -> ActionEvent {
     }
 }
 
-/// Consecutive "retry later" answers after which a refusal is reported. The controller backs
-/// off from 0.5 s doubling to 30 s, so 8 in a row is about a minute of refusals: far past the
-/// ~5 s etcd refuses after every membership change (etcd-facts.md).
-pub const PERSISTENT_REFUSALS: u32 = 8;
+/// Consecutive "retry later" answers after which a refusal is reported. The controller retries
+/// every 0.5 s for 20 answers, then doubles (`controller::refusal_backoff`), so 25 in a row is
+/// about 40 s of refusals: far past the ~5 s etcd refuses after every membership change
+/// (etcd-facts.md).
+pub const PERSISTENT_REFUSALS: u32 = crate::controller::REFUSALS_AT_FIRST_INTERVAL + 5;
 
 /// The failure to report for the `consecutive`-th "retry later" in a row, once it persists:
 /// the status then says which step is stuck and why (the step's error names it).
