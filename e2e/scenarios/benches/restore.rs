@@ -515,9 +515,32 @@ async fn seed_init_steps(env: &Env, seed: &str, start: jiff::Timestamp, steps: &
     if let Some(t) = terminated.started_at {
         steps.push("prepare-seed started", since(t.0));
     }
+    // The steps inside it, from its log lines (operators/restore/src/seed.rs, `step_done`).
+    let params = kube::api::LogParams {
+        container: Some(INIT_CONTAINER.to_owned()),
+        ..kube::api::LogParams::default()
+    };
+    if let Ok(log) = pods.logs(seed, &params).await {
+        for (step, at) in seed_log_steps(&log) {
+            steps.push(&format!("  {step}"), since(at));
+        }
+    }
     if let Some(t) = terminated.finished_at {
         steps.push(SEED_DATA_READY, since(t.0));
     }
+}
+
+/// `(step, when)` of each "seed preparation step done" line of the init container's JSON log.
+fn seed_log_steps(log: &str) -> Vec<(String, jiff::Timestamp)> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["message"] == "seed preparation step done")
+        .filter_map(|line| {
+            let step = line["fields"]["step"].as_str()?.to_owned();
+            let at = line["timestamp"].as_str()?.parse().ok()?;
+            Some((step, at))
+        })
+        .collect()
 }
 
 /// The row both sides share for "the seed's data directory is restored": the init container's
