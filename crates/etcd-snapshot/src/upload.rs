@@ -1,7 +1,7 @@
 //! Streams a snapshot into an S3 multipart upload, verifying etcd's trailer before completing.
 //!
-//! - Memory: one part buffer being filled plus at most one part in flight (≤ 2 × `part_size`);
-//!   no temporary file.
+//! - Memory: one part buffer being filled plus at most [`PARTS_IN_FLIGHT`] parts being sent
+//!   (≤ (1 + [`PARTS_IN_FLIGHT`]) × `part_size`); no temporary file.
 //! - Never overwrites: a HeadObject before starting refuses an existing key, and the completion is
 //!   conditional (`If-None-Match: *`), which closes the race between the check and the completion
 //!   on servers that honour it (AWS S3 and SeaweedFS 4.48 both do: see the `tests/upload.rs` test
@@ -15,7 +15,7 @@
 //!   recorded by the operator in `status.artifact.sha256`). Each part also carries a CRC32
 //!   checksum that S3 verifies on receipt.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::error::Error as StdError;
 use std::pin::pin;
 use std::time::Duration;
@@ -31,12 +31,17 @@ use crate::verify::{TrailerVerifier, Verified, VerifyError, hex};
 
 /// Smallest part S3 accepts (except the last one): 5 MiB. Smaller `part_size`s are raised to it.
 pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
-/// Default part size: 16 MiB.
-pub const DEFAULT_PART_SIZE: usize = 16 * 1024 * 1024;
+/// Default part size: 8 MiB. With [`PARTS_IN_FLIGHT`] parts sent at once the buffers stay at
+/// 32 MiB, and 10 000 parts still hold 78 GiB, ten times etcd's largest recommended database.
+pub const DEFAULT_PART_SIZE: usize = 8 * 1024 * 1024;
+/// Parts sent at once while the next one fills. One at a time left the S3 server idle between
+/// parts: the backup took 1.44 times as long as `aws s3 cp` of the same file, which sends ten.
 /// Largest part S3 accepts: 5 GiB. Larger `part_size`s are lowered to it.
 pub const MAX_PART_SIZE: usize = 5 * 1024 * 1024 * 1024;
 /// Most parts one multipart upload may have.
 pub const MAX_PARTS: i32 = 10_000;
+/// See [`DEFAULT_PART_SIZE`].
+pub const PARTS_IN_FLIGHT: usize = 3;
 /// How long an upload's abort is retried while S3 does not answer (see `Multipart::abort`).
 pub const ABORT_PATIENCE: Duration = Duration::from_secs(20);
 
@@ -256,7 +261,7 @@ where
         key: key.to_owned(),
         upload_id,
         parts: Vec::new(),
-        in_flight: None,
+        in_flight: VecDeque::new(),
         finished: false,
     };
     match upload.run(source, part_size).await {
@@ -329,8 +334,10 @@ struct Multipart {
     bucket: String,
     key: String,
     upload_id: String,
+    /// Parts S3 has acknowledged, in part-number order.
     parts: Vec<CompletedPart>,
-    in_flight: Option<JoinHandle<Result<CompletedPart, UploadError>>>,
+    /// Parts being sent, oldest (lowest number) first.
+    in_flight: VecDeque<JoinHandle<Result<CompletedPart, UploadError>>>,
     finished: bool,
 }
 
@@ -368,15 +375,20 @@ impl Multipart {
         if !buf.is_empty() {
             self.send_part(buf).await?;
         }
-        self.wait_in_flight().await?;
+        while !self.in_flight.is_empty() {
+            self.wait_oldest().await?;
+        }
         self.complete(&verified).await?;
         Ok(verified)
     }
 
-    /// Waits for the part in flight (if any), then starts uploading `data` in the background.
+    /// Starts uploading `data` in the background, once fewer than [`PARTS_IN_FLIGHT`] parts are
+    /// being sent (waiting for the oldest first).
     async fn send_part(&mut self, data: Vec<u8>) -> Result<(), UploadError> {
-        self.wait_in_flight().await?;
-        let number = i32::try_from(self.parts.len() + 1)
+        while self.in_flight.len() >= PARTS_IN_FLIGHT {
+            self.wait_oldest().await?;
+        }
+        let number = i32::try_from(self.parts.len() + self.in_flight.len() + 1)
             .ok()
             .filter(|n| *n <= MAX_PARTS)
             .ok_or_else(|| UploadError::Other {
@@ -389,7 +401,7 @@ impl Multipart {
             self.key.clone(),
             self.upload_id.clone(),
         );
-        self.in_flight = Some(tokio::spawn(async move {
+        self.in_flight.push_back(tokio::spawn(async move {
             let out = with_timeout(
                 "UploadPart",
                 failpoint::around(
@@ -415,8 +427,10 @@ impl Multipart {
         Ok(())
     }
 
-    async fn wait_in_flight(&mut self) -> Result<(), UploadError> {
-        if let Some(handle) = self.in_flight.take() {
+    /// Waits for the oldest part being sent (if any) and records it: parts are recorded in
+    /// part-number order, as the completion lists them.
+    async fn wait_oldest(&mut self) -> Result<(), UploadError> {
+        if let Some(handle) = self.in_flight.pop_front() {
             let part = handle.await.map_err(|e| UploadError::Other {
                 operation: "UploadPart",
                 detail: format!("upload task failed: {e}"),
@@ -556,8 +570,8 @@ impl Multipart {
 
     /// Aborts the upload after `error`; returns `error`, wrapped if the abort failed too.
     async fn abort(&mut self, error: UploadError) -> UploadError {
-        // Let a part in flight finish (or fail) first, so that no part lands after the abort.
-        if let Some(handle) = self.in_flight.take() {
+        // Let the parts in flight finish (or fail) first, so that no part lands after the abort.
+        for handle in self.in_flight.drain(..) {
             let _ = handle.await;
         }
         self.finished = true;
@@ -612,7 +626,7 @@ impl Drop for Multipart {
         if self.finished {
             return;
         }
-        let in_flight = self.in_flight.take();
+        let in_flight = std::mem::take(&mut self.in_flight);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (s3, bucket, key, upload_id) = (
                 self.s3.clone(),
@@ -621,7 +635,7 @@ impl Drop for Multipart {
                 self.upload_id.clone(),
             );
             runtime.spawn(async move {
-                if let Some(handle) = in_flight {
+                for handle in in_flight {
                     let _ = handle.await;
                 }
                 let abort = failpoint::around(
@@ -634,8 +648,10 @@ impl Drop for Multipart {
                 );
                 let _ = tokio::time::timeout(REQUEST_TIMEOUT, abort).await;
             });
-        } else if let Some(handle) = in_flight {
-            handle.abort();
+        } else {
+            for handle in in_flight {
+                handle.abort();
+            }
         }
     }
 }

@@ -7,7 +7,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_snapshot::{MIN_PART_SIZE, SnapshotKey, UploadError, snapshot_stream, stream_to_s3};
+use etcd_snapshot::{
+    MIN_PART_SIZE, PARTS_IN_FLIGHT, SnapshotKey, UploadError, snapshot_stream, stream_to_s3,
+};
 use futures_util::{Stream, StreamExt, stream};
 use sha2::{Digest, Sha256};
 use test_support::{EtcdCluster, EtcdVersion, S3Server, Tools};
@@ -522,7 +524,7 @@ fn generated_snapshot(db_len: usize) -> impl Stream<Item = Result<Vec<u8>, io::E
 async fn memory_is_bounded_by_part_size() {
     let (_server, s3) = s3_with_bucket().await;
     let before = peak_rss_bytes();
-    let size = 40 * 1024 * 1024;
+    let size = 120 * 1024 * 1024;
     let start = Instant::now();
     let artifact = stream_to_s3(
         &s3,
@@ -545,10 +547,11 @@ async fn memory_is_bounded_by_part_size() {
     );
     assert_eq!(artifact.size_bytes, size as u64 + 32);
     assert_eq!(artifact.parts as usize, (size + 32).div_ceil(MIN_PART_SIZE));
-    // Two part buffers in memory (one filling, one in flight) plus the SDK's copies of the part
-    // being sent; nowhere near the 40 MiB object.
+    // One part buffer filling and PARTS_IN_FLIGHT being sent, plus the SDK's copies of parts
+    // being sent; nowhere near the 120 MiB object.
+    let buffers = 1 + PARTS_IN_FLIGHT;
     assert!(
-        after - before < 6 * MIN_PART_SIZE as u64,
+        after - before < (2 * buffers as u64 + 2) * MIN_PART_SIZE as u64,
         "peak RSS grew by {} MiB",
         (after - before) >> 20
     );
