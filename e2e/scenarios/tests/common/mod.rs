@@ -936,23 +936,28 @@ pub fn quorum_loss_reported(c: &EtcdCluster) -> bool {
     unavailable && lost
 }
 
+impl Env {
+    /// Whether the process `pid` (its parent `ppid`) is one of this instance's containers: our
+    /// node agent's are localkube's children; the kubelet's are runc's, in the instance's node
+    /// cgroup `localkube-<index>/kubepods` (e2e/localkube/src/realnode.rs).
+    pub fn runs_container_process(&self, pid: u32, ppid: &str) -> bool {
+        if on_real_node() {
+            let network: serde_json::Value =
+                serde_json::from_str(&self.lk.network().unwrap()).unwrap();
+            let pods_cgroup = format!("/localkube-{}/kubepods", network["index"]);
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.lines().any(|l| l.contains(&pods_cgroup)))
+        } else {
+            ppid == self.lk.pid().to_string()
+        }
+    }
+}
+
 /// The chart's securityContext as the kernel sees it on each running operator process (children
 /// of this instance's localkube, or in its real node's cgroup): uid and gid 65532, no capabilities, `no_new_privs`, and a
 /// read-only root in its mount namespace. `values.yaml` says what the chart asks for; this
 /// checks what the operators got.
 pub fn assert_operators_confined(env: &Env) {
-    // Our node agent's containers are localkube's children; the kubelet's are runc's, in the
-    // instance's node cgroup `localkube-<index>` (e2e/localkube/src/realnode.rs).
-    let network: serde_json::Value = serde_json::from_str(&env.lk.network().unwrap()).unwrap();
-    let pods_cgroup = format!("/localkube-{}/kubepods", network["index"]);
-    let ours = |pid: u32, ppid: String| {
-        if on_real_node() {
-            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|c| c.lines().any(|l| l.contains(&pods_cgroup)))
-        } else {
-            ppid == env.lk.pid().to_string()
-        }
-    };
     let mut seen = BTreeMap::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -975,7 +980,9 @@ pub fn assert_operators_confined(env: &Env) {
             .next()
             .unwrap_or_default()
             .to_owned();
-        if !(name.starts_with("etcd-") && name.ends_with("-operator") && ours(pid, field("PPid:")))
+        if !(name.starts_with("etcd-")
+            && name.ends_with("-operator")
+            && env.runs_container_process(pid, &field("PPid:")))
         {
             continue;
         }
