@@ -222,6 +222,14 @@ node-e2e: build-cache ## As root, after node-deps: localkube on the upstream kub
 	cargo build -q -p localkube $(OPERATOR_PACKAGES)   # localkube; the operators the image packs
 	$(call timed,node-e2e,TOOLS=$(TOOLS) e2e/realnode/node-e2e.sh)
 
+# The images the scenarios' Pods run on the real node (e2e/realnode/build-images.sh): the operators'
+# (debug binaries), etcd 3.4-3.7, SeaweedFS; each rebuilt only when its inputs changed. Then, as root:
+#   LOCALKUBE_NODE=kubelet LOCALKUBE_NODE_BIN_DIR=$(TOOLS)/bin cargo nextest run -p e2e-scenarios --test NAME
+.PHONY: node-images
+node-images: build-cache ## After node-deps: the images the e2e scenarios run on the real node, into target/image (not in make test)
+	cargo build -q --workspace --bins   # the operators the image packs
+	$(call timed,node-images,e2e/realnode/build-images.sh)
+
 .PHONY: demo
 demo: deps build-cache ## The whole story end to end (KEEP=1 leaves it running); needs root
 	cargo build -q --workspace --bins   # localkube, and the operators the chart's image maps to

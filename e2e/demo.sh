@@ -11,10 +11,11 @@
 # Needs: root (Pods get network namespaces), `make deps` done, `cargo build --workspace --bins`
 # done (the Makefile's demo target does both).
 #
-# DEMO_NODE=kubelet runs it on the real node (issue 23; `make node-deps` first): the upstream
-# kubelet, containerd, kube-proxy and CoreDNS instead of our node agent, DNS and proxy, the
-# chart's real image (image/build.sh debug), the etcd image of 3.6 and a SeaweedFS image, all
-# imported into containerd; the members run as root (e2e/realnode/cluster-hostpath.yaml says why).
+# DEMO_NODE=kubelet (or LOCALKUBE_NODE=kubelet, as the scenarios take it) runs it on the real
+# node (issue 23; `make node-deps` first; NODE_BIN or LOCALKUBE_NODE_BIN_DIR where it put the
+# binaries): the upstream kubelet, containerd, kube-proxy and CoreDNS instead of our node agent,
+# DNS and proxy, the chart's real image, the etcd image of 3.6 and a SeaweedFS image
+# (e2e/realnode/build-images.sh, rebuilt only when their inputs changed), imported into containerd.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,8 +31,8 @@ export PATH="$TOOLS:$PATH"
 KUBECTL="$TOOLS/kubectl"
 HELM="$TOOLS/helm"
 ETCDCTL="$TOOLS/etcdctl-3.6"
-NODE="${DEMO_NODE:-agent}"
-NODE_BIN="${NODE_BIN:-$ROOT/.tools/bin}"
+NODE="${DEMO_NODE:-${LOCALKUBE_NODE:-agent}}"
+NODE_BIN="${NODE_BIN:-${LOCALKUBE_NODE_BIN_DIR:-$ROOT/.tools/bin}}"
 NODE_PAUSE="${NODE_PAUSE:-$(dirname "$NODE_BIN")/node/pause.tar}"
 
 demo_start=$(date +%s.%N)
@@ -120,7 +121,7 @@ fi
 mkdir -p "$STATE"
 
 # The node: our node agent, or the real node with the images its Pods run.
-node_args=()
+node_args=(--node agent)
 cluster_yaml="$ROOT/examples/cluster.yaml"
 weed_image=busybox weed_path="$TOOLS/weed"
 case "$NODE" in
@@ -130,18 +131,12 @@ case "$NODE" in
       [ -x "$NODE_BIN/$bin" ] || { say "missing $NODE_BIN/$bin: run 'make node-deps'"; exit 2; }
     done
     [ -f "$NODE_PAUSE" ] || { say "missing $NODE_PAUSE: run 'make node-deps'"; exit 2; }
-    step "Build the images the Pods run (no registry: imported into containerd)" \
-      "image/build.sh debug; image/build-etcd.sh 3.6; a SeaweedFS image"
-    ETCD_OPERATOR_TOOLS=$TOOLS "$ROOT/image/build.sh" debug >/dev/null
-    ETCD_OPERATOR_TOOLS=$TOOLS "$ROOT/image/build-etcd.sh" 3.6 >/dev/null
-    weed_image=localkube.io/seaweedfs:demo weed_path=/usr/local/bin/weed
-    python3 "$ROOT/image/ociimage.py" build --out "$ROOT/target/image/seaweedfs" --ref "$weed_image" \
-      --epoch 0 --file "$weed_path=$(readlink -f "$TOOLS/weed")" --nonroot-user >/dev/null
+    say "building the images the Pods run (e2e/realnode/build-images.sh; no registry: imported into containerd)"
+    ETCD_OPERATOR_TOOLS=$TOOLS "$ROOT/e2e/realnode/build-images.sh" >/dev/null
+    weed_image=localkube.io/seaweedfs:tools weed_path=/usr/local/bin/weed
     node_args=(--node kubelet --node-bin-dir "$NODE_BIN" --node-image "$NODE_PAUSE"
       --node-image "$ROOT/target/image/etcd-operator.tar" --node-image "$ROOT/target/image/etcd-3.6.tar"
       --node-image "$ROOT/target/image/seaweedfs.tar")
-    cluster_yaml="$ROOT/e2e/realnode/cluster-hostpath.yaml"
-    done_step
     ;;
   *) say "DEMO_NODE is 'agent' (default) or 'kubelet', not '$NODE'"; exit 2 ;;
 esac

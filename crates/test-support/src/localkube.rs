@@ -103,6 +103,9 @@ impl LocalKube {
     ) -> Result<ProcessGuard, HarnessError> {
         let mut command = Command::new(binary);
         command.arg("up");
+        if !api_only && let Some(images) = real_node_images(binary)? {
+            command.env("LOCALKUBE_NODE_IMAGES", images);
+        }
         if api_only {
             command.arg("--api-only");
         }
@@ -267,6 +270,78 @@ impl LocalKube {
             .map(|_| ())
     }
 }
+
+/// The images the scenarios' Pods run, for the real node (`LOCALKUBE_NODE=kubelet`, e2e/README.md
+/// "Real node"): the pause image of `make node-deps` and what `make node-images` packs into
+/// target/image (the operators' image of the workspace's debug binaries, etcd 3.4-3.7,
+/// SeaweedFS), as `LOCALKUBE_NODE_IMAGES`. None on our node agent, or when the caller set
+/// `LOCALKUBE_NODE_IMAGES` itself. Fails, naming `make node-images`, when one is missing or the
+/// operators' image is older than the binaries it stands for (the Pods would run stale code).
+fn real_node_images(binary: &Path) -> Result<Option<String>, HarnessError> {
+    if std::env::var("LOCALKUBE_NODE").ok().as_deref() != Some("kubelet")
+        || std::env::var_os("LOCALKUBE_NODE_IMAGES").is_some()
+    {
+        return Ok(None);
+    }
+    let missing = |what: &str, detail: String| HarnessError::Claim {
+        what: what.into(),
+        detail,
+    };
+    let bin_dir = binary.parent().unwrap_or(Path::new("."));
+    let node_bin = std::env::var_os("LOCALKUBE_NODE_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Tools::from_env().dir().to_path_buf());
+    let pause = node_bin.join("../node/pause.tar");
+    let image_dir = bin_dir.join("../image");
+    let mut images = vec![pause];
+    images.extend(
+        REAL_NODE_IMAGES
+            .iter()
+            .map(|name| image_dir.join(format!("{name}.tar"))),
+    );
+    for image in &images {
+        if !image.is_file() {
+            return Err(missing(
+                "an image of the real node",
+                format!(
+                    "{} does not exist: run `make node-images` (and `make node-deps` for the pause image)",
+                    image.display()
+                ),
+            ));
+        }
+    }
+    let built = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let operator_image = image_dir.join("etcd-operator.tar");
+    for operator in [
+        "etcd-cluster-operator",
+        "etcd-backup-operator",
+        "etcd-restore-operator",
+    ] {
+        let binary = bin_dir.join(operator);
+        if built(&binary) > built(&operator_image) {
+            return Err(missing(
+                "the operators' image of the real node",
+                format!(
+                    "{} is newer than {}: run `make node-images` to pack the new build",
+                    binary.display(),
+                    operator_image.display()
+                ),
+            ));
+        }
+    }
+    let joined: Vec<String> = images.iter().map(|p| p.display().to_string()).collect();
+    Ok(Some(joined.join(":")))
+}
+
+/// target/image/<name>.tar of `make node-images` (e2e/realnode/build-images.sh).
+const REAL_NODE_IMAGES: [&str; 6] = [
+    "etcd-operator",
+    "etcd-3.4",
+    "etcd-3.5",
+    "etcd-3.6",
+    "etcd-3.7",
+    "seaweedfs",
+];
 
 fn rand_suffix() -> u64 {
     std::time::SystemTime::now()

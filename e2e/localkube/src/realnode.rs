@@ -461,6 +461,107 @@ impl RealNode {
     }
 }
 
+/// fsGroup on the host-path provisioner's volumes, as a CSI driver with `fsGroupPolicy: File`
+/// gets it from the kubelet: the upstream kubelet applies a Pod's fsGroup to the volumes that
+/// support ownership management, not to hostPath ones, so a non-root member (the operator's
+/// default, 65532 with fsGroup 65532) could not write its claim's root-owned directory (`open
+/// /var/lib/etcd/data: permission denied`). On a real cluster the default StorageClass's
+/// volumes honour fsGroup; here localkube applies it (the kubelet's `SetVolumeOwnership`, shared
+/// with our node agent) to each claim's directory of each Pod bound to this node, once per Pod,
+/// as soon as it sees the Pod. It races the kubelet's start of the containers (a sandbox first,
+/// about a second here): a container that loses it fails once and the kubelet restarts it.
+/// Polls every 250 ms until aborted.
+pub async fn own_claimed_volumes(client: kube::Client, node_name: String, state_dir: PathBuf) {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+    let pods: kube::Api<Pod> = kube::Api::all(client.clone());
+    let pvs: kube::Api<PersistentVolume> = kube::Api::all(client.clone());
+    let provisioned = crate::upstream::provisioned_volumes_dir(&state_dir);
+    let on_node = kube::api::ListParams::default().fields(&format!("spec.nodeName={node_name}"));
+    // (Pod UID, volume name) already owned.
+    let mut owned: std::collections::BTreeSet<(String, String)> = Default::default();
+    loop {
+        if let Ok(list) = pods.list(&on_node).await {
+            let uids: std::collections::BTreeSet<String> = list
+                .items
+                .iter()
+                .filter_map(|p| p.metadata.uid.clone())
+                .collect();
+            owned.retain(|(uid, _)| uids.contains(uid));
+            for pod in &list.items {
+                let Some(fs_group) = localkube_podspec::security::fs_group(pod) else {
+                    continue;
+                };
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+                let claims: kube::Api<PersistentVolumeClaim> =
+                    kube::Api::namespaced(client.clone(), &namespace);
+                for (volume, claim) in pod_claims(pod) {
+                    let key = (uid.clone(), volume);
+                    if owned.contains(&key) {
+                        continue;
+                    }
+                    // Unbound yet: the kubelet waits for the claim too; the next poll retries.
+                    let Some(pv_name) = claims
+                        .get_opt(&claim)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|c| c.spec?.volume_name)
+                    else {
+                        continue;
+                    };
+                    let Some(host_path) = pvs
+                        .get_opt(&pv_name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|pv| Some(pv.spec?.host_path?.path))
+                    else {
+                        continue;
+                    };
+                    // Not the provisioner's (another class): not ours to touch.
+                    let Some(dir) = provisioned_dir(&host_path, &provisioned) else {
+                        owned.insert(key);
+                        continue;
+                    };
+                    match localkube_node::set_volume_ownership(&dir, fs_group, false) {
+                        Ok(()) => {
+                            tracing::info!(pod = ?pod.metadata.name, claim, dir = %dir.display(), gid = fs_group.gid, "fsGroup applied to the claim's host-path volume");
+                            owned.insert(key);
+                        }
+                        Err(e) => tracing::warn!(error = %e.0, "applying fsGroup to a claim"),
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The Pod's claim volumes: (volume name, claim name).
+fn pod_claims(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<(String, String)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            let claim = v.persistent_volume_claim.as_ref()?;
+            Some((v.name.clone(), claim.claim_name.clone()))
+        })
+        .collect()
+}
+
+/// Where the host-path provisioner's `/tmp/hostpath_pv/<id>` is on the host: under the
+/// instance's `provisioned` directory. None for any other path (and for one that climbs out).
+fn provisioned_dir(host_path: &str, provisioned: &Path) -> Option<PathBuf> {
+    let rest = Path::new(host_path)
+        .strip_prefix(crate::upstream::HOSTPATH_PROVISIONER_DIR)
+        .ok()?;
+    let plain = rest
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    (plain && rest.components().next().is_some()).then(|| provisioned.join(rest))
+}
+
 /// `ip ARGS` on the host, or in the network namespace `netns` (a `/proc/PID/ns/net` path).
 async fn ip_command(netns: Option<&str>, args: &[&str]) -> Result<(), BoxError> {
     let mut cmd = match netns {
@@ -1011,6 +1112,43 @@ mod tests {
         assert_eq!(config["conntrack"]["maxPerCore"], 0);
         assert_eq!(config["healthzBindAddress"], "10.244.7.2:10256");
         assert_eq!(config["metricsBindAddress"], "10.244.7.2:10249");
+    }
+
+    /// Only the provisioner's own directories, mapped into the instance's copy of them.
+    #[test]
+    fn provisioned_dir_maps_only_the_provisioners_volumes() {
+        let provisioned = Path::new("/state/hostpath_pv");
+        assert_eq!(
+            provisioned_dir("/tmp/hostpath_pv/3f2a", provisioned),
+            Some(PathBuf::from("/state/hostpath_pv/3f2a"))
+        );
+        for other in [
+            "/tmp/hostpath_pv",
+            "/tmp/hostpath_pv/../etc",
+            "/var/lib/data",
+            "/tmp/hostpath_pvx/a",
+        ] {
+            assert_eq!(provisioned_dir(other, provisioned), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn pod_claims_lists_the_claim_volumes_only() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "m-0"},
+            "spec": {
+                "containers": [{"name": "etcd"}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-m-0"}},
+                    {"name": "tmp", "emptyDir": {}}
+                ]
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            pod_claims(&pod),
+            vec![("data".to_string(), "data-m-0".to_string())]
+        );
     }
 
     #[test]

@@ -232,6 +232,14 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
         }
         None => None,
     };
+    // fsGroup on the claims' host-path volumes (what the kubelet leaves to the volume driver).
+    let claim_ownership = kubelet.as_ref().map(|_| {
+        tokio::spawn(crate::realnode::own_claimed_volumes(
+            client.clone(),
+            crate::components::NODE_NAME.to_string(),
+            opts.state_dir.clone(),
+        ))
+    });
     write_atomically(&kubeconfig_path, &admin_kubeconfig)?;
     tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "localkube is serving (upstream control plane)");
     println!(
@@ -259,6 +267,9 @@ pub async fn up(opts: UpOptions) -> Result<(), Box<dyn std::error::Error + Send 
     };
     tracing::info!("stopping");
     let _ = std::fs::remove_file(&kubeconfig_path);
+    if let Some(task) = claim_ownership {
+        task.abort();
+    }
     if let Some(kubelet) = kubelet {
         kubelet.stop().await;
     }

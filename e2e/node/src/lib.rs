@@ -32,6 +32,8 @@ use std::sync::Arc;
 pub use agent::run;
 use localkube_podspec::image_map::ImageMap;
 use localkube_sandbox::HostNetwork;
+/// The kubelet's fsGroup ownership, also applied by the real node's claim ownership (localkube).
+pub use volumes::{MountError, set_volume_ownership};
 
 /// What the node agent needs from `localkube up`.
 pub struct NodeOptions {

@@ -109,7 +109,11 @@ pub async fn prepare(
 /// its group, group read (and write unless the volume is read-only, as secrets are), and
 /// directories get group search and the setgid bit, so new files inherit the group.
 /// `OnRootMismatch` skips the walk when the root already looks done.
-fn set_volume_ownership(root: &Path, fs_group: FsGroup, read_only: bool) -> Result<(), MountError> {
+pub fn set_volume_ownership(
+    root: &Path,
+    fs_group: FsGroup,
+    read_only: bool,
+) -> Result<(), MountError> {
     use std::os::unix::fs::MetadataExt;
     const SETGID: u32 = 0o2000;
     let mask = if read_only { 0o440 } else { 0o660 };

@@ -1593,9 +1593,9 @@ fn operator_pid_of_pod(env: &Env, name: &str, pod: &str) -> u32 {
         let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
         let of_pod = environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes());
-        if ppid == Some(parent.as_str())
-            && String::from_utf8_lossy(program).ends_with(name)
+        if String::from_utf8_lossy(program).ends_with(name)
             && of_pod
+            && env.runs_container_process(pid, ppid.unwrap_or_default())
         {
             return pid;
         }
@@ -1961,7 +1961,7 @@ fn in_netns(pid: u32, program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The PID of this instance's operator process `name` (a child of its localkube).
+/// The PID of this instance's operator process `name` (one of its containers' processes).
 fn operator_pid(env: &Env, name: &str) -> u32 {
     let parent = env.lk.pid().to_string();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -1977,7 +1977,9 @@ fn operator_pid(env: &Env, name: &str) -> u32 {
             .map(str::trim);
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-        if ppid == Some(parent.as_str()) && String::from_utf8_lossy(program).ends_with(name) {
+        if String::from_utf8_lossy(program).ends_with(name)
+            && env.runs_container_process(pid, ppid.unwrap_or_default())
+        {
             return pid;
         }
     }

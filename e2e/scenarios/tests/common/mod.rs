@@ -371,17 +371,22 @@ impl Workload {
     }
 }
 
-/// An EtcdCluster manifest. On the real node (`LOCALKUBE_NODE=kubelet`, e2e/README.md "Real
-/// node") the members run as root: the upstream kubelet does not apply fsGroup to the host-path
-/// provisioner's volumes, which are root's (e2e/realnode/cluster-hostpath.yaml).
+/// Whether the scenario runs on the real node (`LOCALKUBE_NODE=kubelet`, e2e/README.md "Real
+/// node"): the upstream kubelet, containers on their own root filesystems from the images of
+/// `make node-images`.
+pub fn on_real_node() -> bool {
+    std::env::var("LOCALKUBE_NODE").is_ok_and(|n| n == "kubelet")
+}
+
+/// The SeaweedFS image of `make node-images` (e2e/realnode/build-images.sh): the tools' `weed`.
+const SEAWEEDFS_IMAGE: &str = "localkube.io/seaweedfs:tools";
+
+/// An EtcdCluster manifest, with the operator's default Pod security (non-root, fsGroup 65532;
+/// on the real node localkube applies the fsGroup to the claims' host-path volumes, as a CSI
+/// driver's volumes get it: e2e/README.md "Real node").
 pub fn cluster_yaml(name: &str, size: u32, version: &str) -> String {
-    let pod = if std::env::var("LOCALKUBE_NODE").is_ok_and(|n| n == "kubelet") {
-        "  pod: {securityContext: {runAsUser: 0, runAsNonRoot: false}}\n"
-    } else {
-        ""
-    };
     format!(
-        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {name}}}\nspec:\n  size: {size}\n  version: \"{version}\"\n  storage: {{size: 1Gi}}\n{pod}"
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {name}}}\nspec:\n  size: {size}\n  version: \"{version}\"\n  storage: {{size: 1Gi}}\n"
     )
 }
 
@@ -452,12 +457,15 @@ const S3_STEP: Duration = Duration::from_secs(180);
 
 /// Applies the S3 Pod and Service and the credentials Secret; [`s3_from_host`] waits for them.
 pub fn start_s3(env: &Env) {
-    let weed = test_support::Tools::from_env().weed().unwrap();
-    env.apply(&s3_manifests(
-        &weed.display().to_string(),
-        s3_port_base(env),
-    ))
-    .unwrap_or_else(|e| panic!("applying the S3 Pod: {e}"));
+    let manifests = if on_real_node() {
+        s3_manifests("/usr/local/bin/weed", s3_port_base(env))
+            .replace("image: busybox", &format!("image: {SEAWEEDFS_IMAGE}"))
+    } else {
+        let weed = test_support::Tools::from_env().weed().unwrap();
+        s3_manifests(&weed.display().to_string(), s3_port_base(env))
+    };
+    env.apply(&manifests)
+        .unwrap_or_else(|e| panic!("applying the S3 Pod: {e}"));
     env.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: {S3_SECRET}}}\nstringData:\n  \
          AWS_ACCESS_KEY_ID: e2e-access\n  AWS_SECRET_ACCESS_KEY: e2e-secret\n"
@@ -928,8 +936,25 @@ pub fn quorum_loss_reported(c: &EtcdCluster) -> bool {
     unavailable && lost
 }
 
+impl Env {
+    /// Whether the process `pid` (its parent `ppid`) is one of this instance's containers: our
+    /// node agent's are localkube's children; the kubelet's are runc's, in the instance's node
+    /// cgroup `localkube-<index>/kubepods` (e2e/localkube/src/realnode.rs).
+    pub fn runs_container_process(&self, pid: u32, ppid: &str) -> bool {
+        if on_real_node() {
+            let network: serde_json::Value =
+                serde_json::from_str(&self.lk.network().unwrap()).unwrap();
+            let pods_cgroup = format!("/localkube-{}/kubepods", network["index"]);
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.lines().any(|l| l.contains(&pods_cgroup)))
+        } else {
+            ppid == self.lk.pid().to_string()
+        }
+    }
+}
+
 /// The chart's securityContext as the kernel sees it on each running operator process (children
-/// of this instance's localkube): uid and gid 65532, no capabilities, `no_new_privs`, and a
+/// of this instance's localkube, or in its real node's cgroup): uid and gid 65532, no capabilities, `no_new_privs`, and a
 /// read-only root in its mount namespace. `values.yaml` says what the chart asks for; this
 /// checks what the operators got.
 pub fn assert_operators_confined(env: &Env) {
@@ -955,8 +980,9 @@ pub fn assert_operators_confined(env: &Env) {
             .next()
             .unwrap_or_default()
             .to_owned();
-        if field("PPid:") != env.lk.pid().to_string()
-            || !(name.starts_with("etcd-") && name.ends_with("-operator"))
+        if !(name.starts_with("etcd-")
+            && name.ends_with("-operator")
+            && env.runs_container_process(pid, &field("PPid:")))
         {
             continue;
         }
