@@ -793,6 +793,19 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         }
         if !row.report.lost.is_empty() || !row.report.linearizable() {
             failures.push(format!("{}: {}", row.scenario, row.report));
+            // The evidence: the violation (or the first lost writes) and the whole history.
+            if let test_support::linearizability::Verdict::NotLinearizable(v) =
+                &row.report.checked.verdict
+            {
+                failures.push(v.to_string());
+            }
+            for lost in row.report.lost.iter().take(5) {
+                failures.push(lost.to_string());
+            }
+            match row.report.history.save() {
+                Ok(path) => failures.push(format!("history saved in {}", path.display())),
+                Err(e) => failures.push(format!("history not saved: {e}")),
+            }
         }
     }
     if !failures.is_empty() {
