@@ -14,6 +14,16 @@
 //!   the cluster, one spec hash, the CronJob running as the ServiceAccount the RoleBinding
 //!   binds), or are gone; the case added or removed exactly those four in the namespace (never
 //!   an EtcdBackup, Service, Secret, ...).
+//! - Day-2 maintenance (NOSPACE: the cluster's quota set to 16 MiB with compactOnNoSpace, one key
+//!   overwritten until etcd refuses writes): crashed at the compaction, a member's
+//!   defragmentation, its serving gate (closed before, opened after) or the disarm, the
+//!   restarted operator clears the alarm: writes accepted, every member Pod's gate open and
+//!   Ready in the client Service's EndpointSlices, plus the checks above.
+//! - The switch of a running plaintext cluster to TLS (`spec.tls` set on a new cluster of three,
+//!   one per case): crashed at a `MemberUpdate` of a peer URL, or at the revert's mark (the
+//!   armed operator cut from the first member on `https://` so that it reverts it), the
+//!   restarted operator completes the switch: every member Ready on TLS-only peers (clients on
+//!   both schemes), every peer URL `https://`, plus the checks above.
 //! - The backup operator (an on-demand EtcdBackup of the cluster): the backup ends Succeeded with
 //!   its object in S3, read back and matching `status.artifact` (size, SHA-256), or Failed with
 //!   no object carrying its UID; either way no multipart upload is left pending under the
@@ -104,6 +114,27 @@ enum Trigger {
     /// An EtcdRestore into a new cluster (`clusterSpec`): the cluster created, the seed's PVC
     /// and Pod, the seed admitted, the hold released, the finalizer, the status.
     RestoreNew,
+    /// NOSPACE on [`CLUSTER`] (prepared once: `etcdOptions.quotaBackendBytes` [`NO_SPACE_QUOTA`]
+    /// and `maintenance.compactOnNoSpace`, a roll): one key overwritten with 512 KiB values
+    /// until etcd refuses writes. The operator compacts, defragments each member with its Pod
+    /// drained from the client Service (serving gate closed, then opened), the leader last,
+    /// and disarms the alarm. Converged: no alarm, a write accepted, every member Pod's gate
+    /// open and every Pod Ready in the client Service's EndpointSlices
+    /// ([`no_space_cleared`]).
+    NoSpace,
+    /// `spec.tls` set on a new plaintext cluster of three ([`tls_cluster`], on
+    /// [`UPGRADE_TO`]): each member rolls onto both listeners, its peer URL moves to
+    /// `https://` (`MemberUpdate`), then each rolls onto TLS-only peers. Converged: every
+    /// member Ready, listening for peers on `https://` only and for clients on both, and every
+    /// peer URL in etcd's member list `https://` ([`switched_to_tls`]).
+    TlsSwitch,
+    /// [`Trigger::TlsSwitch`], and the armed operator's network namespace cut (nftables) from
+    /// the first member whose peer URL moved to `https://`: to the operator it does not answer
+    /// on TLS, so after [`REVERT_AFTER`] its Pod is marked reverted and its URL moved back.
+    /// The restarted operator (a new Pod, not cut) sees the member answer and completes the
+    /// switch (a Pod found marked with its URL back on `http://` is deleted by the test, as
+    /// the operator's `Reverted` wait asks); converged as [`Trigger::TlsSwitch`].
+    TlsRevert,
     /// No failpoint: one member's etcd SIGSTOPped (a grey failure: its Pod turns NotReady, its
     /// peers stop hearing it) for longer than the operator's dead-member grace period, then
     /// SIGCONT. The operator may replace it (it was dead by every account) but must converge.
@@ -288,6 +319,14 @@ const S3_PAUSE: Duration = Duration::from_secs(20);
 /// (the chart's default is 300 s, its schema's minimum 30).
 const DEAD_AFTER_SECONDS: u64 = 30;
 
+/// The backend quota of [`CLUSTER`] from the first [`Trigger::NoSpace`] case on (bytes): small
+/// enough to fill in seconds, large enough for the other cases' data (a few MiB).
+const NO_SPACE_QUOTA: u64 = 16 << 20;
+
+/// How long the operator lets a member whose peer URL moved to `https://` stay silent before
+/// moving it back (etcd-member's `plan::tls_switch::REVERT_AFTER`).
+const REVERT_AFTER: Duration = Duration::from_secs(60);
+
 #[derive(Clone)]
 struct Case {
     failpoint: &'static str,
@@ -349,14 +388,6 @@ const SUBSET: &[Case] = &[
 /// a case in [`full`] or a line here.
 const NOT_IN_TABLE: &[(&str, &str)] = &[
     (
-        "cluster.member_update",
-        "the plaintext → TLS switch: no trigger yet",
-    ),
-    (
-        "cluster.pod_mark_tls_reverted",
-        "the TLS switch's revert: no trigger yet",
-    ),
-    (
         "cluster.secret_create",
         "TLS clusters only; the table's cluster is plaintext",
     ),
@@ -382,16 +413,6 @@ const NOT_IN_TABLE: &[(&str, &str)] = &[
     ),
     ("cluster.pvc_annotate", "volume growth: no trigger yet"),
     ("cluster.pvc_resize", "volume growth: no trigger yet"),
-    (
-        "cluster.pod_serving",
-        "maintenance (the serving gate): no trigger yet",
-    ),
-    ("cluster.member_defragment", "maintenance: no trigger yet"),
-    (
-        "cluster.compact",
-        "NOSPACE with compactOnNoSpace: no trigger yet",
-    ),
-    ("cluster.nospace_disarm", "NOSPACE: no trigger yet"),
     ("backup.s3_abort", "only after an S3 error"),
     (
         "backup.s3_abort_on_drop",
@@ -477,6 +498,10 @@ fn full() -> Vec<Case> {
         ("restore.seed_admit", RestoreNew),
         ("restore.release", RestoreNew),
         ("restore.finalizer_patch", RestoreNew),
+        // The switch of a running plaintext cluster to TLS, each case on a new cluster of its
+        // own (the switch is one way), which [`CLUSTER`]'s later cases never see.
+        ("cluster.member_update", TlsSwitch),
+        ("cluster.pod_mark_tls_reverted", TlsRevert),
     ] {
         for when in ["before", "after"] {
             cases.push(case(failpoint, when, trigger));
@@ -506,6 +531,18 @@ fn full() -> Vec<Case> {
         SlowMemberScaleUp,
     ));
     cases.push(case("net.slow_member_during_backup", "", SlowMemberBackup));
+    // NOSPACE: after the slow-member cases (its compaction and defragmentations shrink the
+    // database they scale their limit to), and the quota it sets stays for the cases after.
+    for failpoint in [
+        "cluster.compact",
+        "cluster.member_defragment",
+        "cluster.pod_serving",
+        "cluster.nospace_disarm",
+    ] {
+        for when in ["before", "after"] {
+            cases.push(case(failpoint, when, NoSpace));
+        }
+    }
     cases.push(case(
         "process.sigstop_leader_operator",
         "",
@@ -575,6 +612,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         delete_pvcs: false,
         version: VERSION,
         backup_schedule: false,
+        no_space_quota: false,
     };
     env.apply(&cluster.yaml()).unwrap();
     let s3 = if needs_s3 {
@@ -645,7 +683,17 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             .to_owned()
         };
         prepare(&env, &mut cluster, case).await;
-        let clients = Workload::start_prefixed(url.clone(), None, &format!("history/{index}/k"));
+        // A TLS switch case runs on a new plaintext cluster of its own, its clients with it.
+        let switched = if matches!(case.trigger, Trigger::TlsSwitch | Trigger::TlsRevert) {
+            Some(tls_cluster(&env, index).await)
+        } else {
+            None
+        };
+        let clients_url = match &switched {
+            Some(target) => env.client_url(target.name).await,
+            None => url.clone(),
+        };
+        let clients = Workload::start_prefixed(clients_url, None, &format!("history/{index}/k"));
         let (outcome, converged) = match case.trigger {
             Trigger::ScaleUp
             | Trigger::ScaleDown
@@ -653,6 +701,11 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             | Trigger::SetBackupSchedule
             | Trigger::RemoveBackupSchedule => {
                 cluster_case(&env, &deployment, &operator, &mut cluster, case).await
+            }
+            Trigger::NoSpace => no_space_case(&env, &deployment, &operator, &cluster, case).await,
+            Trigger::TlsSwitch | Trigger::TlsRevert => {
+                let target = switched.as_ref().unwrap();
+                tls_switch_case(&env, &deployment, &operator, target, case).await
             }
             Trigger::Backup => {
                 let s3 = s3.as_ref().unwrap();
@@ -696,6 +749,17 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             }
         };
         let report = clients.finish().await;
+        if let Some(target) = &switched {
+            // Frees the machine for the next case (its PVCs stay: Retain).
+            env.kubectl(&[
+                "delete",
+                "etcdcluster",
+                target.name,
+                "-n",
+                NS,
+                "--wait=false",
+            ]);
+        }
         eprintln!("chaos: {scenario}: {outcome:?} in {converged:.1?}; {report}");
         rows.push(Row {
             scenario,
@@ -729,6 +793,19 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         }
         if !row.report.lost.is_empty() || !row.report.linearizable() {
             failures.push(format!("{}: {}", row.scenario, row.report));
+            // The evidence: the violation (or the first lost writes) and the whole history.
+            if let test_support::linearizability::Verdict::NotLinearizable(v) =
+                &row.report.checked.verdict
+            {
+                failures.push(v.to_string());
+            }
+            for lost in row.report.lost.iter().take(5) {
+                failures.push(lost.to_string());
+            }
+            match row.report.history.save() {
+                Ok(path) => failures.push(format!("history saved in {}", path.display())),
+                Err(e) => failures.push(format!("history not saved: {e}")),
+            }
         }
     }
     if !failures.is_empty() {
@@ -767,6 +844,12 @@ async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
         cluster.delete_pvcs = true;
         changed = true;
     }
+    // NOSPACE needs a small quota (a roll, once: it stays for the cases after).
+    let quota_roll = case.trigger == Trigger::NoSpace && !cluster.no_space_quota;
+    if quota_roll {
+        cluster.no_space_quota = true;
+        changed = true;
+    }
     // spec.backup is set to be removed, and removed to be set again.
     let schedule_before = match case.trigger {
         Trigger::SetBackupSchedule => Some(false),
@@ -783,6 +866,9 @@ async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
         env.apply(&cluster.yaml()).unwrap();
         env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
             .await;
+        if quota_roll {
+            wait_rolled_onto_quota(env, cluster).await;
+        }
         // Not fatal to the table: the case then fails on the same objects.
         if schedule_before.is_some()
             && let Err(e) = wait_schedule(env, cluster.backup_schedule).await
@@ -2346,6 +2432,432 @@ async fn restore_case(
     (outcome, converged)
 }
 
+/// NOSPACE on [`CLUSTER`] with the cluster operator armed: filled until etcd refuses writes,
+/// then the crash. Timed from the crash to the alarm cleared ([`no_space_cleared`]) and the
+/// cluster Available.
+async fn no_space_case(
+    env: &Env,
+    deployment: &str,
+    operator: &str,
+    cluster: &Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let before = Snapshot::take(env, cluster).await;
+    let url = env.client_url(cluster.name).await;
+    set_failpoint(env, deployment, operator, Some(&scenario));
+    let filled = Instant::now();
+    if let Err(e) = fill_until_no_space(&url).await {
+        set_failpoint(env, deployment, operator, None);
+        return (Err(e), Duration::ZERO);
+    }
+    eprintln!(
+        "chaos: {} filled to NOSPACE in {:.1?}",
+        cluster.name,
+        filled.elapsed()
+    );
+    let crashed = wait_crash(env, operator).await;
+    let restarted = Instant::now();
+    set_failpoint(env, deployment, operator, None);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let deadline = Instant::now() + STEP;
+    let cleared = loop {
+        match no_space_cleared(env, cluster, &url).await {
+            Ok(db_size) => break Ok(db_size),
+            Err(e) if Instant::now() > deadline => {
+                break Err(format!(
+                    "NOSPACE not cleared {STEP:?} after the restart: {e}"
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    };
+    let db_size = match cleared {
+        Ok(db_size) => db_size,
+        Err(e) => return (Err(e), restarted.elapsed()),
+    };
+    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
+        .await;
+    let converged = restarted.elapsed();
+    eprintln!("chaos: NOSPACE cleared; the database is {db_size} bytes");
+    let after = Snapshot::take(env, cluster).await;
+    (check(&before, &after, cluster, case), converged)
+}
+
+/// Overwrites one key with 512 KiB values through `url` until etcd refuses with NOSPACE.
+async fn fill_until_no_space(url: &str) -> Result<(), String> {
+    let value = vec![b'x'; 512 * 1024];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut client: Option<etcd_client::Client> = None;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if client.is_none() {
+            client = etcd_client::Client::connect([url], None).await.ok();
+        }
+        if let Some(c) = client.as_mut() {
+            match c.put("chaos/fill", value.clone(), None).await {
+                Ok(_) => continue,
+                Err(e) if e.to_string().contains("database space exceeded") => return Ok(()),
+                Err(e) => {
+                    last = e.to_string();
+                    client = None;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!(
+        "no NOSPACE after 120 s of writes (last error: {last:?})"
+    ))
+}
+
+/// The serving readiness gate of member Pods (etcd-member's `build::SERVING_CONDITION`).
+const SERVING: &str = "etcd.operator.rs/serving";
+
+/// NOSPACE recovered, as far as clients go: no alarm raised, a write accepted, every member Pod
+/// (the cluster's size of them) with its serving gate open and Ready, and each in the client
+/// Service's EndpointSlices as a ready endpoint (a gate left closed by a crash mid-way would
+/// keep its member out). Returns the database size the member answering reports.
+async fn no_space_cleared(env: &Env, cluster: &Cluster, url: &str) -> Result<i64, String> {
+    use etcd_client::{AlarmAction, AlarmType};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let error = |e: etcd_client::Error| e.to_string();
+    let mut client = etcd_client::Client::connect([url], None)
+        .await
+        .map_err(error)?;
+    let alarms = client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .map_err(error)?;
+    if !alarms.alarms().is_empty() {
+        return Err(format!("{} alarms still raised", alarms.alarms().len()));
+    }
+    client
+        .put("chaos/after-nospace", "ok", None)
+        .await
+        .map_err(error)?;
+    let db_size = client.status().await.map_err(error)?.db_size();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let selector = format!("etcd.operator.rs/cluster={}", cluster.name);
+    let pods: Vec<Pod> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if pods.len() != cluster.size {
+        return Err(format!("{} member Pods, not {}", pods.len(), cluster.size));
+    }
+    let slices: Api<EndpointSlice> = Api::namespaced(env.client.clone(), NS);
+    let slices = slices
+        .list(&ListParams::default().labels(&format!(
+            "kubernetes.io/service-name={}-client",
+            cluster.name
+        )))
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let gate = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == SERVING))
+            .map(|c| c.status.clone());
+        if gate.as_deref() != Some("True") || !pod_is_ready(pod) {
+            return Err(format!(
+                "{name}: serving gate {gate:?}, Ready {}",
+                pod_is_ready(pod)
+            ));
+        }
+        let routed = slices.iter().flat_map(|s| &s.endpoints).any(|e| {
+            e.target_ref
+                .as_ref()
+                .is_some_and(|t| t.name.as_deref() == Some(name.as_str()))
+                && e.conditions.as_ref().and_then(|c| c.ready) == Some(true)
+        });
+        if !routed {
+            return Err(format!(
+                "{name} is not a ready endpoint of the client Service"
+            ));
+        }
+    }
+    Ok(db_size)
+}
+
+/// Waits until every member Pod of `cluster` runs with the quota [`NO_SPACE_QUOTA`] and is
+/// Ready (the roll that sets it; preparation, not timed).
+async fn wait_rolled_onto_quota(env: &Env, cluster: &Cluster) {
+    let flag = format!("--quota-backend-bytes={NO_SPACE_QUOTA}");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let selector = format!("etcd.operator.rs/cluster={}", cluster.name);
+    let deadline = Instant::now() + 2 * STEP;
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items;
+        let rolled = list
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_is_ready(p))
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.containers[0].args.iter().flatten().any(|a| *a == flag))
+            })
+            .count();
+        if rolled == cluster.size && list.len() == cluster.size {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {rolled} of {} members rolled onto {flag} after {:?}\n{}",
+            cluster.name,
+            cluster.size,
+            2 * STEP,
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
+        .await;
+}
+
+/// A new plaintext cluster of three on [`UPGRADE_TO`] (the TLS switch scenario's version) for a
+/// TLS switch case, Available (preparation, not timed). The name is leaked: a few per run.
+async fn tls_cluster(env: &Env, index: usize) -> Cluster {
+    let cluster = Cluster {
+        name: Box::leak(format!("chaos-tls-{index}").into_boxed_str()),
+        size: 3,
+        delete_pvcs: false,
+        version: UPGRADE_TO,
+        backup_schedule: false,
+        no_space_quota: false,
+    };
+    env.apply(&cluster.yaml()).unwrap();
+    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
+        .await;
+    cluster
+}
+
+/// `spec.tls` set on `target` with the cluster operator armed (for [`Trigger::TlsRevert`], the
+/// armed operator cut from the first member on an `https://` peer URL until it crashes). Timed
+/// from the crash to every member switched ([`switched_to_tls`]) and Available.
+async fn tls_switch_case(
+    env: &Env,
+    deployment: &str,
+    operator: &str,
+    target: &Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let scenario = format!("{}:{}", case.failpoint, case.when);
+    let before = Snapshot::take(env, target).await;
+    set_failpoint(env, deployment, operator, Some(&scenario));
+    env.kubectl(&[
+        "patch",
+        "etcdcluster",
+        target.name,
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
+    ]);
+    // Two rolls per member and a MemberUpdate each: longer than one STEP on a busy machine.
+    let mut patience = 2 * STEP;
+    if case.trigger == Trigger::TlsRevert {
+        let deadline = Instant::now() + 2 * STEP;
+        let victim = loop {
+            let moved = member_list(env, target.name).await.and_then(|list| {
+                list.members()
+                    .iter()
+                    .find(|m| m.peer_urls().iter().any(|u| u.starts_with("https://")))
+                    .map(|m| m.name().to_owned())
+            });
+            if moved.is_some() || Instant::now() > deadline {
+                break moved;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let Some(victim) = victim else {
+            set_failpoint(env, deployment, operator, None);
+            return (
+                Err(format!(
+                    "no peer URL moved to https:// within {:?}",
+                    2 * STEP
+                )),
+                Duration::ZERO,
+            );
+        };
+        let ip = pod_ips(env, target.name).await[&victim].clone();
+        let pid = operator_pid(env, "etcd-cluster-operator");
+        nft(
+            pid,
+            &format!(
+                "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
+                 add rule inet chaos out ip daddr {ip} drop; \
+                 add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+                 add rule inet chaos in ip saddr {ip} drop"
+            ),
+        );
+        eprintln!(
+            "chaos: the cluster operator (pid {pid}) cut from {victim} ({ip}), whose peer URL \
+             moved to https://"
+        );
+        // The revert comes REVERT_AFTER after the operator first finds it silent.
+        patience = STEP + REVERT_AFTER;
+    }
+    let crashed = wait_crash_within(env, operator, patience).await;
+    let restarted = Instant::now();
+    // The new operator Pod has a network namespace of its own: the cut goes with the old one.
+    set_failpoint(env, deployment, operator, None);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + 2 * STEP;
+    let mut retried = BTreeSet::new();
+    loop {
+        let pending = match switched_to_tls(env, target).await {
+            Ok(()) => break,
+            Err(pending) => pending,
+        };
+        // A member moved back to http:// waits until its Pod is re-created (the operator's
+        // Reverted wait: "delete its Pod to try again"), which an administrator would do.
+        for (pod, uid) in reverted_on_http(env, target).await {
+            if retried.insert(uid) {
+                eprintln!("chaos: {pod} was reverted to an http:// peer URL; deleting its Pod");
+                pods.delete(&pod, &Default::default()).await.unwrap();
+            }
+        }
+        if Instant::now() > deadline {
+            return (
+                Err(format!(
+                    "{} not switched to TLS {:?} after the restart: {pending}",
+                    target.name,
+                    2 * STEP
+                )),
+                restarted.elapsed(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_available(target.name, target.size, target.version, STEP)
+        .await;
+    let converged = restarted.elapsed();
+    eprintln!(
+        "chaos: {} switched to TLS; Pods deleted after a revert: {}",
+        target.name,
+        retried.len()
+    );
+    let after = Snapshot::take(env, target).await;
+    (check(&before, &after, target, case), converged)
+}
+
+/// The switch is through: every member Pod Ready, listening for peers on `https://` only and
+/// for clients on both schemes (plaintext clients are kept), and every peer URL in etcd's
+/// member list `https://`. Else what is pending.
+async fn switched_to_tls(env: &Env, target: &Cluster) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let selector = format!("etcd.operator.rs/cluster={}", target.name);
+    let list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    let mut pending = Vec::new();
+    let mut switched = 0;
+    for pod in &list {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let (peer, client) = listen_schemes(pod);
+        if pod.metadata.deletion_timestamp.is_some() || !pod_is_ready(pod) {
+            pending.push(format!("{name}: not Ready"));
+        } else if peer != ["https"] || client != ["http", "https"] {
+            pending.push(format!("{name}: peers {peer:?}, clients {client:?}"));
+        } else {
+            switched += 1;
+        }
+    }
+    if switched != target.size {
+        pending.push(format!("{switched} of {} Pods switched", target.size));
+    }
+    let Some(members) = member_list(env, target.name).await else {
+        return Err(format!("no member list; {pending:?}"));
+    };
+    for m in members.members() {
+        if !m.peer_urls().iter().all(|u| u.starts_with("https://")) {
+            pending.push(format!("{}: peer URLs {:?}", m.name(), m.peer_urls()));
+        }
+    }
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{pending:?}"))
+    }
+}
+
+/// Member Pods (name, UID) marked reverted whose member's peer URL is `http://` again.
+async fn reverted_on_http(env: &Env, target: &Cluster) -> Vec<(String, String)> {
+    let Some(members) = member_list(env, target.name).await else {
+        return Vec::new();
+    };
+    let on_http: BTreeSet<&str> = members
+        .members()
+        .iter()
+        .filter(|m| m.peer_urls().iter().any(|u| u.starts_with("http://")))
+        .map(|m| m.name())
+        .collect();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let selector = format!("etcd.operator.rs/cluster={}", target.name);
+    pods.list(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("etcd.operator.rs/tls-switch-reverted"))
+                .is_some_and(|v| v == "true")
+        })
+        .filter_map(|p| Some((p.metadata.name?, p.metadata.uid?)))
+        .filter(|(name, _)| on_http.contains(name.as_str()))
+        .collect()
+}
+
+/// What a member Pod listens on for peers and clients, from its etcd flags: the schemes of
+/// `--listen-peer-urls` and `--listen-client-urls` (e.g. `["http", "https"]`).
+fn listen_schemes(pod: &Pod) -> (Vec<String>, Vec<String>) {
+    let args = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.args.clone())
+        .unwrap_or_default();
+    let schemes = |flag: &str| -> Vec<String> {
+        args.iter()
+            .find_map(|a| a.strip_prefix(flag))
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|u| u.split_once("://").map(|(s, _)| s.to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (
+        schemes("--listen-peer-urls="),
+        schemes("--listen-client-urls="),
+    )
+}
+
 async fn pvc_names(env: &Env) -> BTreeSet<String> {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
     pvcs.list(&ListParams::default())
@@ -2453,6 +2965,9 @@ struct Cluster {
     /// `spec.backup` set ([`BACKUP_SCHEDULE`]): between a backup-schedule case that sets it and
     /// one that removes it.
     backup_schedule: bool,
+    /// `etcdOptions.quotaBackendBytes` [`NO_SPACE_QUOTA`] and `maintenance.compactOnNoSpace`:
+    /// from the first [`Trigger::NoSpace`] case on.
+    no_space_quota: bool,
 }
 
 impl Cluster {
@@ -2465,8 +2980,15 @@ impl Cluster {
         } else {
             String::new()
         };
+        let quota = if self.no_space_quota {
+            format!(
+                "  etcdOptions: {{quotaBackendBytes: {NO_SPACE_QUOTA}}}\n  maintenance: {{compactOnNoSpace: true}}\n"
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {}}}\nspec:\n  size: {}\n  version: \"{}\"\n  storage: {{size: 1Gi, reclaimPolicy: {policy}}}\n{backup}",
+            "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {}}}\nspec:\n  size: {}\n  version: \"{}\"\n  storage: {{size: 1Gi, reclaimPolicy: {policy}}}\n{backup}{quota}",
             self.name, self.size, self.version
         )
     }
@@ -2531,8 +3053,13 @@ fn set_failpoint(env: &Env, deployment: &str, operator: &str, value: Option<&str
 /// Waits until a container of the operator with the component label `operator` exited with the
 /// failpoint's code.
 async fn wait_crash(env: &Env, operator: &str) -> Result<(), String> {
+    wait_crash_within(env, operator, STEP).await
+}
+
+/// [`wait_crash`], for a failpoint that takes longer than [`STEP`] to reach.
+async fn wait_crash_within(env: &Env, operator: &str, timeout: Duration) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
-    let deadline = tokio::time::Instant::now() + STEP;
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let list = pods.list(&ListParams::default().labels(operator)).await;
         let live = list.iter().flat_map(|l| &l.items);
@@ -2556,7 +3083,7 @@ async fn wait_crash(env: &Env, operator: &str) -> Result<(), String> {
         }
         if tokio::time::Instant::now() > deadline {
             return Err(format!(
-                "the operator did not reach the failpoint within {STEP:?}"
+                "the operator did not reach the failpoint within {timeout:?}"
             ));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
