@@ -503,6 +503,7 @@ async fn reconcile_pass(
     // Only an action that acts, or a restore's wait, writes the cluster's objects: both come
     // from a valid spec.
     let budget_voters = desired.map(|d| observed.budget_voters(d.size));
+    let switch_port = plan::serves_switch_client_port(&observed);
 
     // Execute (nothing is touched for a refusal or while paused).
     let acts = !matches!(
@@ -547,11 +548,15 @@ async fn reconcile_pass(
     // A restore's seed is reached through the headless Service (also for a cluster the restore
     // created): the Services and the budget are kept while a restore holds the cluster.
     if let (Action::Wait(WaitReason::Restoring { .. }), Ok(voters)) = (&action, &budget_voters) {
-        housekeeping = ensure_cluster_objects(ctx, &executor, *voters).await.err();
+        housekeeping = ensure_cluster_objects(ctx, &executor, *voters, switch_port)
+            .await
+            .err();
     }
     if acts {
         if let Ok(voters) = budget_voters {
-            housekeeping = ensure_cluster_objects(ctx, &executor, voters).await.err();
+            housekeeping = ensure_cluster_objects(ctx, &executor, voters, switch_port)
+                .await
+                .err();
         }
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
             housekeeping.get_or_insert(error);
@@ -717,16 +722,17 @@ async fn ensure_cluster_objects(
     ctx: &Context,
     executor: &Executor<'_>,
     voters: usize,
+    switch_port: bool,
 ) -> Result<(), ExecError> {
     let uid = executor.cluster.uid().unwrap_or_default();
-    let digest = executor.cluster_objects_digest(voters);
+    let digest = executor.cluster_objects_digest(voters, switch_port);
     if let Some(digest) = digest
         && ctx.cluster_objects.is_current(&uid, digest)
     {
         return Ok(());
     }
     let started = Instant::now();
-    let written = executor.ensure_cluster_objects(voters).await;
+    let written = executor.ensure_cluster_objects(voters, switch_port).await;
     match (&written, digest) {
         (Ok(()), Some(digest)) => ctx.cluster_objects.record(&uid, digest, started),
         _ => ctx.cluster_objects.forget(&uid),

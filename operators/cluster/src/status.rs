@@ -259,7 +259,7 @@ fn client_endpoint(observed: &Observed) -> String {
     let url = observed.cluster.client_service_url();
     let plaintext_served = observed.pods.values().any(|pod| {
         pod.listen
-            .is_some_and(|listen| listen.client != crate::plan::tls_switch::Listen::Https)
+            .is_some_and(|listen| listen.client.serves_plain())
     });
     if observed.cluster.client_tls && plaintext_served {
         url.replacen("https://", "http://", 1)
@@ -632,6 +632,7 @@ fn listeners_text(listen: Listeners) -> String {
         Listen::Http => format!("http://:{plain}"),
         Listen::Dual => format!("http://:{plain} + https://:{tls}"),
         Listen::Https => "https only".to_owned(),
+        Listen::HttpsWithSwitchPort => format!("https only, on :{plain} and :{tls}"),
     };
     format!(
         "peers {}, clients {}",

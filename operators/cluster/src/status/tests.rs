@@ -982,6 +982,7 @@ fn members_list_etcd_members_then_pods_by_ordinal() {
         name: String::new(),
         peer_url: "http://10.0.0.9:2380".into(),
         client_url: None,
+        client_url_on_switch_port: false,
         learner: false,
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::ZERO,
