@@ -473,6 +473,25 @@ async fn reconcile_pass(
                 .map(|hash| (member.clone(), hash))
         })
         .collect();
+    // Certificates the operator does not renew: each one near its end is reported by name
+    // (condition, Warning event, and the near-expiry gauge the chart's alert rule fires on).
+    let mut certificates = Vec::new();
+    let mut near_expiry: Vec<(String, String)> = Vec::new();
+    for (secret, expiry) in &tls.expiries {
+        let near = expiry.near(tls_now);
+        certificates.push((secret.clone(), expiry.not_after.unix_timestamp(), near));
+        if near {
+            let ends = expiry
+                .not_after
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|_| expiry.not_after.to_string());
+            warn!(secret, ends, "certificate near its end");
+            near_expiry.push((secret.clone(), ends));
+        }
+    }
+    ctx.metrics
+        .clusters
+        .record_certificates(&observed.cluster, &certificates);
     for (reason, note) in &tls.changes {
         info!(reason, note, "certificate Secrets changed");
         ctx.events
@@ -646,8 +665,16 @@ async fn reconcile_pass(
         now.clone(),
     );
     if let Some(failure) = &failure {
-        status::record_failure(&mut status, failure, cluster.meta().generation, now);
+        status::record_failure(&mut status, failure, cluster.meta().generation, now.clone());
     }
+    let expiry_news = status::record_certificate_expiry(
+        &mut status,
+        &previous,
+        &cluster.namespace().unwrap_or_default(),
+        (!tls.expiries.is_empty()).then_some(near_expiry.as_slice()),
+        cluster.meta().generation,
+        now,
+    );
     let changed = status_changed(&previous, &status);
     if changed {
         let api: Api<EtcdCluster> =
@@ -665,6 +692,15 @@ async fn reconcile_pass(
             ),
             source,
         })?;
+    }
+    if let Some(note) = expiry_news {
+        ctx.events
+            .warning(
+                &cluster.object_ref(&()),
+                crate::tls::CERTIFICATE_NEAR_EXPIRY,
+                note,
+            )
+            .await;
     }
     // A failed step is a Warning event when it is news (the status changed with it).
     if changed && let Some(failure) = &failure {
