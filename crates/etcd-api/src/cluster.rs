@@ -105,7 +105,8 @@ pub struct EtcdClusterSpec {
     /// `https://…:2382`, then the plaintext peer listeners go. Plaintext clients keep working on
     /// 2379 until the EtcdCluster carries the annotation
     /// `etcd.operator.rs/drop-plaintext-clients: "true"`: then each member rolls once more to
-    /// serve `https://` alone on 2379. Once set, it cannot be removed or changed.
+    /// serve `https://` alone, on 2379 and still on 2378 (clients that moved there keep
+    /// working). Once set, it cannot be removed or changed.
     /// Certificates change without it: operator-managed ones are renewed with a third of their
     /// lifetime left, the annotation `etcd.operator.rs/rotate-ca` rotates the operator-managed
     /// CA, and a Secret you provide can be updated in place; each change rolls the members one

@@ -759,7 +759,7 @@ fn port_of(url: &str) -> Option<u16> {
 /// The container ports: those the member listens on, and metrics.
 fn container_ports(listen: Listeners, own_peer_url: &str) -> Vec<ContainerPort> {
     let mut ports = vec![container_port("client", CLIENT_PORT)];
-    if listen.client == Listen::Dual {
+    if listen.client.serves_switch_client_port() {
         ports.push(container_port("client-tls", SWITCH_CLIENT_TLS_PORT));
     }
     let tls_peer_port = port_of(own_peer_url).unwrap_or(PEER_PORT);
@@ -769,7 +769,10 @@ fn container_ports(listen: Listeners, own_peer_url: &str) -> Vec<ContainerPort> 
             ports.push(container_port("peer", PEER_PORT));
             ports.push(container_port("peer-tls", SWITCH_PEER_TLS_PORT));
         }
-        Listen::Https => ports.push(container_port("peer", tls_peer_port)),
+        // The peer side is never built with the client-only `HttpsWithSwitchPort`.
+        Listen::Https | Listen::HttpsWithSwitchPort => {
+            ports.push(container_port("peer", tls_peer_port))
+        }
     }
     // Named so that a PodMonitor selects it by name (the chart's `podMonitor`). A Pod's spec
     // is immutable and the planner never compares it with this builder's output, so existing
@@ -787,7 +790,7 @@ fn listen_peer_urls(listen: Listen, own_peer_url: &str) -> String {
         Listen::Dual => {
             format!("http://0.0.0.0:{PEER_PORT},https://0.0.0.0:{SWITCH_PEER_TLS_PORT}")
         }
-        Listen::Https => format!(
+        Listen::Https | Listen::HttpsWithSwitchPort => format!(
             "https://0.0.0.0:{}",
             port_of(own_peer_url).unwrap_or(PEER_PORT)
         ),
@@ -795,7 +798,8 @@ fn listen_peer_urls(listen: Listen, own_peer_url: &str) -> String {
 }
 
 /// `--listen-client-urls` and `--advertise-client-urls` (plain first while dual, so that what
-/// etcd's member list shows first still works for plaintext clients).
+/// etcd's member list shows first still works for plaintext clients; 2379 first after a switch,
+/// the port a cluster created with TLS serves).
 fn client_urls(listen: Listen, host: &str) -> (String, String) {
     match listen {
         Listen::Http => (
@@ -809,6 +813,10 @@ fn client_urls(listen: Listen, host: &str) -> (String, String) {
         Listen::Https => (
             format!("https://0.0.0.0:{CLIENT_PORT}"),
             format!("https://{host}:{CLIENT_PORT}"),
+        ),
+        Listen::HttpsWithSwitchPort => (
+            format!("https://0.0.0.0:{CLIENT_PORT},https://0.0.0.0:{SWITCH_CLIENT_TLS_PORT}"),
+            format!("https://{host}:{CLIENT_PORT},https://{host}:{SWITCH_CLIENT_TLS_PORT}"),
         ),
     }
 }
@@ -1020,20 +1028,21 @@ pub fn peer_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
     })
 }
 
-/// The client Service's ports: 2379, and with client TLS also `client-tls` 2378, where the
-/// members serve `https://` clients while a running plaintext cluster is switched to TLS (they
-/// keep `http://` on 2379 until told to drop it; plan/tls_switch.rs). Outside a switch nothing
-/// listens on 2378.
-fn client_service_ports(cluster: &EtcdCluster) -> Vec<ServicePort> {
+/// The client Service's ports: 2379, and `client-tls` 2378 when `switch_port` (members of a
+/// cluster switched from plaintext serve `https://` clients there, during the switch and after
+/// it; plan/tls_switch.rs). A cluster created with TLS never listens on 2378, so its Service
+/// does not publish it.
+fn client_service_ports(switch_port: bool) -> Vec<ServicePort> {
     let mut ports = vec![service_port("client", CLIENT_PORT)];
-    if cluster.client_tls() {
+    if switch_port {
         ports.push(service_port("client-tls", SWITCH_CLIENT_TLS_PORT));
     }
     ports
 }
 
 /// The client Service `<cluster>-client`: one stable address that reaches ready members only.
-pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
+/// `switch_port`: publish 2378 too ([`crate::plan::serves_switch_client_port`]).
+pub fn client_service(cluster: &EtcdCluster, switch_port: bool) -> Result<Service, BuildError> {
     let owner = owner(cluster)?;
     Ok(Service {
         metadata: owner.meta(
@@ -1043,7 +1052,7 @@ pub fn client_service(cluster: &EtcdCluster) -> Result<Service, BuildError> {
         ),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
-            ports: Some(client_service_ports(cluster)),
+            ports: Some(client_service_ports(switch_port)),
             selector: Some(cluster_labels(cluster)),
             ..ServiceSpec::default()
         }),

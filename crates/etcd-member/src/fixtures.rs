@@ -57,6 +57,7 @@ pub fn healthy(ordinal: u32, version: &str, leader: bool) -> Member {
         name: name(ordinal),
         peer_url: main().peer_url(&name(ordinal)),
         client_url: Some(main().client_url(&name(ordinal))),
+        client_url_on_switch_port: false,
         learner: false,
         health: MemberHealth::Healthy {
             version: v(version),

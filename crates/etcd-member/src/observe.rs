@@ -561,6 +561,10 @@ fn member_from(
         name: info.name.clone(),
         peer_url: info.peer_urls.first().cloned().unwrap_or_default(),
         client_url: info.client_urls.first().cloned(),
+        client_url_on_switch_port: info
+            .client_urls
+            .iter()
+            .any(|url| url.ends_with(&format!(":{SWITCH_CLIENT_TLS_PORT}"))),
         learner: info.learner,
         health,
         db,

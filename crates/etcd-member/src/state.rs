@@ -97,6 +97,9 @@ pub struct Member {
     pub peer_url: String,
     /// Its advertised client URL; `None` until it has started once.
     pub client_url: Option<String>,
+    /// One of its advertised client URLs is on port 2378 (`https://` there: a member of a
+    /// cluster switched from plaintext, plan/tls_switch.rs).
+    pub client_url_on_switch_port: bool,
     /// A non-voting learner.
     pub learner: bool,
     /// Its own answer to a status request.

@@ -1355,7 +1355,10 @@ fn listen_schemes(pod: &Pod) -> (Vec<String>, Vec<String>) {
 /// member at a time: at the end every member serves peers over TLS only and clients over both
 /// (`https://` on 2378, which a client with the cluster's CA reaches through the Service); the
 /// history is linearizable, no acknowledged write is lost, and at least 2 Pods are Ready
-/// throughout.
+/// throughout. Then `etcd.operator.rs/drop-plaintext-clients` is set while TLS clients write
+/// through the Service on 2378: every member rolls once more onto `https://` alone (2379, and
+/// 2378 kept so those clients never move), plaintext clients are refused, TLS on 2379 serves
+/// the same keys, and the TLS clients' history is linearizable with no acknowledged write lost.
 #[tokio::test]
 async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or_a_write() {
     let env = Env::start().await;
@@ -1437,8 +1440,8 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
         .replace(":2379", ":2378");
     let tls = test_client_tls(&ca, &format!("plain-client.{NS}.svc"));
     let mut over_tls = etcd_client::Client::connect(
-        [https_url],
-        Some(etcd_client::ConnectOptions::new().with_tls(tls)),
+        [https_url.clone()],
+        Some(etcd_client::ConnectOptions::new().with_tls(tls.clone())),
     )
     .await
     .unwrap();
@@ -1458,16 +1461,113 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
     let checked = clients.check().await;
     assert!(checked >= 20, "only {checked} writes acknowledged");
     let report = clients.stop().await;
+    let events = env.events_for("plain").await.join("\n");
+    assert!(events.contains("PeerURLUpdated"), "{events}");
+
+    // The drop: clients that moved to TLS on 2378 during the switch write on through the Service
+    // while every member rolls once more, onto https:// alone (2379, and 2378 kept).
+    let tls_clients =
+        Workload::start_prefixed(https_url.clone(), Some(tls.clone()), "history-drop/k");
+    wait_acknowledged(&tls_clients, 20).await;
+    let before = member_pods(&env, &members).await;
+    watch.take_pods();
+    let drop_started = tokio::time::Instant::now();
+    env.kubectl(&[
+        "annotate",
+        "etcdcluster",
+        "plain",
+        "-n",
+        NS,
+        "etcd.operator.rs/drop-plaintext-clients=true",
+    ]);
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let mut pending = vec![];
+        for member in &members {
+            match pods.get_opt(member).await.unwrap() {
+                Some(pod) if pod_is_ready(&pod) => {
+                    let (peer, client) = listen_schemes(&pod);
+                    let keeps_2378 = pod.spec.as_ref().unwrap().containers[0]
+                        .args
+                        .iter()
+                        .flatten()
+                        .any(|a| a.starts_with("--listen-client-urls=") && a.contains(":2378"));
+                    if peer != ["https"] || client != ["https", "https"] || !keeps_2378 {
+                        pending.push(format!("{member}: peers {peer:?}, clients {client:?}"));
+                    }
+                }
+                _ => pending.push(format!("{member}: no Ready Pod")),
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "plaintext clients not dropped after {STEP:?}: {pending:?}\n{}",
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let dropped = drop_started.elapsed();
+    env.wait_available("plain", 3, V36, STEP).await;
+    assert_rolled_once(&watch, &before, &members);
+    // Plaintext clients are refused from now on.
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut plain = etcd_client::Client::connect([url.clone()], None).await?;
+        plain.get("history-drop/", None).await
+    })
+    .await;
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "a plaintext client was served after the drop"
+    );
+    // TLS on 2379 through the Service serves what the clients on 2378 wrote.
+    let on_2379 = url.replacen("http://", "https://", 1);
+    let mut over_2379 = etcd_client::Client::connect(
+        [on_2379],
+        Some(etcd_client::ConnectOptions::new().with_tls(tls)),
+    )
+    .await
+    .unwrap();
+    let keys = over_2379
+        .get(
+            "history-drop/",
+            Some(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(keys.count() > 0, "no key read over TLS on 2379");
+    // The client Service keeps publishing 2378, where the members still serve.
+    let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(env.client.clone(), NS)
+        .get("plain-client")
+        .await
+        .unwrap();
+    let ports: Vec<i32> = service
+        .spec
+        .and_then(|s| s.ports)
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.port)
+        .collect();
+    assert_eq!(ports, [2379, 2378]);
+    let checked = tls_clients.check().await;
+    assert!(checked >= 20, "only {checked} TLS writes acknowledged");
+    let tls_report = tls_clients.stop().await;
+
     let fewest_ready = watch.stop();
     assert!(
         fewest_ready >= 2,
         "only {fewest_ready} member Pods were Ready at one point: quorum was at risk"
     );
-    let events = env.events_for("plain").await.join("\n");
-    assert!(events.contains("PeerURLUpdated"), "{events}");
     eprintln!(
-        "switched to TLS in {switched:?} (whole scenario {:?}); fewest Ready {fewest_ready}; \
-         clients: {report}",
+        "switched to TLS in {switched:?}, plaintext dropped in {dropped:?} (whole scenario \
+         {:?}); fewest Ready {fewest_ready}; plaintext clients: {report}; TLS clients on 2378 \
+         through the drop: {tls_report}",
         started.elapsed()
     );
 }

@@ -377,6 +377,9 @@ pub struct Prepared {
     pub refusals: Vec<FieldError>,
     /// [`Issued::digest`] of every usable member Secret, by name.
     pub digests: BTreeMap<String, String>,
+    /// When each usable Secret's certificate ends (cert-manager renews them, not the operator:
+    /// one that nears its end is reported, [`crate::certs::expiry_warning_time`]).
+    pub expiries: BTreeMap<String, crate::certs::Expiry>,
 }
 
 /// Each reconcile, before anything acts: the Certificates of every member with a Pod or PVC in
@@ -394,6 +397,13 @@ pub async fn prepare(
     let mut refusals = Vec::new();
     let mut etcd = None;
     let mut digests = BTreeMap::new();
+    let mut expiries = BTreeMap::new();
+    let mut expiry_of = |name: &str, data: &BTreeMap<String, Vec<u8>>| {
+        let pem = data.get(etcd_api::tls::secret_keys::CERT)?;
+        let expiry = crate::certs::expiry_warning_time(&String::from_utf8_lossy(pem))?;
+        expiries.insert(name.to_owned(), expiry);
+        Some(())
+    };
     if let Some(operator) = expected_operator_client(cluster, &names) {
         io.ensure(cluster, &names, &operator).await?;
         match judge(
@@ -401,7 +411,10 @@ pub async fn prepare(
             &operator.usage,
             now,
         ) {
-            Issued::Usable(data) => etcd = ClientTls::from_secret_data(&data, true).ok(),
+            Issued::Usable(data) => {
+                expiry_of(&operator.name, &data);
+                etcd = ClientTls::from_secret_data(&data, true).ok();
+            }
             Issued::Pending => {}
             Issued::Unusable(problems) => refusals.push(FieldError {
                 field: operator.field.to_owned(),
@@ -423,6 +436,9 @@ pub async fn prepare(
             if let Some(digest) = issued.digest() {
                 digests.insert(wanted.name.clone(), digest);
             }
+            if let Issued::Usable(data) = &issued {
+                expiry_of(&wanted.name, data);
+            }
             if let Issued::Unusable(problems) = issued {
                 refusals.push(FieldError {
                     field: wanted.field.to_owned(),
@@ -439,6 +455,7 @@ pub async fn prepare(
         etcd,
         refusals,
         digests,
+        expiries,
     })
 }
 

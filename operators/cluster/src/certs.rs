@@ -229,6 +229,50 @@ pub fn next_renewal<'a>(
         .min()
 }
 
+/// The longest warning ahead of the end of a certificate the operator does not issue.
+pub const EXPIRY_WARNING_AT_MOST: Duration = Duration::days(7);
+
+/// A certificate the operator does not issue (a Secret you provide, or one cert-manager fills)
+/// nearing its end: when to warn, and its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expiry {
+    /// notAfter.
+    pub not_after: OffsetDateTime,
+    /// From when it is reported as near its end ([`expiry_warning_time`]).
+    pub warn_from: OffsetDateTime,
+}
+
+impl Expiry {
+    /// It is near its end at `now` (it may have ended: an expired certificate is refused as
+    /// well, before anything acts).
+    pub fn near(&self, now: OffsetDateTime) -> bool {
+        now >= self.warn_from
+    }
+}
+
+/// When to warn that a certificate the operator does not renew nears its end: with a sixth of
+/// its lifetime left, and at most [`EXPIRY_WARNING_AT_MOST`] (7 days) before it ends. `None`
+/// when it does not parse.
+///
+/// Why: cert-manager renews at a third of the lifetime left by default, so a warning at a
+/// third would fire on every healthy renewal; at a sixth its renewal has had half its window
+/// and failed, which is worth a person's look. The 7-day cap keeps long-lived certificates (a
+/// year, provided by hand) from warning for two months: a week is enough to replace a Secret,
+/// and the expiry gauge lets an alert rule warn earlier if a team wants to.
+pub fn expiry_warning_time(cert_pem: &str) -> Option<Expiry> {
+    let pems = pems(cert_pem.as_bytes(), etcd_api::tls::secret_keys::CERT).ok()?;
+    let cert = pems.first()?.parse_x509().ok()?;
+    let validity = cert.validity();
+    let not_before = OffsetDateTime::from_unix_timestamp(validity.not_before.timestamp()).ok()?;
+    let not_after = OffsetDateTime::from_unix_timestamp(validity.not_after.timestamp()).ok()?;
+    let lifetime = (not_after - not_before).max(Duration::ZERO);
+    let ahead: Duration = (lifetime / 6_i32).min(EXPIRY_WARNING_AT_MOST);
+    Some(Expiry {
+        not_after,
+        warn_from: not_after - ahead,
+    })
+}
+
 /// Whether the first certificate of `cert_pem` was signed by `ca_pem`'s first certificate
 /// (false when either does not parse). A member certificate of another CA is re-issued.
 pub fn signed_by(cert_pem: &str, ca_pem: &str) -> bool {

@@ -487,6 +487,25 @@ async fn reconcile_pass(
                 .map(|hash| (member.clone(), hash))
         })
         .collect();
+    // Certificates the operator does not renew: each one near its end is reported by name
+    // (condition, Warning event, and the near-expiry gauge the chart's alert rule fires on).
+    let mut certificates = Vec::new();
+    let mut near_expiry: Vec<(String, String)> = Vec::new();
+    for (secret, expiry) in &tls.expiries {
+        let near = expiry.near(tls_now);
+        certificates.push((secret.clone(), expiry.not_after.unix_timestamp(), near));
+        if near {
+            let ends = expiry
+                .not_after
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|_| expiry.not_after.to_string());
+            warn!(secret, ends, "certificate near its end");
+            near_expiry.push((secret.clone(), ends));
+        }
+    }
+    ctx.metrics
+        .clusters
+        .record_certificates(&observed.cluster, &certificates);
     for (reason, note) in &tls.changes {
         info!(reason, note, "certificate Secrets changed");
         ctx.events
@@ -517,6 +536,7 @@ async fn reconcile_pass(
     // Only an action that acts, or a restore's wait, writes the cluster's objects: both come
     // from a valid spec.
     let budget_voters = desired.map(|d| observed.budget_voters(d.size));
+    let switch_port = plan::serves_switch_client_port(&observed);
 
     // Execute (nothing is touched for a refusal or while paused).
     let acts = !matches!(
@@ -561,11 +581,15 @@ async fn reconcile_pass(
     // A restore's seed is reached through the headless Service (also for a cluster the restore
     // created): the Services and the budget are kept while a restore holds the cluster.
     if let (Action::Wait(WaitReason::Restoring { .. }), Ok(voters)) = (&action, &budget_voters) {
-        housekeeping = ensure_cluster_objects(ctx, &executor, *voters).await.err();
+        housekeeping = ensure_cluster_objects(ctx, &executor, *voters, switch_port)
+            .await
+            .err();
     }
     if acts {
         if let Ok(voters) = budget_voters {
-            housekeeping = ensure_cluster_objects(ctx, &executor, voters).await.err();
+            housekeeping = ensure_cluster_objects(ctx, &executor, voters, switch_port)
+                .await
+                .err();
         }
         if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
             housekeeping.get_or_insert(error);
@@ -655,8 +679,16 @@ async fn reconcile_pass(
         now.clone(),
     );
     if let Some(failure) = &failure {
-        status::record_failure(&mut status, failure, cluster.meta().generation, now);
+        status::record_failure(&mut status, failure, cluster.meta().generation, now.clone());
     }
+    let expiry_news = status::record_certificate_expiry(
+        &mut status,
+        &previous,
+        &cluster.namespace().unwrap_or_default(),
+        (!tls.expiries.is_empty()).then_some(near_expiry.as_slice()),
+        cluster.meta().generation,
+        now,
+    );
     let changed = status_changed(&previous, &status);
     if changed {
         let api: Api<EtcdCluster> =
@@ -674,6 +706,15 @@ async fn reconcile_pass(
             ),
             source,
         })?;
+    }
+    if let Some(note) = expiry_news {
+        ctx.events
+            .warning(
+                &cluster.object_ref(&()),
+                crate::tls::CERTIFICATE_NEAR_EXPIRY,
+                note,
+            )
+            .await;
     }
     // A failed step is a Warning event when it is news (the status changed with it).
     if changed && let Some(failure) = &failure {
@@ -731,16 +772,17 @@ async fn ensure_cluster_objects(
     ctx: &Context,
     executor: &Executor<'_>,
     voters: usize,
+    switch_port: bool,
 ) -> Result<(), ExecError> {
     let uid = executor.cluster.uid().unwrap_or_default();
-    let digest = executor.cluster_objects_digest(voters);
+    let digest = executor.cluster_objects_digest(voters, switch_port);
     if let Some(digest) = digest
         && ctx.cluster_objects.is_current(&uid, digest)
     {
         return Ok(());
     }
     let started = Instant::now();
-    let written = executor.ensure_cluster_objects(voters).await;
+    let written = executor.ensure_cluster_objects(voters, switch_port).await;
     match (&written, digest) {
         (Ok(()), Some(digest)) => ctx.cluster_objects.record(&uid, digest, started),
         _ => ctx.cluster_objects.forget(&uid),

@@ -261,14 +261,15 @@ impl Executor<'_> {
         })
     }
 
-    /// A digest of what [`Executor::ensure_cluster_objects`] would write for `voters`: the
+    /// A digest of what [`Executor::ensure_cluster_objects`] would write for `voters` and
+    /// `switch_port`: the
     /// Services, the budget and the NetworkPolicy (or that there is none). Equal digests, equal
     /// writes: the caller skips a write it already made (issue 24). `None` when an object cannot
     /// be built (the write then reports why).
-    pub fn cluster_objects_digest(&self, voters: usize) -> Option<u64> {
+    pub fn cluster_objects_digest(&self, voters: usize, switch_port: bool) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let peer = build::peer_service(self.cluster).ok()?;
-        let client = build::client_service(self.cluster).ok()?;
+        let client = build::client_service(self.cluster, switch_port).ok()?;
         let pdb = build::pod_disruption_budget(self.cluster, voters).ok()?;
         let policy = if self
             .cluster
@@ -292,10 +293,15 @@ impl Executor<'_> {
 
     /// The peer and client Services and the PodDisruptionBudget, applied (server-side) on every
     /// pass that may act: a Service deleted by hand comes back, and the budget follows the
-    /// voters that exist (`voters`, see [`crate::state::Observed::budget_voters`]).
-    pub async fn ensure_cluster_objects(&self, voters: usize) -> Result<(), ExecError> {
+    /// voters that exist (`voters`, see [`crate::state::Observed::budget_voters`]). The client
+    /// Service publishes 2378 when `switch_port` ([`crate::plan::serves_switch_client_port`]).
+    pub async fn ensure_cluster_objects(
+        &self,
+        voters: usize,
+        switch_port: bool,
+    ) -> Result<(), ExecError> {
         let peer = self.built(build::peer_service(self.cluster))?;
-        let client = self.built(build::client_service(self.cluster))?;
+        let client = self.built(build::client_service(self.cluster, switch_port))?;
         let pdb = self.built(build::pod_disruption_budget(self.cluster, voters))?;
         let services = self.api::<Service>();
         failpoint::around(

@@ -3,7 +3,8 @@
 //! probe server renders the registry on `GET /metrics`.
 //!
 //! Every per-cluster series is labelled `namespace` and `name` only (plus `alarm` or `version`,
-//! both small closed sets); never a member name or ID, so a cluster's series count does not
+//! both small closed sets, or `secret` for the certificates the operator does not renew, whose
+//! series go with the Secret); never a member name or ID, so a cluster's series count does not
 //! grow with member replacements. [`ClusterMetrics::forget`] removes every series of a cluster
 //! that is gone.
 //!
@@ -18,6 +19,13 @@
 //! - `etcd_operator_cluster_alarms{alarm}` — members reporting the alarm (`NOSPACE`, `CORRUPT`
 //!   always present, 0 when clear)
 //! - `etcd_operator_cluster_version_info{version}` — 1 for the version the members run
+//! - `etcd_operator_cluster_certificate_expiry_timestamp_seconds{secret}` — notAfter (Unix
+//!   seconds) of each certificate Secret the operator does not renew (provided, or filled by
+//!   cert-manager); `secret` is a Secret name (bounded: the series of a Secret no longer used
+//!   is removed)
+//! - `etcd_operator_cluster_certificate_near_expiry{secret}` — 1 once that certificate is
+//!   within its warning window (`certs::expiry_warning_time`: a sixth of its lifetime, at most
+//!   7 days), else 0
 //! - `etcd_operator_etcd_dials_total` — connections to etcd members the observations opened
 //!   (one per member while the member stays; each reconcile used to open its own)
 
@@ -216,6 +224,13 @@ struct AlarmLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SecretLabels {
+    namespace: String,
+    name: String,
+    secret: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     namespace: String,
     name: String,
@@ -229,6 +244,7 @@ struct Remembered {
     leader: Option<u64>,
     alarms: Vec<String>,
     version: Option<String>,
+    secrets: Vec<String>,
 }
 
 /// The per-cluster families.
@@ -243,6 +259,8 @@ pub struct ClusterMetrics {
     leader_changes: Family<ClusterLabels, Counter>,
     alarms: Family<AlarmLabels, Gauge>,
     version: Family<VersionLabels, Gauge>,
+    certificate_expiry: Family<SecretLabels, Gauge>,
+    certificate_near_expiry: Family<SecretLabels, Gauge>,
     remembered: Arc<Mutex<HashMap<ClusterLabels, Remembered>>>,
 }
 
@@ -259,6 +277,8 @@ impl ClusterMetrics {
             leader_changes: Family::default(),
             alarms: Family::default(),
             version: Family::default(),
+            certificate_expiry: Family::default(),
+            certificate_near_expiry: Family::default(),
             remembered: Arc::default(),
         };
         let registry = registry.sub_registry_with_prefix("cluster");
@@ -307,7 +327,46 @@ impl ClusterMetrics {
             "The etcd version the cluster's members run (always 1)",
             m.version.clone(),
         );
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "notAfter (Unix seconds) of a certificate Secret the operator does not renew (provided, or filled by cert-manager)",
+            m.certificate_expiry.clone(),
+        );
+        registry.register(
+            "certificate_near_expiry",
+            "1 once a certificate the operator does not renew is within a sixth of its lifetime (at most 7 days) of its end, else 0",
+            m.certificate_near_expiry.clone(),
+        );
         m
+    }
+
+    /// Sets the certificate series of a cluster: `(Secret, notAfter Unix seconds, near its
+    /// end)` for each certificate the operator does not renew; series of Secrets not listed
+    /// any more are removed.
+    pub fn record_certificates(&self, cluster: &ClusterName, certificates: &[(String, i64, bool)]) {
+        let labels = ClusterLabels::from(cluster);
+        let secret_labels = |secret: &str| SecretLabels {
+            namespace: labels.namespace.clone(),
+            name: labels.name.clone(),
+            secret: secret.to_owned(),
+        };
+        let mut remembered = self.remembered();
+        let seen = remembered.entry(labels.clone()).or_default();
+        for old in &seen.secrets {
+            if !certificates.iter().any(|(secret, _, _)| secret == old) {
+                self.certificate_expiry.remove(&secret_labels(old));
+                self.certificate_near_expiry.remove(&secret_labels(old));
+            }
+        }
+        for (secret, not_after, near) in certificates {
+            self.certificate_expiry
+                .get_or_create(&secret_labels(secret))
+                .set(*not_after);
+            self.certificate_near_expiry
+                .get_or_create(&secret_labels(secret))
+                .set(i64::from(*near));
+        }
+        seen.secrets = certificates.iter().map(|(s, _, _)| s.clone()).collect();
     }
 
     fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterLabels, Remembered>> {
@@ -398,6 +457,15 @@ impl ClusterMetrics {
                     name: cluster.name.clone(),
                     alarm,
                 });
+            }
+            for secret in seen.secrets {
+                let secret_labels = SecretLabels {
+                    namespace: cluster.namespace.clone(),
+                    name: cluster.name.clone(),
+                    secret,
+                };
+                self.certificate_expiry.remove(&secret_labels);
+                self.certificate_near_expiry.remove(&secret_labels);
             }
             if let Some(version) = seen.version {
                 self.version.remove(&VersionLabels {

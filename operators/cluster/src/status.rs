@@ -178,6 +178,58 @@ pub fn record_failure(
     set_condition(&mut status.conditions, update, generation, &now);
 }
 
+/// Condition type: a certificate the operator does not renew (a Secret you provide, or one
+/// cert-manager fills) is near its end ([`crate::certs::expiry_warning_time`]).
+pub const CERTIFICATES_NEAR_EXPIRY: &str = "CertificatesNearExpiry";
+
+/// Sets [`CERTIFICATES_NEAR_EXPIRY`]: `near` lists `(Secret, notAfter)` of each certificate
+/// near its end (`None`: the cluster has no certificate the operator does not renew, and the
+/// condition is left out). Returns the Warning event's note when this is news: the condition
+/// turned True, or names other Secrets or ends than `previous` did.
+pub fn record_certificate_expiry(
+    status: &mut EtcdClusterStatus,
+    previous: &EtcdClusterStatus,
+    namespace: &str,
+    near: Option<&[(String, String)]>,
+    generation: Option<i64>,
+    now: Time,
+) -> Option<String> {
+    let Some(near) = near else {
+        etcd_api::condition::remove_condition(&mut status.conditions, CERTIFICATES_NEAR_EXPIRY);
+        return None;
+    };
+    let update = if near.is_empty() {
+        ConditionUpdate::new(
+            CERTIFICATES_NEAR_EXPIRY,
+            false,
+            "CertificatesValid",
+            "no certificate the operator does not renew is within a sixth of its lifetime (at \
+             most 7 days) of its end",
+        )
+    } else {
+        let each: Vec<String> = near
+            .iter()
+            .map(|(secret, ends)| format!("Secret {namespace}/{secret} ends at {ends}"))
+            .collect();
+        ConditionUpdate::new(
+            CERTIFICATES_NEAR_EXPIRY,
+            true,
+            crate::tls::CERTIFICATE_NEAR_EXPIRY,
+            format!(
+                "{}: the operator does not renew these certificates; replace the Secret, or see \
+                 why cert-manager has not renewed it",
+                each.join("; ")
+            ),
+        )
+    };
+    set_condition(&mut status.conditions, update, generation, &now);
+    let current = find_condition(&status.conditions, CERTIFICATES_NEAR_EXPIRY)?;
+    let before = find_condition(&previous.conditions, CERTIFICATES_NEAR_EXPIRY);
+    let news = current.status == "True"
+        && before.is_none_or(|b| b.status != "True" || b.message != current.message);
+    news.then(|| current.message.clone())
+}
+
 /// The Warning event for a failed step (published when the status changed, so a step that keeps
 /// failing the same way is not repeated on every retry).
 pub fn failure_event(failure: &StepFailure) -> ActionEvent {
@@ -260,7 +312,7 @@ fn client_endpoint(observed: &Observed) -> String {
     let url = observed.cluster.client_service_url();
     let plaintext_served = observed.pods.values().any(|pod| {
         pod.listen
-            .is_some_and(|listen| listen.client != crate::plan::tls_switch::Listen::Https)
+            .is_some_and(|listen| listen.client.serves_plain())
     });
     if observed.cluster.client_tls && plaintext_served {
         url.replacen("https://", "http://", 1)
@@ -633,6 +685,7 @@ fn listeners_text(listen: Listeners) -> String {
         Listen::Http => format!("http://:{plain}"),
         Listen::Dual => format!("http://:{plain} + https://:{tls}"),
         Listen::Https => "https only".to_owned(),
+        Listen::HttpsWithSwitchPort => format!("https only, on :{plain} and :{tls}"),
     };
     format!(
         "peers {}, clients {}",

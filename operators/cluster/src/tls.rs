@@ -198,10 +198,15 @@ pub struct ClusterTls {
     /// When the next operator-managed certificate (member, operators' client, CA) becomes due
     /// for renewal ([`certs::next_renewal`]): the reconcile looks again by then at the latest.
     pub next_renewal: Option<OffsetDateTime>,
+    /// The certificates the operator does not renew (Secrets you provide, Secrets cert-manager
+    /// fills), by Secret name: when each ends and from when it is reported near its end.
+    pub expiries: BTreeMap<String, certs::Expiry>,
 }
 
 /// Event reason of a renewed certificate.
 pub const CERTIFICATE_RENEWED: &str = "CertificateRenewed";
+/// Event reason (Warning) of a certificate the operator does not renew nearing its end.
+pub const CERTIFICATE_NEAR_EXPIRY: &str = "CertificateNearExpiry";
 /// Event reason of a CA rotation step.
 pub const CA_ROTATION: &str = "CARotation";
 
@@ -594,6 +599,14 @@ pub async fn prepare(
     let from_cert_manager = crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
     invalid.extend(from_cert_manager.refusals);
     let cert_manager_etcd = from_cert_manager.etcd;
+    let expiries: BTreeMap<String, certs::Expiry> = read
+        .iter()
+        .filter_map(|(name, data)| {
+            let pem = String::from_utf8_lossy(data.get(secret_keys::CERT)?).into_owned();
+            Some((name.clone(), certs::expiry_warning_time(&pem)?))
+        })
+        .chain(from_cert_manager.expiries)
+        .collect();
     // The digest of every Secret a member mounts, whoever writes it: a change of any rolls
     // the members that mount it.
     let mut secret_digests: BTreeMap<String, String> = read
@@ -709,6 +722,7 @@ pub async fn prepare(
         secret_digests,
         changes,
         next_renewal,
+        expiries,
     })))
 }
 

@@ -125,7 +125,7 @@ fn objects_need_namespace_and_uid() {
     let missing_ns = BuildError::MissingNamespace {
         cluster: "main".into(),
     };
-    assert_eq!(client_service(&no_ns).unwrap_err(), missing_ns);
+    assert_eq!(client_service(&no_ns, false).unwrap_err(), missing_ns);
     assert_eq!(pod_disruption_budget(&no_ns, 3).unwrap_err(), missing_ns);
     assert_eq!(missing_ns.reason(), "MissingNamespace");
 
@@ -449,7 +449,7 @@ fn services_and_budget() {
         .collect();
     assert_eq!(ports, [(Some("peer"), 2380), (Some("client"), 2379)]);
 
-    let client = client_service(&cluster).unwrap();
+    let client = client_service(&cluster, false).unwrap();
     assert_eq!(client.metadata.name.as_deref(), Some("main-client"));
     assert_eq!(client.metadata.owner_references, Some(vec![owner_ref()]));
     let client_spec = client.spec.as_ref().unwrap();
@@ -502,7 +502,7 @@ fn member_pods_select_into_services_and_budget() {
             .unwrap()
     ));
     assert!(selected(
-        &client_service(&cluster)
+        &client_service(&cluster, false)
             .unwrap()
             .spec
             .unwrap()
@@ -560,7 +560,7 @@ fn unchanged_spec_builds_identical_objects() {
             serde_json::to_string(&pod_of(cluster, "main-1", InitialState::Existing)).unwrap(),
             serde_json::to_string(&member_pvc(cluster, "main-1").unwrap()).unwrap(),
             serde_json::to_string(&peer_service(cluster).unwrap()).unwrap(),
-            serde_json::to_string(&client_service(cluster).unwrap()).unwrap(),
+            serde_json::to_string(&client_service(cluster, true).unwrap()).unwrap(),
             serde_json::to_string(&pod_disruption_budget(cluster, 3).unwrap()).unwrap(),
         ]
     };
@@ -1408,11 +1408,49 @@ fn a_member_switching_to_tls_listens_on_both_and_advertises_its_peer_url_as_etcd
 }
 
 #[test]
+fn a_switched_member_after_the_drop_serves_tls_clients_on_2379_and_keeps_2378() {
+    let cluster = both_tls();
+    let dropped = Listeners {
+        peer: Listen::Https,
+        client: Listen::HttpsWithSwitchPort,
+    };
+    let pod = switching_pod(&cluster, "https://main-0.main.db.svc:2382", dropped);
+    let flags = args(&pod);
+    for flag in [
+        "--listen-client-urls=https://0.0.0.0:2379,https://0.0.0.0:2378",
+        // 2379 first: what etcd's member list shows first is the port TLS clusters use.
+        "--advertise-client-urls=https://main-0.main.db.svc:2379,https://main-0.main.db.svc:2378",
+        "--listen-peer-urls=https://0.0.0.0:2382",
+        "--cert-file=/etc/etcd/tls/client/tls.crt",
+    ] {
+        assert!(
+            flags.contains(&flag.to_owned()),
+            "{flag} missing from {flags:?}"
+        );
+    }
+    assert!(!flags.iter().any(|a| a.contains("http://0.0.0.0:2379")));
+    assert_eq!(
+        ports(&pod),
+        [
+            ("client".to_owned(), 2379),
+            ("client-tls".to_owned(), 2378),
+            ("peer".to_owned(), 2382),
+            ("metrics".to_owned(), 2381),
+        ]
+    );
+}
+
+#[test]
 fn the_listeners_a_pod_is_built_with_are_read_back_from_its_flags() {
     use crate::plan::tls_switch::listeners_of_args;
     let cluster = both_tls();
     for peer in [Listen::Http, Listen::Dual, Listen::Https] {
-        for client in [Listen::Http, Listen::Dual, Listen::Https] {
+        for client in [
+            Listen::Http,
+            Listen::Dual,
+            Listen::Https,
+            Listen::HttpsWithSwitchPort,
+        ] {
             let listen = Listeners { peer, client };
             let url = if peer == Listen::Https {
                 "https://main-0.main.db.svc:2382"
@@ -1430,6 +1468,15 @@ fn the_listeners_a_pod_is_built_with_are_read_back_from_its_flags() {
         Some(Listeners {
             peer: Listen::Http,
             client: Listen::Http
+        })
+    );
+    // A cluster created with TLS: https:// on 2379 alone, never read as serving 2378.
+    let tls = pod_of(&both_tls(), "main-0", InitialState::New);
+    assert_eq!(
+        listeners_of_args(&args(&tls)),
+        Some(Listeners {
+            peer: Listen::Https,
+            client: Listen::Https
         })
     );
     assert_eq!(listeners_of_args(&["--name=x".to_owned()]), None);
@@ -1461,9 +1508,9 @@ fn a_peer_url_not_of_this_member_is_still_refused() {
 }
 
 #[test]
-fn the_client_service_of_a_client_tls_cluster_publishes_the_switch_port_too() {
-    let names = |cluster: &EtcdCluster| -> Vec<(String, i32)> {
-        client_service(cluster)
+fn the_client_service_publishes_the_switch_port_only_while_members_serve_it() {
+    let names = |cluster: &EtcdCluster, switch_port: bool| -> Vec<(String, i32)> {
+        client_service(cluster, switch_port)
             .unwrap()
             .spec
             .unwrap()
@@ -1473,9 +1520,12 @@ fn the_client_service_of_a_client_tls_cluster_publishes_the_switch_port_too() {
             .map(|p| (p.name.unwrap(), p.port))
             .collect()
     };
-    assert_eq!(names(&etcd(spec())), [("client".to_owned(), 2379)]);
+    assert_eq!(names(&etcd(spec()), false), [("client".to_owned(), 2379)]);
+    // Created with TLS: nothing listens on 2378, so it is not published.
+    assert_eq!(names(&both_tls(), false), [("client".to_owned(), 2379)]);
+    // Switched from plaintext (during the switch and after the drop).
     assert_eq!(
-        names(&both_tls()),
+        names(&both_tls(), true),
         [("client".to_owned(), 2379), ("client-tls".to_owned(), 2378)]
     );
 }

@@ -986,6 +986,7 @@ fn switch_members(observed: &Observed, voters: &[&Member]) -> Vec<tls_switch::Sw
                     .client_url
                     .as_deref()
                     .is_none_or(|url| url.starts_with("http://")),
+                client_url_on_switch_port: m.client_url_on_switch_port,
                 healthy: m.healthy(),
                 leader: m.leader(),
                 unhealthy_for: match m.health {
@@ -1041,9 +1042,11 @@ fn next_tls_switch_step(observed: &Observed, voters: &[&Member]) -> Option<Actio
 }
 
 /// What every member Pod created now listens on (the executor builds Pods with it): during a
-/// switch to TLS, the listeners of its current stage; otherwise as the spec says. Without a
-/// member list, as the spec says when every Pod does, else both schemes on each side TLS is
-/// wanted for (a Pod that listens on both reaches peers and serves clients at every stage).
+/// switch to TLS, the listeners of its current stage; otherwise as the spec says (with 2378
+/// kept for the clients of a cluster switched from plaintext). Without a member list, as the
+/// spec says when every Pod does (2378 kept when a Pod serves it), else both schemes on each
+/// side TLS is wanted for (a Pod that listens on both reaches peers and serves clients at every
+/// stage).
 pub fn pod_listeners(observed: &Observed) -> tls_switch::Listeners {
     let default = spec_listeners(&observed.cluster);
     match &observed.membership {
@@ -1057,11 +1060,22 @@ pub fn pod_listeners(observed: &Observed) -> tls_switch::Listeners {
             }
         }
         Membership::Unknown => {
-            let as_spec = observed
+            let switched = tls_switch::Listeners {
+                client: tls_switch::Listen::HttpsWithSwitchPort,
+                ..default
+            };
+            let switched_done = default.client == tls_switch::Listen::Https;
+            let as_spec = observed.pods.values().all(|pod| {
+                pod.listen
+                    .is_none_or(|listen| listen == default || (switched_done && listen == switched))
+            });
+            let keeps_switch_port = observed
                 .pods
                 .values()
-                .all(|pod| pod.listen.is_none_or(|listen| listen == default));
-            if as_spec {
+                .any(|pod| pod.listen == Some(switched));
+            if as_spec && keeps_switch_port && switched_done {
+                switched
+            } else if as_spec {
                 default
             } else {
                 let side = |tls: bool, spec| {
@@ -1074,6 +1088,18 @@ pub fn pod_listeners(observed: &Observed) -> tls_switch::Listeners {
             }
         }
     }
+}
+
+/// The client Service publishes 2378: some member Pod serves `https://` clients there, or
+/// Pods created now would (a cluster switched from plaintext, during the switch or after it;
+/// plan/tls_switch.rs). A cluster created with TLS never does.
+pub fn serves_switch_client_port(observed: &Observed) -> bool {
+    observed
+        .pods
+        .values()
+        .filter_map(|pod| pod.listen)
+        .chain([pod_listeners(observed)])
+        .any(|listen| listen.client.serves_switch_client_port())
 }
 
 /// The lowest ordinal above every ordinal in use (members, Pods, PVCs, even retained ones), so

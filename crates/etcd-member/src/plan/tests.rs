@@ -1481,3 +1481,56 @@ fn clusters_not_switching_plan_as_before() {
     assert_eq!(plan(&plain), Action::Converged);
     assert_eq!(pod_listeners(&plain), PLAIN_L);
 }
+
+const DROPPED_L: tls_switch::Listeners = tls_switch::Listeners {
+    peer: tls_switch::Listen::Https,
+    client: tls_switch::Listen::HttpsWithSwitchPort,
+};
+
+#[test]
+fn the_client_service_publishes_2378_only_for_a_cluster_switched_from_plaintext() {
+    // Mid-switch (members serve both schemes) and after the drop: 2378 is served.
+    assert!(serves_switch_client_port(&switching(
+        [DUAL_L; 3],
+        [true; 3]
+    )));
+    let mut dropped = switching([DROPPED_L; 3], [true; 3]);
+    dropped.drop_plaintext_clients = true;
+    assert!(serves_switch_client_port(&dropped));
+    assert_eq!(plan(&dropped), Action::Converged);
+    assert_eq!(pod_listeners(&dropped), DROPPED_L);
+    // Without a member list, a Pod re-created keeps 2378 too.
+    dropped.membership = Membership::Unknown;
+    assert_eq!(pod_listeners(&dropped), DROPPED_L);
+    // A plaintext switch about to start: the first Pod rolled listens on 2378.
+    assert!(serves_switch_client_port(&switching(
+        [PLAIN_L; 3],
+        [false; 3]
+    )));
+
+    // Created with TLS: nothing listens on 2378, even with the annotation set.
+    let tls = tls_switch::Listeners {
+        peer: tls_switch::Listen::Https,
+        client: tls_switch::Listen::Https,
+    };
+    let mut born = switching([tls; 3], [false; 3]);
+    if let Membership::Known(members) = &mut born.membership {
+        for m in members.iter_mut() {
+            m.peer_url = main().with_tls(true, true).peer_url(&m.name);
+            m.client_url = Some(main().with_tls(true, true).client_url(&m.name));
+        }
+    }
+    born.drop_plaintext_clients = true;
+    assert!(!serves_switch_client_port(&born));
+    assert_eq!(plan(&born), Action::Converged);
+    assert_eq!(pod_listeners(&born), tls);
+    born.membership = Membership::Unknown;
+    assert_eq!(pod_listeners(&born), tls);
+    // A plaintext cluster.
+    let plain = cluster(3, V35)
+        .members(vec![healthy(0, V35, true)])
+        .pods(&[0])
+        .ready(&[0])
+        .pvcs(&[0]);
+    assert!(!serves_switch_client_port(&plain));
+}

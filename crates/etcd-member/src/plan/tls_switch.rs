@@ -29,7 +29,11 @@
 //! `http://:2379` and `https://:2378`. The operator's own client moves to TLS once every member
 //! serves it ([`operator_client_tls`]). Plaintext client serving stops only on the annotation
 //! [`ANNOTATION_DROP_PLAINTEXT_CLIENTS`]: plaintext clients break at that point; then each member
-//! is rolled to `https://:2379` only.
+//! is rolled to serve `https://` on 2379 *and* 2378 ([`Listen::HttpsWithSwitchPort`]). Keeping
+//! 2378 means no client moves twice: a client that moved to `https://…:2378` during the switch
+//! keeps working through the last roll (every member serves TLS on 2378 at every point of it,
+//! where TLS on 2379 appears member by member) and after it. A cluster created with TLS never
+//! listened on 2378 and never does.
 //!
 //! No stage is recorded anywhere: it is read from what each member Pod listens on (its flags)
 //! and the peer URL etcd holds for it, so a crash at any point resumes at the right step. A
@@ -60,6 +64,22 @@ pub enum Listen {
     Dual,
     /// `https://` only: peers on the port of the member's peer URL, clients on 2379.
     Https,
+    /// Client side only: `https://` only, on 2379 and on [`SWITCH_CLIENT_TLS_PORT`]. The client
+    /// side of a cluster switched from plaintext once plaintext clients are dropped, so that
+    /// the clients that moved to `https://…:2378` during the switch never have to move again.
+    HttpsWithSwitchPort,
+}
+
+impl Listen {
+    /// It serves `http://` (plaintext clients or peers).
+    pub fn serves_plain(self) -> bool {
+        matches!(self, Listen::Http | Listen::Dual)
+    }
+
+    /// On the client side: it serves `https://` on [`SWITCH_CLIENT_TLS_PORT`] (2378).
+    pub fn serves_switch_client_port(self) -> bool {
+        matches!(self, Listen::Dual | Listen::HttpsWithSwitchPort)
+    }
 }
 
 /// The listeners of a member Pod, both sides.
@@ -82,6 +102,10 @@ pub struct SwitchMember {
     pub peer_url_tls: bool,
     /// Its advertised client URL is `http://` (or it advertises none yet).
     pub client_url_plain: bool,
+    /// One of its advertised client URLs is `https://…:2378` ([`SWITCH_CLIENT_TLS_PORT`]): it
+    /// served TLS clients there when it last started, i.e. the cluster was switched from
+    /// plaintext. What keeps 2378 while the member has no Pod (a one-member cluster mid-roll).
+    pub client_url_on_switch_port: bool,
     /// It answers its status request.
     pub healthy: bool,
     /// It is the raft leader.
@@ -180,16 +204,25 @@ pub enum SwitchWait {
 }
 
 /// What a member Pod listens on, read from its etcd flags (`--listen-peer-urls`,
-/// `--listen-client-urls`); `None` when a flag is missing or names neither scheme.
+/// `--listen-client-urls`); `None` when a flag is missing or names neither scheme. A client
+/// side that serves `https://` alone, on 2378 among others, is [`Listen::HttpsWithSwitchPort`].
 pub fn listeners_of_args(args: &[String]) -> Option<Listeners> {
-    let side = |flag: &str| {
+    let urls = |flag: &str| -> Option<Vec<(String, Option<u16>)>> {
         let value = args.iter().find_map(|a| a.strip_prefix(flag))?;
-        let schemes: Vec<&str> = value
-            .split(',')
-            .filter_map(|url| url.split_once("://").map(|(scheme, _)| scheme))
-            .collect();
-        let http = schemes.contains(&"http");
-        let https = schemes.contains(&"https");
+        Some(
+            value
+                .split(',')
+                .filter_map(|url| {
+                    let (scheme, rest) = url.split_once("://")?;
+                    let port = rest.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
+                    Some((scheme.to_owned(), port))
+                })
+                .collect(),
+        )
+    };
+    let side = |urls: &[(String, Option<u16>)]| {
+        let http = urls.iter().any(|(scheme, _)| scheme == "http");
+        let https = urls.iter().any(|(scheme, _)| scheme == "https");
         match (http, https) {
             (true, true) => Some(Listen::Dual),
             (true, false) => Some(Listen::Http),
@@ -197,9 +230,20 @@ pub fn listeners_of_args(args: &[String]) -> Option<Listeners> {
             (false, false) => None,
         }
     };
+    let client_urls = urls("--listen-client-urls=")?;
+    let client = match side(&client_urls)? {
+        Listen::Https
+            if client_urls
+                .iter()
+                .any(|(_, port)| *port == Some(SWITCH_CLIENT_TLS_PORT)) =>
+        {
+            Listen::HttpsWithSwitchPort
+        }
+        other => other,
+    };
     Some(Listeners {
-        peer: side("--listen-peer-urls=")?,
-        client: side("--listen-client-urls=")?,
+        peer: side(&urls("--listen-peer-urls=")?)?,
+        client,
     })
 }
 
@@ -220,8 +264,20 @@ fn desired_peer(wanted: &SwitchWanted, members: &[SwitchMember]) -> Listen {
 /// is gone is judged by what it advertised).
 pub fn plaintext_clients_served(members: &[SwitchMember]) -> bool {
     members.iter().any(|m| match m.pod {
-        Some(pod) if !pod.terminating => pod.listen.client != Listen::Https,
+        Some(pod) if !pod.terminating => pod.listen.client.serves_plain(),
         _ => m.client_url_plain,
+    })
+}
+
+/// The cluster was switched from plaintext, as far as its clients go: some member serves, or
+/// (its Pod gone or going) last advertised, `https://` on 2378. A cluster created with TLS
+/// never did; a switched one always has such a member, since members roll one at a time and
+/// each comes back with 2378 while another has it.
+pub fn clients_switched_from_plaintext(members: &[SwitchMember]) -> bool {
+    members.iter().any(|m| {
+        m.client_url_on_switch_port
+            || m.pod
+                .is_some_and(|pod| pod.listen.client.serves_switch_client_port())
     })
 }
 
@@ -229,7 +285,11 @@ fn desired_client(wanted: &SwitchWanted, members: &[SwitchMember]) -> Listen {
     if !wanted.client_tls {
         Listen::Http
     } else if wanted.drop_plaintext_clients || !plaintext_clients_served(members) {
-        Listen::Https
+        if clients_switched_from_plaintext(members) {
+            Listen::HttpsWithSwitchPort
+        } else {
+            Listen::Https
+        }
     } else {
         Listen::Dual
     }

@@ -26,7 +26,8 @@ fn member(i: u64, listen: Listeners, url_tls: bool) -> SwitchMember {
         name: format!("main-{i}"),
         id: 100 + i,
         peer_url_tls: url_tls,
-        client_url_plain: listen.client != Listen::Https,
+        client_url_plain: listen.client.serves_plain(),
+        client_url_on_switch_port: listen.client.serves_switch_client_port(),
         healthy: true,
         leader: i == 2,
         unhealthy_for: Duration::ZERO,
@@ -127,21 +128,65 @@ fn plaintext_clients_are_dropped_only_on_the_annotation() {
         drop_plaintext_clients: true,
         ..BOTH
     };
+    // https:// alone from then on, on 2379 and still on 2378: a client that moved to 2378
+    // during the switch never moves again.
     assert_eq!(
         show(next_switch_step(&drop, &done, REVERT_AFTER)),
-        "roll main-0 to Https/Https"
+        "roll main-0 to Https/HttpsWithSwitchPort"
     );
     assert_eq!(progress(&drop, &done), Some((0, 3)));
-    let tls = listen(Listen::Https, Listen::Https);
+    let tls = listen(Listen::Https, Listen::HttpsWithSwitchPort);
     let last = cluster([(tls, true), (tls, true), (switched, true)]);
     assert_eq!(
         show(next_switch_step(&drop, &last, REVERT_AFTER)),
-        "roll main-2 to Https/Https"
+        "roll main-2 to Https/HttpsWithSwitchPort"
     );
+    // Every member serves TLS on 2378 at every point of that roll.
+    assert!(last.iter().all(|m| {
+        m.pod
+            .is_some_and(|p| p.listen.client.serves_switch_client_port())
+    }));
     // Once no member serves plaintext clients, removing the annotation brings nothing back.
     let all = cluster([(tls, true), (tls, true), (tls, true)]);
     assert_eq!(show(next_switch_step(&BOTH, &all, REVERT_AFTER)), "none");
+    assert_eq!(show(next_switch_step(&drop, &all, REVERT_AFTER)), "none");
     assert_eq!(desired_listen(&BOTH, &all), tls);
+    assert!(!plaintext_clients_served(&all));
+}
+
+#[test]
+fn clusters_switched_before_2378_was_kept_are_not_rolled_again() {
+    // Members an earlier operator moved to https:// on 2379 alone: nothing of 2378 is left to
+    // keep, so nothing rolls.
+    let tls = listen(Listen::Https, Listen::Https);
+    let done = cluster([(tls, true), (tls, true), (tls, true)]);
+    let drop = SwitchWanted {
+        drop_plaintext_clients: true,
+        ..BOTH
+    };
+    assert_eq!(show(next_switch_step(&drop, &done, REVERT_AFTER)), "none");
+}
+
+#[test]
+fn a_one_member_cluster_keeps_2378_while_its_only_pod_is_rolled() {
+    let drop = SwitchWanted {
+        drop_plaintext_clients: true,
+        ..BOTH
+    };
+    let mut alone = vec![member(0, listen(Listen::Https, Listen::Dual), true)];
+    // Its Pod is deleted for the last roll: what it advertised still says it served 2378.
+    alone[0].pod = None;
+    assert_eq!(
+        desired_listen(&drop, &alone),
+        listen(Listen::Https, Listen::HttpsWithSwitchPort)
+    );
+    // A member of a cluster created with TLS never advertised 2378.
+    let mut born = vec![member(0, listen(Listen::Https, Listen::Https), true)];
+    born[0].pod = None;
+    assert_eq!(
+        desired_listen(&drop, &born),
+        listen(Listen::Https, Listen::Https)
+    );
 }
 
 #[test]
@@ -150,6 +195,13 @@ fn a_cluster_created_with_or_without_tls_has_nothing_to_switch() {
     let fresh = cluster([(tls, true), (tls, true), (tls, true)]);
     assert_eq!(desired_listen(&BOTH, &fresh), tls);
     assert_eq!(next_switch_step(&BOTH, &fresh, REVERT_AFTER), None);
+    // The annotation means nothing to it: no 2378, no roll.
+    let drop = SwitchWanted {
+        drop_plaintext_clients: true,
+        ..BOTH
+    };
+    assert_eq!(desired_listen(&drop, &fresh), tls);
+    assert_eq!(next_switch_step(&drop, &fresh, REVERT_AFTER), None);
     let plain = cluster([(PLAIN, false), (PLAIN, false), (PLAIN, false)]);
     let none = SwitchWanted {
         peer_tls: false,
@@ -303,6 +355,10 @@ impl World {
                 }
                 Some(ref mut pod) if !pod.ready => {
                     pod.ready = true;
+                    // It advertises the client URLs it listens on.
+                    let client = pod.listen.client;
+                    m.client_url_plain = client.serves_plain();
+                    m.client_url_on_switch_port = client.serves_switch_client_port();
                     m.healthy = !(self.broken_tls == Some(i) && m.peer_url_tls);
                     return;
                 }
@@ -351,11 +407,24 @@ impl World {
 /// two members are down and that it ends with every member on TLS.
 #[test]
 fn a_whole_switch_never_takes_two_members_down_and_ends_on_tls() {
-    for (size, drop) in [(1, false), (3, false), (3, true), (5, true)] {
-        let wanted = SwitchWanted {
-            drop_plaintext_clients: drop,
-            ..BOTH
-        };
+    let drop = SwitchWanted {
+        drop_plaintext_clients: true,
+        ..BOTH
+    };
+    let dual = listen(Listen::Https, Listen::Dual);
+    let kept = listen(Listen::Https, Listen::HttpsWithSwitchPort);
+    // The annotation never set; set once the switch is through (the way the README asks: 2378
+    // is kept); set before the switch starts (no member ever serves 2378: none is kept).
+    let https = listen(Listen::Https, Listen::Https);
+    let walks: [(u64, &[SwitchWanted], Listeners); 6] = [
+        (1, &[BOTH], dual),
+        (1, &[BOTH, drop], kept),
+        (3, &[BOTH], dual),
+        (3, &[BOTH, drop], kept),
+        (5, &[BOTH, drop], kept),
+        (3, &[drop], https),
+    ];
+    for (size, phases, end) in walks {
         let mut world = World {
             members: (0..size).map(|i| member(i, PLAIN, false)).collect(),
             broken_tls: None,
@@ -364,34 +433,33 @@ fn a_whole_switch_never_takes_two_members_down_and_ends_on_tls() {
             m.leader = m.name == "main-0";
         }
         let mut steps = vec![];
-        for _ in 0..200 {
-            let Some(step) = next_switch_step(&wanted, &world.members, REVERT_AFTER) else {
-                // Nothing left to switch; the last Pod may still be coming up.
-                if world.down() == 0 {
-                    break;
+        for wanted in phases {
+            for _ in 0..200 {
+                let Some(step) = next_switch_step(wanted, &world.members, REVERT_AFTER) else {
+                    // Nothing left to switch; the last Pod may still be coming up.
+                    if world.down() == 0 {
+                        break;
+                    }
+                    world.settle(wanted);
+                    continue;
+                };
+                if size > 1 {
+                    assert!(world.down() <= 1, "two members down before {step:?}");
                 }
-                world.settle(&wanted);
-                continue;
-            };
-            if size > 1 {
-                assert!(world.down() <= 1, "two members down before {step:?}");
+                world.apply(&step);
+                if size > 1 {
+                    assert!(world.down() <= 1, "two members down after {step:?}");
+                }
+                steps.push(show(Some(step)));
+                world.settle(wanted);
             }
-            world.apply(&step);
-            if size > 1 {
-                assert!(world.down() <= 1, "two members down after {step:?}");
-            }
-            steps.push(show(Some(step)));
-            world.settle(&wanted);
         }
-        let end = listen(
-            Listen::Https,
-            if drop { Listen::Https } else { Listen::Dual },
-        );
         for m in &world.members {
             assert!(m.peer_url_tls && m.healthy, "{m:?} after {steps:#?}");
-            assert_eq!(m.pod.map(|p| p.listen), Some(end), "{m:?}");
+            assert_eq!(m.pod.map(|p| p.listen), Some(end), "{m:?} after {steps:#?}");
         }
-        assert!(operator_client_tls(&wanted, &world.members));
+        let last = phases.last().copied().unwrap_or(BOTH);
+        assert!(operator_client_tls(&last, &world.members));
         // The leader (main-0 here) is the last of each round.
         let rounds: Vec<&String> = steps.iter().filter(|s| s.starts_with("roll")).collect();
         let per_round = usize::try_from(size).unwrap_or(0);

@@ -387,3 +387,40 @@ fn signed_by_tells_which_ca_issued_a_certificate() {
     assert!(!signed_by(&member.cert_pem, &other.cert_pem));
     assert!(!signed_by("garbage", &ca.cert_pem));
 }
+
+/// Certificates the operator does not issue: warned about with a sixth of their lifetime left
+/// (after cert-manager's renewal at a third had half its window), at most 7 days ahead.
+#[test]
+fn a_certificate_not_ours_is_reported_near_its_end_at_a_sixth_of_its_lifetime_or_7_days() {
+    let ca = new_ca(&names(), now()).unwrap();
+    let cases: [(Duration, Duration, bool); 8] = [
+        // (validity, time since issuance, near its end)
+        // 90 days (cert-manager's default) + 1 h skew margin: 7 days ahead (a sixth is 15).
+        (Duration::days(90), Duration::days(60), false), // cert-manager renews about now
+        (Duration::days(90), Duration::days(82), false),
+        (
+            Duration::days(90),
+            Duration::days(83) + Duration::hours(2),
+            true,
+        ),
+        (Duration::days(90), Duration::days(91), true), // expired
+        // A year by hand: 7 days ahead, not two months.
+        (Duration::days(365), Duration::days(300), false),
+        (Duration::days(365), Duration::days(359), true),
+        // A day (short-lived issuer): a sixth of 25 h, about 4 h ahead, never at once.
+        (Duration::hours(24), Duration::hours(1), false),
+        (Duration::hours(24), Duration::hours(20), true),
+    ];
+    for (validity, age, near) in cases {
+        let member = issue_member(&ca, &names(), "main-0", now(), validity).unwrap();
+        let expiry = expiry_warning_time(&member.cert_pem).unwrap();
+        assert_eq!(
+            expiry.near(now() + age),
+            near,
+            "validity {validity}, age {age}: {expiry:?}"
+        );
+        assert!(expiry.warn_from < expiry.not_after);
+        assert!(expiry.not_after - expiry.warn_from <= EXPIRY_WARNING_AT_MOST);
+    }
+    assert_eq!(expiry_warning_time("not a certificate"), None);
+}

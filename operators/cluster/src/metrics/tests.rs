@@ -341,9 +341,56 @@ fn the_chart_lists_every_series_this_operator_exposes() {
     metrics
         .clusters
         .record(&main(), &sample(&observed, &ClusterView::default()));
+    metrics
+        .clusters
+        .record_certificates(&main(), &[("peer-tls".to_owned(), 1_900_000_000, false)]);
     let list = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../charts/etcd-operator/files/series/cluster-operator.txt");
     if let Err(stale) = operator_runtime::metrics::check_series_list(&registry, &list) {
         panic!("{stale}");
     }
+}
+
+#[test]
+fn certificates_not_renewed_by_the_operator_are_exported_by_secret_and_dropped_when_unused() {
+    let mut registry = new_registry();
+    let metrics = ClusterMetrics::register(&mut registry);
+    let id = |secret: &str| format!("namespace=\"db\",name=\"main\",secret=\"{secret}\"");
+    let expiry = "etcd_operator_cluster_certificate_expiry_timestamp_seconds";
+    let near = "etcd_operator_cluster_certificate_near_expiry";
+    metrics.record_certificates(
+        &main(),
+        &[
+            ("peer-tls".to_owned(), 1_900_000_000, false),
+            ("main-0-client-tls".to_owned(), 1_800_000_000, true),
+        ],
+    );
+    let text = render(&registry);
+    assert_eq!(
+        line(&text, &format!("{expiry}{{{}}}", id("peer-tls"))).as_deref(),
+        Some("1900000000")
+    );
+    assert_eq!(
+        line(&text, &format!("{near}{{{}}}", id("main-0-client-tls"))).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        line(&text, &format!("{near}{{{}}}", id("peer-tls"))).as_deref(),
+        Some("0")
+    );
+    // The member's Secret is no longer used (it was replaced): its series go.
+    metrics.record_certificates(&main(), &[("peer-tls".to_owned(), 1_900_000_000, false)]);
+    let text = render(&registry);
+    assert_eq!(
+        line(&text, &format!("{near}{{{}}}", id("main-0-client-tls"))),
+        None
+    );
+    assert!(line(&text, &format!("{near}{{{}}}", id("peer-tls"))).is_some());
+    // The cluster is gone: all of them go.
+    metrics.forget(&ClusterLabels::from(&main()));
+    let text = render(&registry);
+    assert_eq!(
+        line(&text, &format!("{expiry}{{{}}}", id("peer-tls"))),
+        None
+    );
 }

@@ -982,6 +982,7 @@ fn members_list_etcd_members_then_pods_by_ordinal() {
         name: String::new(),
         peer_url: "http://10.0.0.9:2380".into(),
         client_url: None,
+        client_url_on_switch_port: false,
         learner: false,
         health: MemberHealth::Unhealthy {
             unhealthy_for: Duration::ZERO,
@@ -1525,4 +1526,50 @@ fn backup_schedule_steps_that_change_something_are_events() {
         note.contains("EtcdBackups and their S3 objects are kept"),
         "{note}"
     );
+}
+
+#[test]
+fn a_certificate_near_its_end_is_a_condition_naming_the_secret_and_news_once() {
+    let near = vec![("peer-tls".to_owned(), "2027-01-01T00:00:00Z".to_owned())];
+    // No certificate the operator does not renew: no condition at all.
+    let mut status = EtcdClusterStatus::default();
+    let previous = EtcdClusterStatus::default();
+    assert_eq!(
+        record_certificate_expiry(&mut status, &previous, "db", None, Some(1), at(10)),
+        None
+    );
+    assert!(find_condition(&status.conditions, CERTIFICATES_NEAR_EXPIRY).is_none());
+    // Tracked and fine: False.
+    let news = record_certificate_expiry(&mut status, &previous, "db", Some(&[]), Some(1), at(10));
+    assert_eq!(news, None);
+    let fine = find_condition(&status.conditions, CERTIFICATES_NEAR_EXPIRY).unwrap();
+    assert_eq!(
+        (fine.status.as_str(), fine.reason.as_str()),
+        ("False", "CertificatesValid")
+    );
+    // Near its end: True, naming the Secret and the end, and news (a Warning event).
+    let previous = status.clone();
+    let news =
+        record_certificate_expiry(&mut status, &previous, "db", Some(&near), Some(1), at(20));
+    let condition = find_condition(&status.conditions, CERTIFICATES_NEAR_EXPIRY).unwrap();
+    assert_eq!(condition.status, "True");
+    assert_eq!(condition.reason, "CertificateNearExpiry");
+    assert!(
+        condition
+            .message
+            .starts_with("Secret db/peer-tls ends at 2027-01-01T00:00:00Z"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(news.as_deref(), Some(condition.message.as_str()));
+    // The next pass finds the same: not news again.
+    let previous = status.clone();
+    let again =
+        record_certificate_expiry(&mut status, &previous, "db", Some(&near), Some(1), at(30));
+    assert_eq!(again, None);
+    // Renewed: False again; the TLS side removed: the condition goes.
+    let news = record_certificate_expiry(&mut status, &previous, "db", Some(&[]), Some(1), at(40));
+    assert_eq!(news, None);
+    record_certificate_expiry(&mut status, &previous, "db", None, Some(1), at(50));
+    assert!(find_condition(&status.conditions, CERTIFICATES_NEAR_EXPIRY).is_none());
 }
