@@ -30,4 +30,6 @@ pub use observe::{member_status, member_status_tls, observe, observe_pooled, obs
 pub use pool::{ClientPool, IDLE_EXPIRY, OnDial};
 pub use tls::{ClientIdentity, ClientTls, MissingKey};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};
-pub use version::{cluster_version, cluster_version_tls, v2_snapshots_saved_tls};
+pub use version::{
+    cluster_version, cluster_version_tls, cluster_versions_tls, v2_snapshots_saved_tls,
+};

@@ -40,6 +40,47 @@ pub async fn cluster_version_tls(
     })
 }
 
+/// The cluster version of each of `endpoints` (in `endpoints` order), all asked at once, each
+/// bounded by `timeout`: a pass waits for the slowest member, not for the sum of them. Each
+/// read is its own short HTTP/1.0 request (etcd answers `/version` without raft, in
+/// milliseconds); the pooled gRPC clients cannot carry it (etcd serves `/version` on HTTP/1
+/// only).
+pub async fn cluster_versions_tls(
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Vec<Result<String, AdminError>> {
+    let mut asked = tokio::task::JoinSet::new();
+    for (index, endpoint) in endpoints.iter().enumerate() {
+        let endpoint = endpoint.clone();
+        let tls = tls.cloned();
+        asked.spawn(async move {
+            (
+                index,
+                cluster_version_tls(&endpoint, timeout, tls.as_ref()).await,
+            )
+        });
+    }
+    let mut answers: Vec<Result<String, AdminError>> = endpoints
+        .iter()
+        .map(|endpoint| {
+            Err(AdminError::Incomplete {
+                op: format!("GET {endpoint}/version"),
+                detail: "the request did not complete".to_owned(),
+            })
+        })
+        .collect();
+    while let Some(joined) = asked.join_next().await {
+        // A task cannot panic short of a bug; its endpoint keeps the Err above.
+        if let Ok((index, answer)) = joined
+            && let Some(slot) = answers.get_mut(index)
+        {
+            *slot = answer;
+        }
+    }
+    answers
+}
+
 /// How many v2 snapshots the member at `endpoint` saved since it started: etcd's
 /// `etcd_debugging_snap_save_total_duration_seconds_count` on `GET /metrics` (a counter that
 /// starts at 0 with the process). etcd 3.6 refuses to replay v2 requests left in the WAL by etcd

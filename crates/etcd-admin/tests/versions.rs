@@ -251,3 +251,40 @@ async fn a_v2_snapshot_on_3_5_lets_a_member_born_on_3_4_start_on_3_6() {
     let got = client.get("born-on", None).await.unwrap();
     assert_eq!(got.kvs()[0].value(), b"3.4");
 }
+
+/// The operator reads the cluster version of every member each pass: all members at once, so a
+/// member that accepts the connection and never answers costs the pass one timeout, not one per
+/// such member. Sequentially, these three silent members took 3 x 1 s.
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_versions_are_read_at_once_and_a_silent_member_costs_one_timeout() {
+    let mut cluster = EtcdCluster::start(EtcdVersion::V3_6, 1).await.unwrap();
+    wait_cluster_version(&mut cluster, "3.6.0").await;
+    // Listening sockets that never accept: the kernel completes the connection (backlog), the
+    // request is never read, as with a stopped (SIGSTOP) etcd.
+    let silent: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut endpoints = vec![cluster.member(1).unwrap().client_url()];
+    endpoints.extend(
+        silent
+            .iter()
+            .map(|l| format!("http://{}", l.local_addr().unwrap())),
+    );
+    let timeout = Duration::from_secs(1);
+    let started = Instant::now();
+    let answers = etcd_admin::cluster_versions_tls(&endpoints, timeout, None).await;
+    let took = started.elapsed();
+    eprintln!("{} cluster versions read in {took:?}", endpoints.len());
+    assert_eq!(answers.len(), 4);
+    assert_eq!(answers[0].as_deref().ok(), Some("3.6.0"), "{answers:?}");
+    for answer in &answers[1..] {
+        assert!(
+            matches!(answer, Err(etcd_admin::AdminError::Timeout { .. })),
+            "{answer:?}"
+        );
+    }
+    assert!(
+        took < 2 * timeout,
+        "the reads were not concurrent: {took:?} for three silent members of {timeout:?} each"
+    );
+}

@@ -725,34 +725,55 @@ pub async fn observe_v2_snapshots(
     }
 }
 
-/// etcd's cluster version (`MAJOR.MINOR`), asked of every member that answered Status: the
-/// lowest they report. Each member learns it from the leader, so right after a change they may
-/// disagree for a moment; the lowest is the safe reading for gating the next minor. `None`
-/// when no member reports one (none answers, or `not_decided` right after a start).
+/// How long each member gets to answer `GET /version` in [`observe_cluster_version`]. It is
+/// asked only of members that answered Status in the same pass, and etcd answers it without
+/// raft in milliseconds: a member slower than this is stuck or going away, and waiting the
+/// whole etcd timeout (5 s by default) for it only delays the pass. A read that misses it is
+/// left out like one that failed.
+pub const VERSION_READ_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// etcd's cluster version (`MAJOR.MINOR`), asked of every member that answered Status, all at
+/// once, each for at most [`VERSION_READ_TIMEOUT`] (or `timeout` if shorter): the lowest they
+/// report. Each member learns it from the leader, so right after a change they may disagree
+/// for a moment; the lowest is the safe reading for gating the next minor. `None` when no
+/// member reports one (none answers, or `not_decided` right after a start).
 pub async fn observe_cluster_version(
     view: &ClusterView,
     timeout: Duration,
     tls: Option<&etcd_admin::ClientTls>,
 ) -> Option<(u64, u64)> {
+    let urls = version_urls(view);
+    let answers =
+        etcd_admin::cluster_versions_tls(&urls, timeout.min(VERSION_READ_TIMEOUT), tls).await;
+    lowest_cluster_version(answers)
+}
+
+/// The client URL of each member that answered Status (its first), in member list order.
+fn version_urls(view: &ClusterView) -> Vec<String> {
     let Some((_, members)) = &view.membership else {
-        return None;
+        return Vec::new();
     };
-    let mut lowest: Option<(u64, u64)> = None;
-    for member in members {
-        let answered = matches!(view.statuses.get(&member.id), Some(Ok(_)));
-        let Some(url) = member.client_urls.first().filter(|_| answered) else {
-            continue;
-        };
-        match etcd_admin::cluster_version_tls(url, timeout, tls).await {
-            Ok(text) => {
-                if let Some(cv) = etcd_api::validation::parse_cluster_version(&text) {
-                    lowest = Some(lowest.map_or(cv, |l| l.min(cv)));
-                }
+    members
+        .iter()
+        .filter(|member| matches!(view.statuses.get(&member.id), Some(Ok(_))))
+        .filter_map(|member| member.client_urls.first().cloned())
+        .collect()
+}
+
+/// The lowest cluster version among `answers`; failed reads and `not_decided` count for none.
+fn lowest_cluster_version(
+    answers: Vec<Result<String, etcd_admin::AdminError>>,
+) -> Option<(u64, u64)> {
+    answers
+        .into_iter()
+        .filter_map(|answer| match answer {
+            Ok(text) => etcd_api::validation::parse_cluster_version(&text),
+            Err(error) => {
+                tracing::debug!(%error, "cluster version not read");
+                None
             }
-            Err(error) => tracing::debug!(%error, "cluster version not read"),
-        }
-    }
-    lowest
+        })
+        .min()
 }
 
 #[cfg(test)]
@@ -911,6 +932,35 @@ mod tests {
         let back = t0 + Duration::from_secs(900);
         let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, back);
         assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+    }
+
+    /// The cluster version is asked only of members that answered Status this pass, and the
+    /// lowest answer wins; a failed read (a member past [`VERSION_READ_TIMEOUT`]) or
+    /// `not_decided` counts for none.
+    #[test]
+    fn the_cluster_version_is_the_lowest_read_of_the_members_that_answered() {
+        assert_eq!(
+            version_urls(&view_with_one_down()),
+            [ClusterName::new("db", "main").client_url("main-0")]
+        );
+        let no_list = ClusterView {
+            membership: None,
+            ..view_with_one_down()
+        };
+        assert!(version_urls(&no_list).is_empty());
+
+        let timed_out = || {
+            Err(etcd_admin::AdminError::Timeout {
+                op: "GET http://main-2/version".into(),
+                after: VERSION_READ_TIMEOUT,
+                message: "no answer".into(),
+            })
+        };
+        let answers = vec![Ok("3.6.0".to_owned()), Ok("3.5.0".to_owned()), timed_out()];
+        assert_eq!(lowest_cluster_version(answers), Some((3, 5)));
+        let answers = vec![Ok("not_decided".to_owned()), timed_out()];
+        assert_eq!(lowest_cluster_version(answers), None);
+        assert_eq!(lowest_cluster_version(vec![]), None);
     }
 
     /// Issue 17: a member added by hand is asked through its own client URL, once the member

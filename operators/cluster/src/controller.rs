@@ -537,6 +537,7 @@ async fn reconcile_pass(
     // from a valid spec.
     let budget_voters = desired.map(|d| observed.budget_voters(d.size));
     let switch_port = plan::serves_switch_client_port(&observed);
+    let near_quota = plan::database_near_quota(&observed);
 
     // Execute (nothing is touched for a refusal or while paused).
     let acts = !matches!(
@@ -759,6 +760,7 @@ async fn reconcile_pass(
             Some(error) => Err(error.into()),
             None => Ok(Pass::Done(Requeue::requeue(requeue_delay(
                 &action,
+                near_quota,
                 tls.next_renewal,
                 tls_now,
             )))),
@@ -886,8 +888,19 @@ fn status_changed(previous: &EtcdClusterStatus, next: &EtcdClusterStatus) -> boo
         || !conditions_equal_ignoring_time(&previous.conditions, &next.conditions)
 }
 
-/// When to look again if nothing changes in the API meanwhile.
-fn requeue_after(action: &Action) -> Duration {
+/// How often a converged cluster is looked at: a member failing, a database growing or an
+/// alarm raised shows only in etcd, not in the Kubernetes API.
+const CONVERGED_RESYNC: Duration = Duration::from_secs(30);
+
+/// [`CONVERGED_RESYNC`] while a database file is near the backend quota
+/// ([`plan::database_near_quota`]): a NOSPACE alarm refuses every write until the operator
+/// clears it, so it is found within seconds of being raised. Near the quota is rare and a
+/// converged pass reads only etcd (its Kubernetes objects come from the watch caches).
+const NEAR_QUOTA_RESYNC: Duration = Duration::from_secs(5);
+
+/// When to look again if nothing changes in the API meanwhile; `near_quota`: some member's
+/// database is near the backend quota.
+fn requeue_after(action: &Action, near_quota: bool) -> Duration {
     match action {
         // The next step waits for nothing but us: the learner's Pod after its member add; the
         // step the open gate held back (`make bench`: a second per member while forming).
@@ -937,8 +950,8 @@ fn requeue_after(action: &Action) -> Duration {
         },
         // A bad spec waits for the user to change it (the change triggers a reconcile).
         Action::Refuse(_) => Duration::from_secs(300),
-        // A resync that notices a member failing without any API change.
-        Action::Converged => Duration::from_secs(30),
+        Action::Converged if near_quota => NEAR_QUOTA_RESYNC,
+        Action::Converged => CONVERGED_RESYNC,
     }
 }
 
@@ -947,10 +960,11 @@ fn requeue_after(action: &Action) -> Duration {
 /// again only every few minutes, and a short certificate lifetime is shorter still).
 fn requeue_delay(
     action: &Action,
+    near_quota: bool,
     next_renewal: Option<time::OffsetDateTime>,
     now: time::OffsetDateTime,
 ) -> Duration {
-    let planned = requeue_after(action);
+    let planned = requeue_after(action, near_quota);
     let Some(due) = next_renewal else {
         return planned;
     };
@@ -1086,6 +1100,34 @@ mod requeue_tests {
         assert!(requeue_after(&add) < Duration::from_secs(1));
     }
 
+    /// A converged cluster whose database is near its quota is looked at every 5 s instead of
+    /// every 30 s (a NOSPACE alarm changes nothing in the API); every other action keeps its
+    /// own delay, and a renewal due sooner still comes first.
+    #[test]
+    fn a_converged_cluster_near_its_quota_is_looked_at_sooner() {
+        let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        assert_eq!(
+            requeue_delay(&Action::Converged, false, None, now),
+            CONVERGED_RESYNC
+        );
+        assert_eq!(
+            requeue_delay(&Action::Converged, true, None, now),
+            NEAR_QUOTA_RESYNC
+        );
+        assert!(NEAR_QUOTA_RESYNC < CONVERGED_RESYNC);
+        let paused = Action::Wait(WaitReason::Paused);
+        assert_eq!(
+            requeue_delay(&paused, true, None, now),
+            Duration::from_secs(300),
+            "a paused cluster stays paused"
+        );
+        let renewal = Some(now + time::Duration::seconds(2));
+        assert_eq!(
+            requeue_delay(&Action::Converged, true, renewal, now),
+            Duration::from_secs(3)
+        );
+    }
+
     /// The next look comes by the next certificate renewal at the latest, whatever the action
     /// planned; a renewal further away than the planned look changes nothing.
     #[test]
@@ -1124,7 +1166,7 @@ mod requeue_tests {
         ];
         for (action, next_renewal, expected) in cases {
             assert_eq!(
-                requeue_delay(&action, next_renewal, now),
+                requeue_delay(&action, false, next_renewal, now),
                 expected,
                 "{action:?}, renewal at {next_renewal:?}"
             );

@@ -96,6 +96,29 @@ pub(super) fn no_space_recovery(observed: &Observed, voters: &[&Member]) -> Opti
     })
 }
 
+/// A database file at least this share of the backend quota (percent) is near it: etcd raises
+/// NOSPACE when a write would take the file past the quota, and nothing in the Kubernetes API
+/// changes when it does, so the operator looks at such a cluster more often (the controller's
+/// resync) to find the alarm seconds after it is raised instead of up to a resync period later.
+pub const NEAR_QUOTA_PERCENT: u64 = 75;
+
+/// Whether any member's database file (as its last Status reported it) is at least
+/// [`NEAR_QUOTA_PERCENT`] of the backend quota, or an alarm is raised. The quota is what etcd
+/// reports (3.6 and later), else what the operator gives the Pods.
+pub fn database_near_quota(observed: &Observed) -> bool {
+    if !observed.alarms.is_empty() {
+        return true;
+    }
+    let crate::state::Membership::Known(members) = &observed.membership else {
+        return false;
+    };
+    let stats: Vec<(&Member, DbStats)> = members.iter().filter_map(|m| Some((m, m.db?))).collect();
+    let quota = quota_bytes(observed, &stats);
+    stats.iter().any(|(_, db)| {
+        u128::from(db.size) * 100 >= u128::from(quota) * u128::from(NEAR_QUOTA_PERCENT)
+    })
+}
+
 /// Whether `member`'s client traffic can be drained for its defragmentation (its Pod has the
 /// readiness gate [`crate::build::SERVING_CONDITION`]; a Pod built before it has none and is
 /// defragmented in the Service, as before), or the wait when another member's Pod is not Ready:
@@ -228,7 +251,7 @@ mod tests {
     use etcd_api::{DefragSpec, EtcdOptions, MaintenanceSpec};
 
     use crate::fixtures::*;
-    use crate::plan::{Action, DefragReason, Policy, WaitReason, next_action};
+    use crate::plan::{Action, DefragReason, Policy, WaitReason, database_near_quota, next_action};
     use crate::state::{DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed};
 
     const MIB: u64 = 1 << 20;
@@ -340,6 +363,45 @@ mod tests {
             assert!(members(&mut observed).iter().all(Member::healthy));
         }
         steps
+    }
+
+    /// A cluster whose largest database file reached 3/4 of the quota (etcd's reported quota
+    /// first, else the operator's) is near it; one far from it is not, nor one whose members'
+    /// figures are unknown; a raised alarm is.
+    #[test]
+    fn a_database_at_three_quarters_of_its_quota_is_near_it() {
+        let db = |size: u64, quota: u64| DbStats {
+            size,
+            in_use: size,
+            quota,
+            revision: 10,
+        };
+        let with_option = |db: DbStats| {
+            let mut observed = settled(0, db);
+            observed.spec.etcd_options = Some(EtcdOptions {
+                quota_backend_bytes: Some(i64::try_from(100 * MIB).unwrap()),
+                ..EtcdOptions::default()
+            });
+            observed
+        };
+        // etcd 3.5 reports no quota: the operator's 100 MiB counts.
+        assert!(!database_near_quota(&with_option(db(74 * MIB, 0))));
+        assert!(database_near_quota(&with_option(db(75 * MIB, 0))));
+        // etcd 3.6 reports its own quota, which wins.
+        assert!(!database_near_quota(&with_option(db(75 * MIB, 200 * MIB))));
+        assert!(database_near_quota(&with_option(db(16 * MIB, 16 * MIB))));
+        // One member near it is enough.
+        let mut observed = with_option(db(10 * MIB, 0));
+        members(&mut observed)[2].db = Some(db(90 * MIB, 0));
+        assert!(database_near_quota(&observed));
+        // No figures (no member answered): not near.
+        let mut observed = with_option(db(90 * MIB, 0));
+        for member in members(&mut observed) {
+            member.db = None;
+        }
+        assert!(!database_near_quota(&observed));
+        // A raised alarm (NOSPACE on 3.4/3.5 whatever the figures say).
+        assert!(database_near_quota(&no_space(0, db(MIB, 0), false)));
     }
 
     #[test]

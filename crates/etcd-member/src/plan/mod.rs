@@ -53,6 +53,7 @@ pub mod tls_switch;
 mod volumes;
 
 pub use gate::{Disruption, QuorumChecked, QuorumShort, quorum_gate};
+pub use maintenance::{NEAR_QUOTA_PERCENT, database_near_quota};
 
 /// Tunables of the planner.
 #[derive(Clone, Debug, PartialEq, Eq)]
