@@ -16,6 +16,10 @@
 //! cluster-version 3.5           etcd's cluster version (`none`: no member reports one;
 //!                               without: the lowest minor the members run)
 //! v2-wal-clean 0 1 2            members whose WAL holds no v2 entries (before 3.6; after pvcs)
+//! storage 2Gi from 1Gi expandable  spec.storage.size, the size the PVCs were made with
+//!                               (after pvcs), and whether their class allows expansion (or `fixed`)
+//! grown 0 1                     these PVCs already ask for spec.storage.size
+//! retained 2                    these PVCs were kept aside by an EtcdRestore
 //! ----
 //! RemoveMember { member: "main-1", id: 161, reason: Dead } (quorum gate passed)
 //! ```
@@ -24,6 +28,8 @@
 //! `(quorum gate passed)`. Members are `main-<ordinal>` in namespace `db`, with ID `0xa0 +
 //! ordinal` (161 for member 1); the policy is [`super::Policy::default`] (dead after 300 s,
 //! learners after 600 s).
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{Action, Policy, next_action};
 use crate::fixtures::*;
@@ -138,6 +144,37 @@ fn parse(file: &str, input: &str) -> Observed {
                 o
             }
             ("v2-wal-clean", list) => o.v2_wal_clean(&ordinals(list)),
+            ("storage", [size, "from", made, class]) => {
+                let mut o = o;
+                o.spec.storage.size = Quantity((*size).to_owned());
+                o.member_storage = Some(etcd_api::StorageSpec {
+                    size: Quantity((*made).to_owned()),
+                    ..etcd_api::StorageSpec::default()
+                });
+                for pvc in o.pvcs.values_mut() {
+                    pvc.class_allows_expansion = match *class {
+                        "expandable" => true,
+                        "fixed" => false,
+                        _ => panic!("{file}: expandable or fixed: {line:?}"),
+                    };
+                }
+                o
+            }
+            ("grown", list) => {
+                let mut o = o;
+                let bytes = etcd_api::validation::quantity_to_bytes(&o.spec.storage.size.0);
+                for ordinal in ordinals(list) {
+                    o.pvcs.get_mut(&name(ordinal)).unwrap().requested_bytes = bytes;
+                }
+                o
+            }
+            ("retained", list) => {
+                let mut o = o;
+                for ordinal in ordinals(list) {
+                    o.pvcs.get_mut(&name(ordinal)).unwrap().retained_by_restore = true;
+                }
+                o
+            }
             ("restoring", [name]) => {
                 let mut o = o;
                 o.restoring = Some((*name).to_owned());
@@ -179,4 +216,11 @@ fn upgrade_scenarios() {
     let (cases, failures) = run("upgrades.txt", include_str!("testdata/upgrades.txt"));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(cases >= 20, "{cases} cases");
+}
+
+#[test]
+fn volume_scenarios() {
+    let (cases, failures) = run("volumes.txt", include_str!("testdata/volumes.txt"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(cases >= 8, "{cases} cases");
 }
