@@ -319,8 +319,9 @@ fn operator_disruption_budgets_select_their_own_deployment() {
 
 /// The cluster operator's ClusterRole grants every verb its code uses, and no more where it
 /// matters. Each entry names the call that needs it: a missing verb is a 403 that stops the
-/// reconcile (issue 17: `sync_pvc_ownership` patches the owner references of member PVCs when
-/// `spec.storage.reclaimPolicy` changes or after a restore, and `patch` was not granted).
+/// reconcile (issue 17: the objects' plan's `SetPvcOwners`, then `sync_pvc_ownership`, patches
+/// the owner references of member PVCs when `spec.storage.reclaimPolicy` changes or after a
+/// restore, and `patch` was not granted).
 #[test]
 fn cluster_operator_role_grants_every_verb_it_uses() {
     let chart = chart_dir();
@@ -366,30 +367,35 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         ("", "persistentvolumeclaims", "list", "observe_kube"),
         ("", "persistentvolumeclaims", "create", "create_member"),
         ("", "persistentvolumeclaims", "delete", "DeletePvc"),
-        ("", "persistentvolumeclaims", "patch", "sync_pvc_ownership"),
+        (
+            "",
+            "persistentvolumeclaims",
+            "patch",
+            "ObjectWrite::SetPvcOwners",
+        ),
         (
             "",
             "services",
             "patch",
-            "ensure_cluster_objects (server-side apply)",
+            "ObjectWrite::Apply (server-side apply)",
         ),
         (
             "policy",
             "poddisruptionbudgets",
             "patch",
-            "ensure_cluster_objects",
+            "ObjectWrite::Apply",
         ),
         (
             "",
             "services",
             "create",
-            "ensure_cluster_objects (an apply that creates)",
+            "ObjectWrite::Apply (an apply that creates)",
         ),
         (
             "policy",
             "poddisruptionbudgets",
             "create",
-            "ensure_cluster_objects (an apply that creates)",
+            "ObjectWrite::Apply (an apply that creates)",
         ),
         ("", "services", "list", "controller (Services watched)"),
         ("", "services", "watch", "controller (Services watched)"),

@@ -8,7 +8,7 @@
 //! A reconcile never asks why it was triggered: it computes the next step from what it observes,
 //! so a crash at any line converges on the next pass.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,7 @@ use crate::desired::Desired;
 use crate::execute::{ExecError, Executor};
 use crate::metrics::{ClusterLabels, Metrics};
 use crate::observe::{self, ObserveError, UnhealthySince};
+use crate::plan::objects::ObjectKind;
 use crate::plan::tls_switch::SwitchWait;
 use crate::plan::{self, Action, Policy, WaitReason};
 use crate::{build, status};
@@ -105,30 +106,46 @@ pub fn refusal_backoff() -> FailureBackoff {
     FailureBackoff::new(REFUSAL_RETRY, Duration::from_secs(30)).flat_for(REFUSALS_AT_FIRST_INTERVAL)
 }
 
-/// Per cluster (uid): the digest of the cluster objects last applied and when. An idle pass
-/// whose desired objects have the same digest writes nothing (issue 24: each idle pass applied
-/// three objects and read the NetworkPolicy).
+/// Per key (a cluster's uid and one of its objects, [`object_key`]; or the backup schedule's
+/// key): the digest of what was last written and when. An idle pass whose wanted objects have
+/// the same digests writes nothing (issue 24: each idle pass applied three objects and read the
+/// NetworkPolicy).
 #[derive(Default)]
 pub struct AppliedObjects(Mutex<HashMap<String, (u64, Instant)>>);
 
 impl AppliedObjects {
-    /// Whether `digest` was applied for `uid` less than [`REAPPLY_AFTER`] ago.
-    pub fn is_current(&self, uid: &str, digest: u64) -> bool {
+    /// Whether `digest` was written under `key` less than [`REAPPLY_AFTER`] ago.
+    pub fn is_current(&self, key: &str, digest: u64) -> bool {
         let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.get(uid)
+        map.get(key)
             .is_some_and(|(applied, at)| *applied == digest && at.elapsed() < REAPPLY_AFTER)
     }
 
-    /// `digest` was applied for `uid` (the pass started at `at`).
-    pub fn record(&self, uid: &str, digest: u64, at: Instant) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(uid.to_owned(), (digest, at));
+    /// What was written of the objects of cluster `uid` less than [`REAPPLY_AFTER`] ago: the
+    /// objects' plan's observation of them.
+    pub fn written(&self, uid: &str) -> BTreeMap<ObjectKind, u64> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        ObjectKind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let (digest, at) = map.get(&object_key(uid, kind))?;
+                (at.elapsed() < REAPPLY_AFTER).then_some((kind, *digest))
+            })
+            .collect()
     }
 
-    /// Apply again at the next pass (a write failed, or the cluster is gone).
-    pub fn forget(&self, uid: &str) {
+    /// `digest` was written under `key` (the pass started at `at`).
+    pub fn record(&self, key: &str, digest: u64, at: Instant) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(uid);
+        map.insert(key.to_owned(), (digest, at));
+    }
+
+    /// Write again at the next pass: `key` itself and every object under it (a cluster's uid:
+    /// one of its objects changed, or a read found something else).
+    pub fn forget(&self, key: &str) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let prefix = format!("{key}/");
+        map.retain(|k, _| k != key && !k.starts_with(&prefix));
     }
 }
 
@@ -574,27 +591,24 @@ async fn reconcile_pass(
         listen: plan::pod_listeners(&observed),
     };
     let mut executed = Ok(());
-    // A failed write of the cluster's own objects (Services, budget, PVC owner references) is
-    // reported like a failed step, but does not stop the planned step: none of them makes the
-    // step unsafe, and a missing RBAC verb used to end every reconcile here, before any repair
-    // (issue 17).
+    // The objects' plan: the cluster's Services, budget, NetworkPolicy and PVC owner
+    // references (etcd_member::plan::objects). Written only by a pass that acts, or a restore's
+    // wait: a restore's seed is reached through the headless Service (also for a cluster the
+    // restore created), so the Services and the budget are kept while a restore holds the
+    // cluster, but its PVCs are the restore's. A failed write is reported like a failed step,
+    // but does not stop the planned step: none of them makes the step unsafe, and a missing
+    // RBAC verb used to end every reconcile here, before any repair (issue 17). (A pass that
+    // acts has a valid spec, so a budget: an invalid one is refused.)
+    let restoring = matches!(action, Action::Wait(WaitReason::Restoring { .. }));
+    let no_pvcs = BTreeMap::new();
     let mut housekeeping: Option<ExecError> = None;
-    // A restore's seed is reached through the headless Service (also for a cluster the restore
-    // created): the Services and the budget are kept while a restore holds the cluster.
-    if let (Action::Wait(WaitReason::Restoring { .. }), Ok(voters)) = (&action, &budget_voters) {
-        housekeeping = ensure_cluster_objects(ctx, &executor, *voters, switch_port)
+    if let (true, Ok(voters)) = (acts || restoring, &budget_voters) {
+        let pvcs = if acts { &kube.pvcs } else { &no_pvcs };
+        housekeeping = write_cluster_objects(ctx, &executor, *voters, switch_port, pvcs)
             .await
             .err();
     }
     if acts {
-        if let Ok(voters) = budget_voters {
-            housekeeping = ensure_cluster_objects(ctx, &executor, voters, switch_port)
-                .await
-                .err();
-        }
-        if let Err(error) = executor.sync_pvc_ownership(&kube.pvcs).await {
-            housekeeping.get_or_insert(error);
-        }
         match ensure_scheduled_backup(ctx, &executor).await {
             Ok(step) => {
                 if let Some((reason, note)) = status::backup_schedule_event(cluster, &step) {
@@ -768,28 +782,34 @@ async fn reconcile_pass(
     }
 }
 
-/// The cluster's Services, budget and NetworkPolicy, written unless the same objects were
-/// written for this cluster less than [`REAPPLY_AFTER`] ago.
-async fn ensure_cluster_objects(
+/// The objects' plan of one pass, planned and performed: what the cluster wants
+/// ([`Executor::wanted_objects`]) against what this process wrote for it within
+/// [`REAPPLY_AFTER`] and the PVCs' owner references as read.
+async fn write_cluster_objects(
     ctx: &Context,
     executor: &Executor<'_>,
     voters: usize,
     switch_port: bool,
+    pvcs: &BTreeMap<String, PersistentVolumeClaim>,
 ) -> Result<(), ExecError> {
     let uid = executor.cluster.uid().unwrap_or_default();
-    let digest = executor.cluster_objects_digest(voters, switch_port);
-    if let Some(digest) = digest
-        && ctx.cluster_objects.is_current(&uid, digest)
-    {
-        return Ok(());
-    }
+    let wanted = executor.wanted_objects(voters, switch_port, pvcs)?;
+    let observed = plan::objects::ObservedObjects::new(ctx.cluster_objects.written(&uid), pvcs);
+    let writes = plan::objects::object_writes(&observed, &wanted);
     let started = Instant::now();
-    let written = executor.ensure_cluster_objects(voters, switch_port).await;
-    match (&written, digest) {
-        (Ok(()), Some(digest)) => ctx.cluster_objects.record(&uid, digest, started),
-        _ => ctx.cluster_objects.forget(&uid),
-    }
-    written
+    executor
+        .write_objects(&writes, |write| {
+            if let Some((kind, digest)) = write.written() {
+                ctx.cluster_objects
+                    .record(&object_key(&uid, kind), digest, started);
+            }
+        })
+        .await
+}
+
+/// The key under which [`AppliedObjects`] keeps what was written of one of a cluster's objects.
+fn object_key(uid: &str, kind: ObjectKind) -> String {
+    format!("{uid}/{}", kind.name())
 }
 
 /// The cluster's `spec.backup` schedule, as [`Executor::ensure_scheduled_backup`]; but a
@@ -802,7 +822,8 @@ async fn ensure_scheduled_backup(
     executor: &Executor<'_>,
 ) -> Result<crate::scheduled_backup::Step, ExecError> {
     use crate::scheduled_backup::{self, Step};
-    let key = format!("{}/backup", executor.cluster.uid().unwrap_or_default());
+    // Not under the uid: a change to the cluster's Services or budget does not concern it.
+    let key = format!("backup/{}", executor.cluster.uid().unwrap_or_default());
     let unwanted = matches!(
         scheduled_backup::desired(executor.cluster, ctx.backup_image.as_deref()),
         Ok(None)
@@ -1038,23 +1059,43 @@ mod applied_tests {
     use super::*;
 
     /// An idle pass skips only the exact objects written for the same cluster, and only for
-    /// [`REAPPLY_AFTER`]; a failed write is tried again at the next pass.
+    /// [`REAPPLY_AFTER`]; a change to one of them (its watch) forgets all of the cluster's.
     #[test]
     fn the_same_objects_are_written_once_per_reapply_period() {
         let applied = AppliedObjects::default();
-        assert!(!applied.is_current("uid-a", 1), "never written");
-        applied.record("uid-a", 1, Instant::now());
-        assert!(applied.is_current("uid-a", 1));
+        let budget = object_key("uid-a", ObjectKind::Budget);
+        assert!(!applied.is_current(&budget, 1), "never written");
+        assert!(applied.written("uid-a").is_empty());
+        applied.record(&budget, 1, Instant::now());
+        applied.record(
+            &object_key("uid-a", ObjectKind::PeerService),
+            7,
+            Instant::now(),
+        );
+        applied.record("backup/uid-a", 0, Instant::now());
+        assert!(applied.is_current(&budget, 1));
         assert!(
-            !applied.is_current("uid-a", 2),
+            !applied.is_current(&budget, 2),
             "other objects (voters, spec)"
         );
-        assert!(!applied.is_current("uid-b", 1), "other cluster");
+        assert_eq!(
+            applied.written("uid-a"),
+            BTreeMap::from([(ObjectKind::PeerService, 7), (ObjectKind::Budget, 1)])
+        );
+        assert!(applied.written("uid-b").is_empty(), "other cluster");
         applied.forget("uid-a");
-        assert!(!applied.is_current("uid-a", 1), "forgotten after a failure");
+        assert!(
+            applied.written("uid-a").is_empty(),
+            "forgotten after a change"
+        );
+        assert!(
+            applied.is_current("backup/uid-a", 0),
+            "the schedule is not the Services' concern"
+        );
         if let Some(long_ago) = Instant::now().checked_sub(REAPPLY_AFTER) {
-            applied.record("uid-a", 1, long_ago);
-            assert!(!applied.is_current("uid-a", 1), "written too long ago");
+            applied.record(&budget, 1, long_ago);
+            assert!(!applied.is_current(&budget, 1), "written too long ago");
+            assert!(applied.written("uid-a").is_empty(), "written too long ago");
         }
     }
 }

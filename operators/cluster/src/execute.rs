@@ -22,6 +22,7 @@ use kube::{Resource, ResourceExt};
 use operator_runtime::{apply_object, create_if_absent, delete_if_present};
 
 use crate::build::{self, InitialState, MemberPod};
+use crate::plan::objects::{ClusterObject, ObjectWrite, WantedObjects};
 use crate::plan::{Action, PodReason};
 use crate::scheduled_backup;
 
@@ -261,109 +262,164 @@ impl Executor<'_> {
         })
     }
 
-    /// A digest of what [`Executor::ensure_cluster_objects`] would write for `voters` and
-    /// `switch_port`: the
-    /// Services, the budget and the NetworkPolicy (or that there is none). Equal digests, equal
-    /// writes: the caller skips a write it already made (issue 24). `None` when an object cannot
-    /// be built (the write then reports why).
-    pub fn cluster_objects_digest(&self, voters: usize, switch_port: bool) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
-        let peer = build::peer_service(self.cluster).ok()?;
-        let client = build::client_service(self.cluster, switch_port).ok()?;
-        let pdb = build::pod_disruption_budget(self.cluster, voters).ok()?;
+    /// The cluster's own objects as wanted now, for the objects' plan
+    /// ([`etcd_member::plan::objects`]): the Services and the budget for `voters` (see
+    /// [`crate::state::Observed::budget_voters`]), the client Service publishing 2378 when
+    /// `switch_port` ([`crate::plan::serves_switch_client_port`]), the NetworkPolicy when the
+    /// cluster wants one, and the owner references of the member PVCs in `pvcs`.
+    pub fn wanted_objects(
+        &self,
+        voters: usize,
+        switch_port: bool,
+        pvcs: &BTreeMap<String, PersistentVolumeClaim>,
+    ) -> Result<WantedObjects, ExecError> {
         let policy = if self
             .cluster
             .wants_network_policy(self.network.default_policy)
         {
-            Some(
-                crate::network_policy::network_policy(
-                    self.cluster,
-                    &self.network.operator_namespace,
-                )
-                .ok()?,
-            )
+            Some(self.built(crate::network_policy::network_policy(
+                self.cluster,
+                &self.network.operator_namespace,
+            ))?)
         } else {
             None
         };
-        let rendered = serde_json::to_string(&(&peer, &client, &pdb, &policy)).ok()?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        rendered.hash(&mut hasher);
-        Some(hasher.finish())
+        let policy_name = crate::network_policy::name(self.cluster);
+        self.built(WantedObjects::build(
+            self.cluster,
+            voters,
+            switch_port,
+            policy,
+            policy_name,
+            pvcs,
+        ))
     }
 
-    /// The peer and client Services and the PodDisruptionBudget, applied (server-side) on every
-    /// pass that may act: a Service deleted by hand comes back, and the budget follows the
-    /// voters that exist (`voters`, see [`crate::state::Observed::budget_voters`]). The client
-    /// Service publishes 2378 when `switch_port` ([`crate::plan::serves_switch_client_port`]).
-    pub async fn ensure_cluster_objects(
+    /// Performs the objects' plan, in its order. A failed write skips the later writes of its
+    /// group (the Services, budget and NetworkPolicy; the PVCs), and the first failure is
+    /// returned once both groups are done; `written` hears of each write that succeeded.
+    pub async fn write_objects(
         &self,
-        voters: usize,
-        switch_port: bool,
+        writes: &[ObjectWrite],
+        mut written: impl FnMut(&ObjectWrite),
     ) -> Result<(), ExecError> {
-        let peer = self.built(build::peer_service(self.cluster))?;
-        let client = self.built(build::client_service(self.cluster, switch_port))?;
-        let pdb = self.built(build::pod_disruption_budget(self.cluster, voters))?;
-        let services = self.api::<Service>();
-        failpoint::around(
-            "cluster.peer_service_apply",
-            apply_object(&services, "Service", build::FIELD_MANAGER, &peer),
-        )
-        .await?;
-        failpoint::around(
-            "cluster.client_service_apply",
-            apply_object(&services, "Service", build::FIELD_MANAGER, &client),
-        )
-        .await?;
-        failpoint::around(
-            "cluster.pdb_apply",
-            apply_object(
-                &self.api::<PodDisruptionBudget>(),
-                "PodDisruptionBudget",
-                build::FIELD_MANAGER,
-                &pdb,
-            ),
-        )
-        .await?;
-        self.ensure_network_policy().await
+        let mut first_failure = None;
+        // Whether a write of each group failed.
+        let (mut objects_failed, mut pvcs_failed) = (false, false);
+        for write in writes {
+            let failed = if matches!(write, ObjectWrite::SetPvcOwners { .. }) {
+                &mut pvcs_failed
+            } else {
+                &mut objects_failed
+            };
+            if *failed {
+                continue;
+            }
+            match self.write_object(write).await {
+                Ok(()) => written(write),
+                Err(error) => {
+                    *failed = true;
+                    first_failure.get_or_insert(error);
+                }
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
     }
 
-    /// Applies the cluster's NetworkPolicy when it wants one; otherwise deletes the one this
-    /// cluster owns, if any (a policy of the same name someone else made is left alone).
-    async fn ensure_network_policy(&self) -> Result<(), ExecError> {
-        let api = self.api::<NetworkPolicy>();
-        if self
-            .cluster
-            .wants_network_policy(self.network.default_policy)
-        {
-            let policy = self.built(crate::network_policy::network_policy(
-                self.cluster,
-                &self.network.operator_namespace,
-            ))?;
-            failpoint::around(
-                "cluster.network_policy_apply",
-                apply_object(&api, "NetworkPolicy", build::FIELD_MANAGER, &policy),
-            )
-            .await?;
-            return Ok(());
+    /// Applies one of the cluster's objects (server-side).
+    async fn apply_cluster_object(&self, object: &ClusterObject) -> Result<(), ExecError> {
+        let manager = build::FIELD_MANAGER;
+        match object {
+            ClusterObject::PeerService(service) => {
+                failpoint::around(
+                    "cluster.peer_service_apply",
+                    apply_object(&self.api::<Service>(), "Service", manager, service),
+                )
+                .await?;
+            }
+            ClusterObject::ClientService(service) => {
+                failpoint::around(
+                    "cluster.client_service_apply",
+                    apply_object(&self.api::<Service>(), "Service", manager, service),
+                )
+                .await?;
+            }
+            ClusterObject::Budget(budget) => {
+                failpoint::around(
+                    "cluster.pdb_apply",
+                    apply_object(
+                        &self.api::<PodDisruptionBudget>(),
+                        "PodDisruptionBudget",
+                        manager,
+                        budget,
+                    ),
+                )
+                .await?;
+            }
+            ClusterObject::NetworkPolicy(policy) => {
+                failpoint::around(
+                    "cluster.network_policy_apply",
+                    apply_object(
+                        &self.api::<NetworkPolicy>(),
+                        "NetworkPolicy",
+                        manager,
+                        policy,
+                    ),
+                )
+                .await?;
+            }
         }
-        let name = crate::network_policy::name(self.cluster);
-        let existing = api.get_opt(&name).await.map_err(ExecError::kube(
-            "get",
-            "NetworkPolicy",
-            name.as_str(),
-        ))?;
-        let ours = existing.is_some_and(|policy| {
-            policy
-                .owner_references()
-                .iter()
-                .any(|o| Some(&o.uid) == self.cluster.metadata.uid.as_ref())
-        });
-        if ours {
-            failpoint::around(
-                "cluster.network_policy_delete",
-                delete_if_present(&api, "NetworkPolicy", &name),
-            )
-            .await?;
+        Ok(())
+    }
+
+    /// One write of the objects' plan. The Services, the budget and the NetworkPolicy are
+    /// applied server-side (a Service deleted by hand comes back, the budget follows the
+    /// voters); a PVC's owner references follow `spec.storage.reclaimPolicy` as it is now
+    /// (without this, switching Delete → Retain would leave existing volumes to be deleted with
+    /// the cluster object).
+    async fn write_object(&self, write: &ObjectWrite) -> Result<(), ExecError> {
+        match write {
+            ObjectWrite::Apply(object) => self.apply_cluster_object(object).await?,
+            ObjectWrite::RemoveNetworkPolicy { name } => {
+                let api = self.api::<NetworkPolicy>();
+                let existing = api.get_opt(name).await.map_err(ExecError::kube(
+                    "get",
+                    "NetworkPolicy",
+                    name.as_str(),
+                ))?;
+                // Only the cluster's own: a policy of the same name someone else made stays.
+                let ours = existing.is_some_and(|policy| {
+                    policy
+                        .owner_references()
+                        .iter()
+                        .any(|o| Some(&o.uid) == self.cluster.metadata.uid.as_ref())
+                });
+                if ours {
+                    failpoint::around(
+                        "cluster.network_policy_delete",
+                        delete_if_present(&api, "NetworkPolicy", name),
+                    )
+                    .await?;
+                }
+            }
+            ObjectWrite::SetPvcOwners { pvc, owners } => {
+                let patch = serde_json::json!({"metadata": {"ownerReferences": owners}});
+                failpoint::around(
+                    "cluster.pvc_owner_patch",
+                    self.api::<PersistentVolumeClaim>().patch(
+                        pvc,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    ),
+                )
+                .await
+                .map_err(|source| ExecError::Kube {
+                    verb: "patch",
+                    kind: "PersistentVolumeClaim",
+                    name: pvc.clone(),
+                    source,
+                })?;
+            }
         }
         Ok(())
     }
@@ -473,51 +529,6 @@ impl Executor<'_> {
             _ => {}
         }
         Ok(step)
-    }
-
-    /// Makes each member PVC's owner reference follow `spec.storage.reclaimPolicy` as it is now:
-    /// owned by the EtcdCluster (deleted with it by the garbage collector) only under `Delete`,
-    /// and never when an EtcdRestore retained it. Without this, switching Delete → Retain would
-    /// leave existing volumes to be deleted with the cluster object.
-    pub async fn sync_pvc_ownership(
-        &self,
-        pvcs: &BTreeMap<String, PersistentVolumeClaim>,
-    ) -> Result<(), ExecError> {
-        let api = self.api::<PersistentVolumeClaim>();
-        for (member, pvc) in pvcs {
-            let retained = pvc
-                .labels()
-                .contains_key(crate::observe::RETAINED_BY_RESTORE_LABEL);
-            let wanted = if retained {
-                None
-            } else {
-                self.built(build::member_pvc(self.cluster, member))?
-                    .metadata
-                    .owner_references
-            };
-            let current = pvc
-                .metadata
-                .owner_references
-                .clone()
-                .filter(|o| !o.is_empty());
-            if current == wanted {
-                continue;
-            }
-            let name = pvc.name_any();
-            let patch = serde_json::json!({"metadata": {"ownerReferences": wanted}});
-            failpoint::around(
-                "cluster.pvc_owner_patch",
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
-            .await
-            .map_err(|source| ExecError::Kube {
-                verb: "patch",
-                kind: "PersistentVolumeClaim",
-                name,
-                source,
-            })?;
-        }
-        Ok(())
     }
 
     /// Performs `action`. Waits, refusals and `Converged` do nothing.

@@ -44,6 +44,7 @@ use crate::state::{Member, MemberHealth, Membership, Observed};
 pub mod ca_rotation;
 mod gate;
 mod maintenance;
+pub mod objects;
 mod rollout;
 #[cfg(test)]
 mod scenarios;

@@ -1,0 +1,994 @@
+//! The pure half of the observation: what was read (Pods, PVCs, StorageClasses, etcd's
+//! answers, a Secret) turned into [`Observed`] and the other plain values the reconcile plans
+//! from. No I/O: the reads are in the parent module. Besides what was read, two memories of
+//! this process feed it ([`UnhealthySince`], [`Compactions`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use etcd_admin::{ClusterView, MemberInfo, MemberStatus};
+use etcd_api::validation::EtcdVersion;
+use etcd_api::{EtcdCluster, EtcdClusterStatus, StorageSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::{Resource, ResourceExt};
+
+use crate::build;
+use crate::naming::{CLIENT_PORT, ClusterName, SWITCH_CLIENT_TLS_PORT};
+use crate::plan::tls_switch;
+use crate::state::{
+    DbStats, Member, MemberAlarm, MemberHealth, Membership, Observed, PodState, PvcState,
+};
+
+pub use etcd_api::restore::RETAINED_BY_RESTORE_LABEL;
+
+/// When each member was first seen unhealthy, per cluster UID and member ID: the planner replaces
+/// a member only after a grace period, which must survive between reconciles. Lost on restart,
+/// which only delays a replacement (state.rs).
+#[derive(Default)]
+pub struct UnhealthySince(Mutex<HashMap<(String, u64), Instant>>);
+
+impl UnhealthySince {
+    /// How long `member` of cluster `uid` has been unhealthy, starting the clock now if it was not.
+    fn unhealthy_for(&self, uid: &str, member: u64, now: Instant) -> Duration {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let since = *map.entry((uid.to_owned(), member)).or_insert(now);
+        now.saturating_duration_since(since)
+    }
+
+    /// Forgets a member that answered.
+    fn healthy(&self, uid: &str, member: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&(uid.to_owned(), member));
+    }
+
+    /// Forgets every member of cluster `uid`: while no member list can be had, nothing tells
+    /// whether a member that was down came back, so its grace period starts again once the list
+    /// is back (issue 17: it was removed the moment quorum returned). Only delays a removal.
+    fn unknown(&self, uid: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|(cluster, _), _| cluster != uid);
+    }
+}
+
+/// The revision this process last compacted each cluster (by UID) to, so that a NOSPACE alarm
+/// whose compaction freed nothing is not compacted again and again. Lost on restart, which
+/// costs one more (no-op) compaction.
+/// Also the revision at which each member was last defragmented under NOSPACE.
+#[derive(Default)]
+pub struct Compactions(Mutex<HashMap<String, NoSpaceSteps>>);
+
+/// A cluster's compaction revision and each member's defragmentation revision.
+type NoSpaceSteps = (Option<i64>, BTreeMap<String, i64>);
+
+impl Compactions {
+    /// Records a compaction of cluster `uid` to `revision`.
+    pub fn record(&self, uid: &str, revision: i64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(uid.to_owned()).or_default().0 = Some(revision);
+    }
+
+    /// Records a defragmentation of `member` of cluster `uid` under NOSPACE at `revision`.
+    pub fn record_defrag(&self, uid: &str, member: &str, revision: i64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(uid.to_owned())
+            .or_default()
+            .1
+            .insert(member.to_owned(), revision);
+    }
+
+    /// Fills in what this process did for cluster `uid` (see [`Observed::compacted_revision`]).
+    pub fn fill(&self, uid: &str, observed: &mut Observed) {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((compacted, defragmented)) = map.get(uid) {
+            observed.compacted_revision = *compacted;
+            observed.defragmented_at = defragmented.clone();
+        }
+    }
+}
+
+/// What the API says about a cluster: its member Pods and PVCs.
+pub struct KubeObservation {
+    /// Member Pods by member name.
+    pub pods: BTreeMap<String, Pod>,
+    /// Member PVCs by member name.
+    pub pvcs: BTreeMap<String, PersistentVolumeClaim>,
+    /// `allowVolumeExpansion` of the StorageClasses of PVCs smaller than `spec.storage.size`
+    /// (looked up only then: growing the volumes is the only reason to ask); a class that does
+    /// not exist is `false`.
+    pub expandable_classes: BTreeMap<String, bool>,
+}
+
+/// Whether `object` is one of `cluster`'s members' objects: in its namespace, with every one of
+/// its labels ([`build::selector`]). For objects from a watch of every member's objects.
+pub fn belongs_to<K: Resource>(cluster: &EtcdCluster, object: &K) -> bool {
+    let meta = object.meta();
+    if meta.namespace != cluster.namespace() {
+        return false;
+    }
+    let Some(labels) = meta.labels.as_ref() else {
+        return false;
+    };
+    build::cluster_labels(cluster)
+        .iter()
+        .all(|(key, value)| labels.get(key) == Some(value))
+}
+
+/// The StorageClasses whose `allowVolumeExpansion` the planner needs: those of PVCs smaller
+/// than `spec.storage.size` (growing the volumes is the only reason to ask), each once.
+pub fn classes_to_ask(cluster: &EtcdCluster, pvcs: &[PersistentVolumeClaim]) -> Vec<String> {
+    let desired = etcd_api::validation::quantity_to_bytes(&cluster.spec.storage.size.0);
+    let mut classes: Vec<String> = pvcs
+        .iter()
+        .filter(|pvc| matches!((requested_bytes(pvc), desired), (Some(r), Some(d)) if r < d))
+        .filter_map(|pvc| pvc.spec.as_ref()?.storage_class_name.clone())
+        .collect();
+    classes.sort();
+    classes.dedup();
+    classes
+}
+
+/// The cluster's Pods and PVCs by member name (their member label, else their name), with the
+/// `allowVolumeExpansion` of each class asked (`None`: the class does not exist, which allows
+/// nothing).
+pub fn kube_observation(
+    pods: Vec<Pod>,
+    pvcs: Vec<PersistentVolumeClaim>,
+    classes: &BTreeMap<String, Option<bool>>,
+) -> KubeObservation {
+    let by_member = |object_name: String, label: Option<String>| label.unwrap_or(object_name);
+    KubeObservation {
+        pods: pods
+            .into_iter()
+            .map(|p| (by_member(p.name_any(), member_label(&p)), p))
+            .collect(),
+        pvcs: pvcs
+            .into_iter()
+            .map(|p| (by_member(p.name_any(), member_label(&p)), p))
+            .collect(),
+        expandable_classes: classes
+            .iter()
+            .map(|(class, allows)| (class.clone(), *allows == Some(true)))
+            .collect(),
+    }
+}
+
+/// The operators' client TLS from the Secret the cluster names for them (`present_certificate`:
+/// whether the operators present the Secret's certificate); the problem as text otherwise.
+pub fn client_tls_of(
+    secret: &Secret,
+    present_certificate: bool,
+) -> Result<etcd_admin::ClientTls, String> {
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    etcd_admin::ClientTls::from_secret_data(&data, present_certificate).map_err(|e| e.to_string())
+}
+
+/// The members to ask whether they saved a v2 snapshot (Pods built to take one before an
+/// upgrade, not terminating, with a client URL in the member list): (member, client URL).
+pub fn v2_snapshot_urls(observed: &Observed) -> Vec<(String, String)> {
+    let Membership::Known(members) = &observed.membership else {
+        return vec![];
+    };
+    observed
+        .pods
+        .iter()
+        .filter(|(_, pod)| pod.snapshot_before_upgrade && !pod.terminating)
+        .filter_map(|(name, _)| {
+            let member = members.iter().find(|m| m.name == *name)?;
+            Some((name.clone(), member.client_url.clone()?))
+        })
+        .collect()
+}
+
+/// The client URLs to ask for the cluster version: every listed member that answered Status.
+pub fn cluster_version_urls(view: &ClusterView) -> Vec<String> {
+    let Some((_, members)) = &view.membership else {
+        return vec![];
+    };
+    members
+        .iter()
+        .filter(|m| matches!(view.statuses.get(&m.id), Some(Ok(_))))
+        .filter_map(|m| m.client_urls.first().cloned())
+        .collect()
+}
+
+/// etcd's cluster version (`MAJOR.MINOR`) from the members' answers: the lowest they report.
+/// Each member learns it from the leader, so right after a change they may disagree for a
+/// moment; the lowest is the safe reading for gating the next minor. `None` when no member
+/// reports one (none answers, or `not_decided` right after a start).
+pub fn lowest_cluster_version(answers: &[String]) -> Option<(u64, u64)> {
+    answers
+        .iter()
+        .filter_map(|text| etcd_api::validation::parse_cluster_version(text))
+        .min()
+}
+
+/// A PVC's requested size in bytes.
+fn requested_bytes(pvc: &PersistentVolumeClaim) -> Option<u128> {
+    let size = pvc
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?;
+    etcd_api::validation::quantity_to_bytes(&size.0)
+}
+
+fn member_label<K: Resource>(object: &K) -> Option<String> {
+    object
+        .meta()
+        .labels
+        .as_ref()?
+        .get(build::LABEL_MEMBER)
+        .cloned()
+}
+
+/// The operators speak TLS to the members' client port: client TLS is on and every member Pod
+/// serves `https://` clients. While a running plaintext cluster is switched to TLS, not before
+/// every member does (plan/tls_switch.rs); a Pod whose flags do not say is taken as built as
+/// the spec says.
+pub fn operator_speaks_tls(cluster: &EtcdCluster, kube: &KubeObservation) -> bool {
+    cluster.client_tls()
+        && kube.pods.values().all(|pod| {
+            pod_listeners(pod).is_none_or(|listen| listen.client != tls_switch::Listen::Http)
+        })
+}
+
+/// The client URLs to ask: every member Pod's and every member the last status listed; in
+/// the scheme [`operator_speaks_tls`] gives, on `https://…:2378` for a Pod that serves both
+/// schemes during a switch to TLS.
+pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
+    let name = cluster_name(cluster);
+    let tls = operator_speaks_tls(cluster, kube);
+    let mut members: Vec<String> = kube.pods.keys().cloned().collect();
+    if let Some(previous) = &cluster.status {
+        members.extend(last_known_members(previous));
+    }
+    members.sort();
+    members.dedup();
+    members
+        .iter()
+        .map(|m| {
+            let host = name.member_host(m);
+            let client = kube.pods.get(m).and_then(pod_listeners).map(|l| l.client);
+            match (tls, client) {
+                (false, _) => format!("http://{host}:{CLIENT_PORT}"),
+                (true, Some(tls_switch::Listen::Dual)) => {
+                    format!("https://{host}:{SWITCH_CLIENT_TLS_PORT}")
+                }
+                (true, _) => format!("https://{host}:{CLIENT_PORT}"),
+            }
+        })
+        .collect()
+}
+
+/// Client URLs of listed members that were not asked: members added by hand (not ours, so no
+/// Pod or status entry of ours names them). Without asking them they always look unhealthy and
+/// are eventually removed as dead however well they serve.
+pub fn unasked_client_urls(asked: &[String], view: &ClusterView) -> Vec<String> {
+    let Some((_, members)) = &view.membership else {
+        return vec![];
+    };
+    let mut urls: Vec<String> = members
+        .iter()
+        .filter(|m| !view.statuses.contains_key(&m.id))
+        .filter_map(|m| m.client_urls.first().cloned())
+        .filter(|url| !asked.contains(url))
+        .collect();
+    urls.sort();
+    urls.dedup();
+    urls
+}
+
+/// What a member Pod listens on, from its etcd container's flags.
+pub fn pod_listeners(pod: &Pod) -> Option<tls_switch::Listeners> {
+    let container = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == build::CONTAINER_NAME)?;
+    tls_switch::listeners_of_args(container.args.as_deref()?)
+}
+
+/// The cluster's namespace and name.
+pub fn cluster_name(cluster: &EtcdCluster) -> ClusterName {
+    ClusterName::new(cluster.namespace().unwrap_or_default(), cluster.name_any())
+        .with_tls(cluster.peer_tls(), cluster.client_tls())
+}
+
+/// Builds the planner's input from the API objects and etcd's answers. Pure but for the clock
+/// of unhealthy members (`unhealthy` and `now`).
+pub fn to_observed(
+    cluster: &EtcdCluster,
+    kube: &KubeObservation,
+    view: &ClusterView,
+    unhealthy: &UnhealthySince,
+    now: Instant,
+) -> Observed {
+    let name = cluster_name(cluster);
+    let uid = cluster.uid().unwrap_or_default();
+    let previous = cluster.status.clone().unwrap_or_default();
+    let alarms = alarms_of(view, &name);
+    let membership = match &view.membership {
+        None => {
+            unhealthy.unknown(&uid);
+            Membership::Unknown
+        }
+        Some((_, members)) => Membership::Known(
+            members
+                .iter()
+                .map(|m| member_from(m, view.statuses.get(&m.id), &uid, unhealthy, now))
+                .collect(),
+        ),
+    };
+    Observed {
+        cluster: name,
+        spec: cluster.spec.clone(),
+        restoring: cluster
+            .annotations()
+            .get(etcd_api::restore::RESTORING_ANNOTATION)
+            .cloned(),
+        recorded_cluster_id: previous.cluster_id.clone(),
+        last_known_members: last_known_members(&previous),
+        last_known_version: last_known_version(&previous),
+        member_storage: member_storage(&cluster.spec.storage, kube.pvcs.values()),
+        membership,
+        cluster_id: view.membership.as_ref().map(|(id, _)| *id),
+        cluster_version: None,
+        pods: kube
+            .pods
+            .iter()
+            .map(|(member, pod)| {
+                let state = PodState {
+                    terminating: pod.metadata.deletion_timestamp.is_some(),
+                    ready: pod_ready(pod),
+                    config_hash: pod
+                        .annotations()
+                        .get(build::ANNOTATION_CONFIG_HASH)
+                        .cloned(),
+                    tls_hash: pod.annotations().get(build::ANNOTATION_TLS_HASH).cloned(),
+                    snapshot_before_upgrade: pod
+                        .annotations()
+                        .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
+                    // Read from the member by the controller (observe_v2_snapshots).
+                    v2_snapshot_saved: false,
+                    listen: pod_listeners(pod),
+                    tls_switch_reverted: pod
+                        .annotations()
+                        .get(tls_switch::ANNOTATION_TLS_SWITCH_REVERTED)
+                        .is_some_and(|v| v == "true"),
+                    serving_gate: serving_gate(pod),
+                };
+                (member.clone(), state)
+            })
+            .collect(),
+        pvcs: kube
+            .pvcs
+            .iter()
+            .map(|(member, pvc)| {
+                let state = PvcState {
+                    retained_by_restore: pvc.labels().contains_key(RETAINED_BY_RESTORE_LABEL),
+                    terminating: pvc.metadata.deletion_timestamp.is_some(),
+                    predates_cluster: predates(pvc, cluster),
+                    snapshot_before_upgrade: pvc
+                        .annotations()
+                        .get(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE)
+                        .and_then(|v| EtcdVersion::parse(v)),
+                    v2_wal_clean: pvc
+                        .annotations()
+                        .get(build::ANNOTATION_V2_WAL_CLEAN)
+                        .is_some_and(|v| v == "true"),
+                    requested_bytes: requested_bytes(pvc),
+                    storage_class: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
+                    class_allows_expansion: pvc
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.storage_class_name.as_ref())
+                        .and_then(|c| kube.expandable_classes.get(c))
+                        .copied()
+                        .unwrap_or(false),
+                };
+                (member.clone(), state)
+            })
+            .collect(),
+        alarms,
+        compacted_revision: None,
+        defragmented_at: BTreeMap::new(),
+        tls_hashes: BTreeMap::new(),
+        wall_clock: None,
+        drop_plaintext_clients: cluster
+            .annotations()
+            .get(tls_switch::ANNOTATION_DROP_PLAINTEXT_CLIENTS)
+            .is_some_and(|v| v == "true"),
+    }
+}
+
+/// Names of the members etcd reported in `status` (entries with an ID): what the planner may
+/// restart when no member answers. Pods that were not members are listed in status without an
+/// ID and are left out, so they are never mistaken for members.
+pub fn last_known_members(status: &EtcdClusterStatus) -> Vec<String> {
+    status
+        .members
+        .iter()
+        .filter(|m| m.id.is_some())
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// `status.currentVersion`, parsed.
+pub fn last_known_version(status: &EtcdClusterStatus) -> Option<EtcdVersion> {
+    status
+        .current_version
+        .as_deref()
+        .and_then(EtcdVersion::parse)
+}
+
+/// Whether `pvc` was created strictly before `cluster` (whole seconds, as the API server stamps
+/// them): then it cannot be one this EtcdCluster object created. Unknown timestamps: not.
+pub fn predates(pvc: &PersistentVolumeClaim, cluster: &EtcdCluster) -> bool {
+    match (
+        &pvc.metadata.creation_timestamp,
+        &cluster.metadata.creation_timestamp,
+    ) {
+        (Some(pvc), Some(cluster)) => pvc.0 < cluster.0,
+        _ => false,
+    }
+}
+
+/// The Pod's readiness gate [`build::SERVING_CONDITION`]: `None` without one, else whether
+/// its condition is `True` (absent: not yet opened).
+pub fn serving_gate(pod: &Pod) -> Option<bool> {
+    let gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|gates| {
+            gates
+                .iter()
+                .any(|g| g.condition_type == build::SERVING_CONDITION)
+        });
+    gated.then(|| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == build::SERVING_CONDITION && c.status == "True")
+            })
+    })
+}
+
+/// Whether the kubelet reports the Pod Ready (its readiness probe passes, and its readiness
+/// gates are open).
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// Every alarm any member reported, once, named by the member that raised it.
+fn alarms_of(view: &ClusterView, cluster: &ClusterName) -> Vec<MemberAlarm> {
+    let members = view.membership.as_ref().map(|(_, m)| m.as_slice());
+    let name_of = |id: u64| {
+        let info = members.and_then(|m| m.iter().find(|m| m.id == id));
+        info.and_then(|m| {
+            m.peer_urls
+                .first()
+                .and_then(|url| cluster.member_of_peer_url(url))
+                .or_else(|| (!m.name.is_empty()).then(|| m.name.clone()))
+        })
+        .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let mut alarms: Vec<MemberAlarm> = view
+        .statuses
+        .values()
+        .filter_map(|s| s.as_ref().ok())
+        .flat_map(MemberStatus::alarms)
+        .map(|a| MemberAlarm {
+            member: name_of(a.member_id),
+            alarm: a.kind,
+        })
+        .collect();
+    alarms.sort();
+    alarms.dedup();
+    alarms
+}
+
+fn member_from(
+    info: &MemberInfo,
+    status: Option<&Result<MemberStatus, String>>,
+    uid: &str,
+    unhealthy: &UnhealthySince,
+    now: Instant,
+) -> Member {
+    let answered = status
+        .and_then(|s| s.as_ref().ok())
+        .filter(|s| s.healthy())
+        .and_then(|s| Some((EtcdVersion::parse(&s.version)?, s.is_leader())));
+    let health = match answered {
+        Some((version, leader)) => {
+            unhealthy.healthy(uid, info.id);
+            MemberHealth::Healthy { version, leader }
+        }
+        None => MemberHealth::Unhealthy {
+            unhealthy_for: unhealthy.unhealthy_for(uid, info.id, now),
+        },
+    };
+    let db = status.and_then(|s| s.as_ref().ok()).map(|s| DbStats {
+        size: u64::try_from(s.db_size).unwrap_or(0),
+        in_use: u64::try_from(s.db_size_in_use).unwrap_or(0),
+        quota: u64::try_from(s.db_size_quota).unwrap_or(0),
+        revision: s.revision,
+    });
+    Member {
+        id: info.id,
+        name: info.name.clone(),
+        peer_url: info.peer_urls.first().cloned().unwrap_or_default(),
+        client_url: info.client_urls.first().cloned(),
+        client_url_on_switch_port: info
+            .client_urls
+            .iter()
+            .any(|url| url.ends_with(&format!(":{SWITCH_CLIENT_TLS_PORT}"))),
+        learner: info.learner,
+        health,
+        db,
+    }
+}
+
+/// The storage the existing members' PVCs were created with, as far as a change matters: the
+/// largest requested size, and the class only when the spec names one and a PVC has another (an
+/// unset class is filled in by the cluster's default class, which is not a change).
+fn member_storage<'a>(
+    desired: &StorageSpec,
+    pvcs: impl Iterator<Item = &'a PersistentVolumeClaim>,
+) -> Option<StorageSpec> {
+    let mut current: Option<StorageSpec> = None;
+    for pvc in pvcs {
+        let spec = pvc.spec.as_ref();
+        let size = spec
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .cloned();
+        let Some(size) = size else { continue };
+        let class = spec.and_then(|s| s.storage_class_name.clone());
+        let class = match (&desired.storage_class_name, class) {
+            (Some(wanted), Some(actual)) if *wanted != actual => Some(actual),
+            _ => desired.storage_class_name.clone(),
+        };
+        let bigger = current.as_ref().is_none_or(|c| {
+            etcd_api::validation::quantity_to_bytes(&size.0)
+                > etcd_api::validation::quantity_to_bytes(&c.size.0)
+        });
+        let class_differs = class != desired.storage_class_name;
+        if bigger || class_differs {
+            current = Some(StorageSpec {
+                size,
+                storage_class_name: class,
+                reclaim_policy: desired.reclaim_policy,
+            });
+        }
+    }
+    current
+}
+
+/// Every member name of the cluster that has a Pod, a PVC or a place in the last status.
+pub fn known_members(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
+    let mut members: Vec<String> = kube.pods.keys().chain(kube.pvcs.keys()).cloned().collect();
+    if let Some(previous) = &cluster.status {
+        members.extend(last_known_members(previous));
+    }
+    members.sort();
+    members.dedup();
+    members
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, VolumeResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn pvc(size: &str, class: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: class.map(str::to_owned),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some([("storage".to_owned(), Quantity(size.into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn storage(size: &str, class: Option<&str>) -> StorageSpec {
+        StorageSpec {
+            size: Quantity(size.into()),
+            storage_class_name: class.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn member_storage_reports_the_largest_size_and_only_real_class_changes() {
+        let none: Vec<PersistentVolumeClaim> = vec![];
+        assert_eq!(member_storage(&storage("1Gi", None), none.iter()), None);
+
+        // The default class filled in by admission is not a change.
+        let pvcs = [pvc("1Gi", Some("standard")), pvc("2Gi", Some("standard"))];
+        assert_eq!(
+            member_storage(&storage("4Gi", None), pvcs.iter()),
+            Some(storage("2Gi", None))
+        );
+        // A named class that differs from the PVCs' is reported, so the planner refuses it.
+        let pvcs = [pvc("1Gi", Some("fast"))];
+        assert_eq!(
+            member_storage(&storage("1Gi", Some("slow")), pvcs.iter()),
+            Some(storage("1Gi", Some("fast")))
+        );
+    }
+
+    fn etcd_cluster() -> EtcdCluster {
+        let mut cluster = EtcdCluster::new("main", etcd_api::EtcdClusterSpec::new(3, "3.5.1"));
+        cluster.metadata.namespace = Some("db".into());
+        cluster.metadata.uid = Some("uid-1".into());
+        cluster
+    }
+
+    /// A watch of every member object holds other clusters' too: a cluster's observation from
+    /// it takes exactly the objects a list by its labels would return.
+    #[test]
+    fn a_cluster_owns_the_objects_with_its_labels_in_its_namespace() {
+        let cluster = etcd_cluster();
+        let pod = |namespace: &str, labels: BTreeMap<String, String>| Pod {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some(namespace.into()),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mine = build::member_labels(&cluster, "main-0");
+        assert!(belongs_to(&cluster, &pod("db", mine.clone())));
+        assert!(
+            !belongs_to(&cluster, &pod("other", mine.clone())),
+            "same name, other namespace"
+        );
+        let mut other_cluster = mine.clone();
+        other_cluster.insert(build::LABEL_CLUSTER.into(), "main2".into());
+        assert!(!belongs_to(&cluster, &pod("db", other_cluster)));
+        let mut partial = mine;
+        partial.remove("app.kubernetes.io/managed-by");
+        assert!(
+            !belongs_to(&cluster, &pod("db", partial)),
+            "not managed by us"
+        );
+        assert!(!belongs_to(&cluster, &Pod::default()));
+    }
+
+    fn no_objects() -> KubeObservation {
+        KubeObservation {
+            pods: BTreeMap::new(),
+            pvcs: BTreeMap::new(),
+            expandable_classes: BTreeMap::new(),
+        }
+    }
+
+    fn info(id: u64) -> MemberInfo {
+        let names = ClusterName::new("db", "main");
+        let member = names.member_name(u32::try_from(id).unwrap());
+        MemberInfo {
+            id,
+            name: member.clone(),
+            peer_urls: vec![names.peer_url(&member)],
+            client_urls: vec![names.client_url(&member)],
+            learner: false,
+        }
+    }
+
+    fn answer(id: u64, leader: u64, errors: &[&str]) -> Result<MemberStatus, String> {
+        Ok(MemberStatus {
+            id,
+            version: "3.5.1".into(),
+            leader_id: leader,
+            errors: errors.iter().map(|e| (*e).to_owned()).collect(),
+            ..MemberStatus::default()
+        })
+    }
+
+    /// Member 0 answers, member 1 does not.
+    fn view_with_one_down() -> ClusterView {
+        ClusterView {
+            membership: Some((7, vec![info(0), info(1)])),
+            statuses: [(0, answer(0, 0, &[])), (1, Err("refused".into()))].into(),
+            unreached: BTreeMap::new(),
+        }
+    }
+
+    fn unhealthy_for(observed: &Observed, id: u64) -> Option<Duration> {
+        match &observed.membership {
+            Membership::Known(members) => members.iter().find(|m| m.id == id).and_then(|m| match m
+                .health
+            {
+                MemberHealth::Unhealthy { unhealthy_for } => Some(unhealthy_for),
+                MemberHealth::Healthy { .. } => None,
+            }),
+            Membership::Unknown => None,
+        }
+    }
+
+    /// Issue 17: while no member list can be had (quorum lost), nobody can tell whether a member
+    /// that was down before came back meanwhile; its grace period starts again once the list is
+    /// back, so it is not removed the moment quorum returns.
+    #[test]
+    fn the_grace_clock_restarts_after_the_member_list_was_unknown() {
+        let (cluster, kube, clock) = (etcd_cluster(), no_objects(), UnhealthySince::default());
+        let t0 = Instant::now();
+        let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, t0);
+        assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+        let outage = ClusterView {
+            membership: None,
+            statuses: BTreeMap::new(),
+            unreached: BTreeMap::new(),
+        };
+        let during = t0 + Duration::from_secs(60);
+        let observed = to_observed(&cluster, &kube, &outage, &clock, during);
+        assert_eq!(observed.membership, Membership::Unknown);
+        let back = t0 + Duration::from_secs(900);
+        let observed = to_observed(&cluster, &kube, &view_with_one_down(), &clock, back);
+        assert_eq!(unhealthy_for(&observed, 1), Some(Duration::ZERO));
+    }
+
+    /// Issue 17: a member added by hand is asked through its own client URL, once the member
+    /// list names it.
+    #[test]
+    fn members_added_by_hand_are_asked_too() {
+        let mut foreign = info(9);
+        foreign.name = "hand-made".into();
+        foreign.peer_urls = vec!["http://10.1.2.3:2380".into()];
+        foreign.client_urls = vec!["http://10.1.2.3:2379".into()];
+        let mut unstarted = info(5);
+        unstarted.client_urls.clear();
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1), foreign, unstarted])),
+            ..view_with_one_down()
+        };
+        let asked = vec![
+            ClusterName::new("db", "main").client_url("main-0"),
+            ClusterName::new("db", "main").client_url("main-1"),
+        ];
+        assert_eq!(unasked_client_urls(&asked, &view), ["http://10.1.2.3:2379"]);
+    }
+
+    /// Issue 17 (defect 5): the kubelet's readiness of a member Pod is observed, as the second
+    /// observer of a member's health.
+    #[test]
+    fn pod_readiness_is_observed() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let pod = |ready: &str| Pod {
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        };
+        let kube = KubeObservation {
+            pods: [
+                ("main-0".to_owned(), pod("True")),
+                ("main-1".to_owned(), pod("False")),
+                ("main-2".to_owned(), Pod::default()),
+            ]
+            .into(),
+            pvcs: BTreeMap::new(),
+            expandable_classes: BTreeMap::new(),
+        };
+        let clock = UnhealthySince::default();
+        let observed = to_observed(
+            &etcd_cluster(),
+            &kube,
+            &view_with_one_down(),
+            &clock,
+            Instant::now(),
+        );
+        let ready: Vec<bool> = observed.pods.values().map(|p| p.ready).collect();
+        assert_eq!(ready, [true, false, false]);
+    }
+
+    /// Issue 17: etcd lists every alarm of the cluster in every member's Status. An alarm is not
+    /// ill health: the members stay healthy voters and the alarms are reported with the member
+    /// that raised them.
+    #[test]
+    fn alarms_are_reported_and_leave_members_healthy() {
+        let (cluster, kube, clock) = (etcd_cluster(), no_objects(), UnhealthySince::default());
+        let nospace = "memberID:1 alarm:NOSPACE";
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1)])),
+            statuses: [(0, answer(0, 0, &[nospace])), (1, answer(1, 0, &[nospace]))].into(),
+            unreached: BTreeMap::new(),
+        };
+        let view = ClusterView {
+            statuses: view
+                .statuses
+                .into_iter()
+                .map(|(id, s)| (id, s.map(|s| MemberStatus { leader_id: 1, ..s })))
+                .collect(),
+            ..view
+        };
+        let observed = to_observed(&cluster, &kube, &view, &clock, Instant::now());
+        let Membership::Known(members) = &observed.membership else {
+            panic!("{observed:?}")
+        };
+        assert!(members.iter().all(Member::healthy), "{members:?}");
+        assert_eq!(
+            observed.alarms,
+            vec![crate::state::MemberAlarm {
+                member: "main-1".into(),
+                alarm: "NOSPACE".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn unhealthy_clock_starts_at_the_first_failure_and_resets_on_an_answer() {
+        let clock = UnhealthySince::default();
+        let t0 = Instant::now();
+        assert_eq!(clock.unhealthy_for("u", 1, t0), Duration::ZERO);
+        let later = t0 + Duration::from_secs(30);
+        assert_eq!(clock.unhealthy_for("u", 1, later), Duration::from_secs(30));
+        assert_eq!(clock.unhealthy_for("other", 1, later), Duration::ZERO);
+        clock.healthy("u", 1);
+        assert_eq!(clock.unhealthy_for("u", 1, later), Duration::ZERO);
+    }
+
+    fn labelled_pvc(member: &str, size: &str, class: Option<&str>) -> PersistentVolumeClaim {
+        let mut pvc = pvc(size, class);
+        pvc.metadata.name = Some(format!("data-{member}"));
+        pvc.metadata.labels = Some([(build::LABEL_MEMBER.to_owned(), member.to_owned())].into());
+        pvc
+    }
+
+    /// Only the classes of volumes smaller than the spec are asked, each once; what was read
+    /// becomes the observation keyed by member, an absent class allowing no expansion.
+    #[test]
+    fn storage_classes_are_asked_only_for_volumes_to_grow() {
+        let mut cluster = etcd_cluster();
+        cluster.spec.storage.size = Quantity("2Gi".into());
+        let pvcs = vec![
+            labelled_pvc("main-0", "1Gi", Some("fast")),
+            labelled_pvc("main-1", "1Gi", Some("fast")),
+            labelled_pvc("main-2", "2Gi", Some("slow")),
+            labelled_pvc("main-3", "1Gi", None),
+            labelled_pvc("main-4", "1Gi", Some("gone")),
+        ];
+        assert_eq!(classes_to_ask(&cluster, &pvcs), ["fast", "gone"]);
+        cluster.spec.storage.size = Quantity("1Gi".into());
+        assert!(classes_to_ask(&cluster, &pvcs).is_empty(), "none to grow");
+
+        let read = BTreeMap::from([("fast".to_owned(), Some(true)), ("gone".to_owned(), None)]);
+        let mut unlabelled = pvc("1Gi", None);
+        unlabelled.metadata.name = Some("stray".into());
+        let mut all = pvcs.clone();
+        all.push(unlabelled);
+        let kube = kube_observation(vec![], all, &read);
+        assert_eq!(
+            kube.pvcs.keys().collect::<Vec<_>>(),
+            ["main-0", "main-1", "main-2", "main-3", "main-4", "stray"],
+            "by member label, else by name"
+        );
+        assert_eq!(
+            kube.expandable_classes,
+            BTreeMap::from([("fast".to_owned(), true), ("gone".to_owned(), false)])
+        );
+    }
+
+    /// The cluster version is asked only of members that answered, and the lowest answer
+    /// counts (members learn it from the leader, one after another).
+    #[test]
+    fn the_cluster_version_is_the_lowest_answer_of_members_that_answered() {
+        let view = view_with_one_down();
+        assert_eq!(
+            cluster_version_urls(&view),
+            [ClusterName::new("db", "main").client_url("main-0")]
+        );
+        let unknown = ClusterView {
+            membership: None,
+            ..view_with_one_down()
+        };
+        assert!(cluster_version_urls(&unknown).is_empty());
+        let answers = |texts: &[&str]| texts.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            lowest_cluster_version(&answers(&["3.6.0", "3.5.0"])),
+            Some((3, 5))
+        );
+        assert_eq!(lowest_cluster_version(&answers(&["not_decided"])), None);
+        assert_eq!(lowest_cluster_version(&[]), None);
+    }
+
+    /// Only Pods built to take a v2 snapshot, not terminating, and listed with a client URL
+    /// are asked whether they saved one.
+    #[test]
+    fn v2_snapshots_are_asked_of_the_pods_built_to_take_one() {
+        let mut cluster = etcd_cluster();
+        let pods: Vec<Pod> = (0..3)
+            .map(|ordinal| {
+                let member = format!("main-{ordinal}");
+                Pod {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(member.clone()),
+                        labels: Some([(build::LABEL_MEMBER.to_owned(), member)].into()),
+                        annotations: (ordinal != 2).then(|| {
+                            [(
+                                build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE.to_owned(),
+                                "3.5.35".into(),
+                            )]
+                            .into()
+                        }),
+                        deletion_timestamp: (ordinal == 1).then_some(
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                            ),
+                        ),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                }
+            })
+            .collect();
+        cluster.status = None;
+        let kube = kube_observation(pods, vec![], &BTreeMap::new());
+        let view = ClusterView {
+            membership: Some((7, vec![info(0), info(1), info(2)])),
+            statuses: BTreeMap::new(),
+            unreached: BTreeMap::new(),
+        };
+        let observed = to_observed(
+            &cluster,
+            &kube,
+            &view,
+            &UnhealthySince::default(),
+            Instant::now(),
+        );
+        assert_eq!(
+            v2_snapshot_urls(&observed),
+            [(
+                "main-0".to_owned(),
+                ClusterName::new("db", "main").client_url("main-0")
+            )]
+        );
+        let unknown = to_observed(
+            &cluster,
+            &kube,
+            &ClusterView::default(),
+            &UnhealthySince::default(),
+            Instant::now(),
+        );
+        assert!(v2_snapshot_urls(&unknown).is_empty(), "no member list");
+    }
+
+    /// A Secret without the operators' certificate is unusable, and says why.
+    #[test]
+    fn an_operator_secret_without_its_keys_is_unusable() {
+        let problems = client_tls_of(&Secret::default(), true).unwrap_err();
+        assert!(!problems.is_empty());
+    }
+}
