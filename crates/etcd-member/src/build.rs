@@ -696,7 +696,14 @@ pub fn tls_secret(
 /// the transition time, serialized as Kubernetes writes times.
 pub fn serving_patch(serving: bool, now: &serde_json::Value) -> serde_json::Value {
     let (status, reason, message) = if serving {
-        ("True", "Serving", "the member serves clients")
+        // Set on new Pods too, before they run: it says the operator holds nothing back, not
+        // that etcd answers (the readiness probe says that).
+        (
+            "True",
+            "NotDrained",
+            "the operator does not hold this member out of the client Service; it is in it once \
+             its readiness probe passes",
+        )
     } else {
         (
             "False",

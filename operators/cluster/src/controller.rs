@@ -1138,7 +1138,7 @@ mod requeue_tests {
             member: "main-1".into(),
             peer_url: "http://main-1.main.default.svc:2380".into(),
         };
-        assert!(requeue_after(&add) < Duration::from_secs(1));
+        assert!(requeue_after(&add, false) < Duration::from_secs(1));
     }
 
     /// A converged cluster whose database is near its quota is looked at every 5 s instead of
