@@ -961,8 +961,15 @@ async fn last_backup_is(env: &Env, prometheus: &mut Prometheus, name: &str) -> f
     samples[0].value
 }
 
+/// Metrics queried by an alert that have series only for clusters this scenario does not
+/// make: one per certificate Secret the operator does not issue (a user's or cert-manager's);
+/// this scenario's clusters are plaintext. The alert's expression is covered by its promtool
+/// case (`charts/etcd-operator/files/alerts.test.yaml`).
+const ONLY_FOR_OTHER_CLUSTERS: [&str; 1] = ["etcd_operator_cluster_certificate_near_expiry"];
+
 /// Every metric name a dashboard panel or an alert rule queries is in Prometheus' scrape of
-/// the operators and members (`up` is Prometheus' own per target).
+/// the operators and members (`up` is Prometheus' own per target), but
+/// [`ONLY_FOR_OTHER_CLUSTERS`].
 async fn every_queried_metric_is_scraped(prometheus: &Prometheus) {
     use test_support::monitoring::{alert_queries, dashboard_queries, metric_names};
     let scraped = prometheus.metric_names().await;
@@ -973,7 +980,7 @@ async fn every_queried_metric_is_scraped(prometheus: &Prometheus) {
         .collect();
     for (what, expr) in &queries {
         for name in metric_names(expr) {
-            if !scraped.contains(&name) {
+            if !scraped.contains(&name) && !ONLY_FOR_OTHER_CLUSTERS.contains(&name.as_str()) {
                 missing.push(format!("{what}: {name}"));
             }
         }
