@@ -2833,31 +2833,6 @@ async fn reverted_on_http(env: &Env, target: &Cluster) -> Vec<(String, String)> 
         .collect()
 }
 
-/// What a member Pod listens on for peers and clients, from its etcd flags: the schemes of
-/// `--listen-peer-urls` and `--listen-client-urls` (e.g. `["http", "https"]`).
-fn listen_schemes(pod: &Pod) -> (Vec<String>, Vec<String>) {
-    let args = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.args.clone())
-        .unwrap_or_default();
-    let schemes = |flag: &str| -> Vec<String> {
-        args.iter()
-            .find_map(|a| a.strip_prefix(flag))
-            .map(|v| {
-                v.split(',')
-                    .filter_map(|u| u.split_once("://").map(|(s, _)| s.to_owned()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    (
-        schemes("--listen-peer-urls="),
-        schemes("--listen-client-urls="),
-    )
-}
-
 async fn pvc_names(env: &Env) -> BTreeSet<String> {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
     pvcs.list(&ListParams::default())

@@ -1325,29 +1325,6 @@ async fn operator_managed_certificates_are_renewed_and_the_ca_rotated_without_lo
     );
 }
 
-/// What a member Pod listens on for peers and clients, from its etcd flags: the schemes of
-/// `--listen-peer-urls` and `--listen-client-urls` (e.g. `["http", "https"]`).
-fn listen_schemes(pod: &Pod) -> (Vec<String>, Vec<String>) {
-    let args = pod.spec.as_ref().unwrap().containers[0]
-        .args
-        .clone()
-        .unwrap_or_default();
-    let schemes = |flag: &str| -> Vec<String> {
-        args.iter()
-            .find_map(|a| a.strip_prefix(flag))
-            .map(|v| {
-                v.split(',')
-                    .filter_map(|u| u.split_once("://").map(|(s, _)| s.to_owned()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    (
-        schemes("--listen-peer-urls="),
-        schemes("--listen-client-urls="),
-    )
-}
-
 /// Issue 19: `spec.tls` set on a running plaintext cluster of three (operator-managed CA) while
 /// clients write through the client Service over plain HTTP, which the switch keeps serving
 /// (no `etcd.operator.rs/drop-plaintext-clients` annotation). Each member rolls onto both
@@ -1439,24 +1416,8 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
         .replacen("http://", "https://", 1)
         .replace(":2379", ":2378");
     let tls = test_client_tls(&ca, &format!("plain-client.{NS}.svc"));
-    let mut over_tls = etcd_client::Client::connect(
-        [https_url.clone()],
-        Some(etcd_client::ConnectOptions::new().with_tls(tls.clone())),
-    )
-    .await
-    .unwrap();
-    let keys = over_tls
-        .get(
-            "history-switch/",
-            Some(
-                etcd_client::GetOptions::new()
-                    .with_prefix()
-                    .with_count_only(),
-            ),
-        )
-        .await
-        .unwrap();
-    assert!(keys.count() > 0, "no key read over TLS");
+    let keys = count_over_tls(&https_url, tls.clone(), "history-switch/").await;
+    assert!(keys > 0, "no key read over TLS");
 
     let checked = clients.check().await;
     assert!(checked >= 20, "only {checked} writes acknowledged");
@@ -1524,24 +1485,8 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
     );
     // TLS on 2379 through the Service serves what the clients on 2378 wrote.
     let on_2379 = url.replacen("http://", "https://", 1);
-    let mut over_2379 = etcd_client::Client::connect(
-        [on_2379],
-        Some(etcd_client::ConnectOptions::new().with_tls(tls)),
-    )
-    .await
-    .unwrap();
-    let keys = over_2379
-        .get(
-            "history-drop/",
-            Some(
-                etcd_client::GetOptions::new()
-                    .with_prefix()
-                    .with_count_only(),
-            ),
-        )
-        .await
-        .unwrap();
-    assert!(keys.count() > 0, "no key read over TLS on 2379");
+    let keys = count_over_tls(&on_2379, tls, "history-drop/").await;
+    assert!(keys > 0, "no key read over TLS on 2379");
     // The client Service keeps publishing 2378, where the members still serve.
     let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(env.client.clone(), NS)
         .get("plain-client")
@@ -1570,4 +1515,18 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
          through the drop: {tls_report}",
         started.elapsed()
     );
+}
+
+/// How many keys under `prefix` a client with `tls` reads through `url`.
+async fn count_over_tls(url: &str, tls: etcd_client::TlsOptions, prefix: &str) -> i64 {
+    let mut client = etcd_client::Client::connect(
+        [url],
+        Some(etcd_client::ConnectOptions::new().with_tls(tls)),
+    )
+    .await
+    .unwrap();
+    let options = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    client.get(prefix, Some(options)).await.unwrap().count()
 }

@@ -455,28 +455,24 @@ pub fn serving_gate(pod: &Pod) -> Option<bool> {
                 .iter()
                 .any(|g| g.condition_type == build::SERVING_CONDITION)
         });
-    gated.then(|| {
-        pod.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == build::SERVING_CONDITION && c.status == "True")
-            })
-    })
+    gated.then(|| condition_true(pod, build::SERVING_CONDITION))
 }
 
 /// Whether the kubelet reports the Pod Ready (its readiness probe passes, and its readiness
 /// gates are open).
 pub fn pod_ready(pod: &Pod) -> bool {
+    condition_true(pod, "Ready")
+}
+
+/// Whether the Pod's condition `type_` is `True`.
+fn condition_true(pod: &Pod, type_: &str) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|conditions| {
             conditions
                 .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
+                .any(|c| c.type_ == type_ && c.status == "True")
         })
 }
 
