@@ -1359,31 +1359,18 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
     ]);
     let members: Vec<String> = (0..3).map(|i| format!("plain-{i}")).collect();
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
-    let deadline = tokio::time::Instant::now() + 2 * STEP;
-    loop {
-        let mut pending = vec![];
-        for member in &members {
-            match pods.get_opt(member).await.unwrap() {
-                Some(pod) if pod_is_ready(&pod) => {
-                    let (peer, client) = listen_schemes(&pod);
-                    if peer != ["https"] || client != ["http", "https"] {
-                        pending.push(format!("{member}: peers {peer:?}, clients {client:?}"));
-                    }
-                }
-                _ => pending.push(format!("{member}: no Ready Pod")),
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not switched to TLS after {:?}: {pending:?}\n{}",
-            2 * STEP,
-            env.diagnostics()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_until_every_member(
+        &env,
+        &pods,
+        &members,
+        2 * STEP,
+        "not switched to TLS",
+        |pod| {
+            let (peer, client) = listen_schemes(pod);
+            peer == ["https"] && client == ["http", "https"]
+        },
+    )
+    .await;
     let switched = started.elapsed();
     env.wait_available("plain", 3, V36, STEP).await;
     // Two rolls per member (onto both schemes, then onto TLS-only peers), no more.
@@ -1441,35 +1428,23 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
         NS,
         "etcd.operator.rs/drop-plaintext-clients=true",
     ]);
-    let deadline = tokio::time::Instant::now() + STEP;
-    loop {
-        let mut pending = vec![];
-        for member in &members {
-            match pods.get_opt(member).await.unwrap() {
-                Some(pod) if pod_is_ready(&pod) => {
-                    let (peer, client) = listen_schemes(&pod);
-                    let keeps_2378 = pod.spec.as_ref().unwrap().containers[0]
-                        .args
-                        .iter()
-                        .flatten()
-                        .any(|a| a.starts_with("--listen-client-urls=") && a.contains(":2378"));
-                    if peer != ["https"] || client != ["https", "https"] || !keeps_2378 {
-                        pending.push(format!("{member}: peers {peer:?}, clients {client:?}"));
-                    }
-                }
-                _ => pending.push(format!("{member}: no Ready Pod")),
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "plaintext clients not dropped after {STEP:?}: {pending:?}\n{}",
-            env.diagnostics()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_until_every_member(
+        &env,
+        &pods,
+        &members,
+        STEP,
+        "plaintext clients not dropped",
+        |pod| {
+            let (peer, client) = listen_schemes(pod);
+            let keeps_2378 = pod.spec.as_ref().unwrap().containers[0]
+                .args
+                .iter()
+                .flatten()
+                .any(|a| a.starts_with("--listen-client-urls=") && a.contains(":2378"));
+            peer == ["https"] && client == ["https", "https"] && keeps_2378
+        },
+    )
+    .await;
     let dropped = drop_started.elapsed();
     env.wait_available("plain", 3, V36, STEP).await;
     assert_rolled_once(&watch, &before, &members);
@@ -1529,4 +1504,40 @@ async fn count_over_tls(url: &str, tls: etcd_client::TlsOptions, prefix: &str) -
         .with_prefix()
         .with_count_only();
     client.get(prefix, Some(options)).await.unwrap().count()
+}
+
+/// Waits until every one of `members` has a Ready Pod for which `done` holds; fails after
+/// `within` with `what`, each pending member's listeners and the diagnostics.
+async fn wait_until_every_member(
+    env: &Env,
+    pods: &Api<Pod>,
+    members: &[String],
+    within: Duration,
+    what: &str,
+    done: impl Fn(&Pod) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let mut pending = vec![];
+        for member in members {
+            match pods.get_opt(member).await.unwrap() {
+                Some(pod) if pod_is_ready(&pod) => {
+                    if !done(&pod) {
+                        let (peer, client) = listen_schemes(&pod);
+                        pending.push(format!("{member}: peers {peer:?}, clients {client:?}"));
+                    }
+                }
+                _ => pending.push(format!("{member}: no Ready Pod")),
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} after {within:?}: {pending:?}\n{}",
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
