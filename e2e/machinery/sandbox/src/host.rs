@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
-use crate::ip::{ip, ip_tolerant, link_names};
+use crate::ip::{LINK_ALREADY_GONE, ip, ip_tolerant, link_names};
 use crate::ipam::Ipam;
 use crate::launch::Shim;
 
@@ -247,7 +247,7 @@ fn lock_first_free(preferred: Option<u8>) -> Result<(u8, File), Error> {
 /// Deletes instance `index`'s bridge and pod veths (deleting a veth's host end deletes both).
 async fn delete_links(index: u8) -> Result<(), Error> {
     for link in leftover_links(&link_names().await?, index) {
-        ip_tolerant(&["link", "del", &link], &["Cannot find device"]).await?;
+        ip_tolerant(&["link", "del", &link], LINK_ALREADY_GONE).await?;
     }
     Ok(())
 }

@@ -18,6 +18,11 @@ pub(crate) async fn ip(args: &[&str]) -> Result<(), Error> {
     .await
 }
 
+/// What `ip link del` answers for a link that is already gone: "Cannot find device" when the name
+/// no longer resolves, "No such device" when it vanished between the lookup and the delete (a
+/// killed pod's namespace is torn down by the kernel in the background, taking its veth along).
+pub(crate) const LINK_ALREADY_GONE: &[&str] = &["Cannot find device", "No such device"];
+
 /// Runs `ip args...`, treating a failure whose stderr contains one of `benign` as success
 /// (e.g. "Cannot find device" when deleting what is already gone).
 pub(crate) async fn ip_tolerant(args: &[&str], benign: &[&str]) -> Result<(), Error> {

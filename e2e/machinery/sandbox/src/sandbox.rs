@@ -9,7 +9,7 @@ use tokio::process::Child;
 
 use crate::error::Error;
 use crate::host::{HostNetwork, Shared};
-use crate::ip::{ip, ip_batch_in_netns, ip_tolerant};
+use crate::ip::{LINK_ALREADY_GONE, ip, ip_batch_in_netns, ip_tolerant};
 use crate::launch::Output;
 use crate::netns::{kill_all_in, netns_id};
 use crate::wire::{PauseRequest, Report, Role};
@@ -128,7 +128,7 @@ impl PodSandbox {
         self.destroyed = true;
         self.kill_all();
         let _ = self.pause.wait().await;
-        let deleted = ip_tolerant(&["link", "del", &self.veth], &["Cannot find device"]).await;
+        let deleted = ip_tolerant(&["link", "del", &self.veth], LINK_ALREADY_GONE).await;
         self.net.release_ip(self.ip);
         deleted
     }
