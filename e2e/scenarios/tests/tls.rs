@@ -20,20 +20,19 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::certs::{
+    Renewals, cert_manager_stand_in, certificate_resource, install_certificate_crd,
+    near_expiry_copy, not_after, secret_text as text,
+};
 use common::*;
 use etcd_api::{BackupArtifact, BackupPhase, EtcdRestore, RestorePhase};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 
 const V36: &str = "3.6.16";
 const STEP: Duration = Duration::from_secs(240);
-
-fn text(secret: &Secret, key: &str) -> String {
-    String::from_utf8(secret.data.as_ref().unwrap()[key].0.clone()).unwrap()
-}
 
 #[tokio::test]
 async fn tls_cluster_with_operator_managed_certificates_refuses_plaintext() {
@@ -288,15 +287,7 @@ const CM: &str = "main-cm";
 /// waits, saying so and naming the Certificate, with no member Pod, until the Secrets are
 /// filled. Then the stand-in for cert-manager's controller starts filling them.
 async fn start_cert_manager_cluster(env: &Env) -> (tokio::task::JoinHandle<()>, Renewals) {
-    let crd = workspace()
-        .join("e2e/scenarios/tests/fixtures/cert-manager/cert-manager.io_certificates.yaml");
-    env.kubectl(&["apply", "-f", crd.to_str().unwrap()]);
-    env.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/certificates.cert-manager.io",
-    ]);
+    install_certificate_crd(env);
     let example =
         std::fs::read_to_string(workspace().join("examples/cluster-cert-manager.yaml")).unwrap();
     env.apply(&example).unwrap();
@@ -389,131 +380,6 @@ async fn check_cert_manager_cluster(env: &Env) {
     let keys = (0..5).map(|i| (format!("cm/{i}"), format!("value-{i}")));
     let written = write_keys_at(env, &url, Some(tls), keys).await;
     assert_eq!(written.keys.len(), 5);
-}
-
-fn certificate_resource() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "cert-manager.io",
-        "v1",
-        "Certificate",
-    ))
-}
-
-/// The Secrets the stand-in for cert-manager is asked to renew (as `cmctl renew` asks
-/// cert-manager), by name; each is taken off once renewed.
-type Renewals = std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
-
-/// A stand-in for cert-manager's controller (issue 19 allows one): every Certificate in the
-/// namespace whose Secret is missing gets it, issued by a CA of the stand-in's own from the
-/// Certificate's `commonName`, `dnsNames`, `ipAddresses` and `usages`, with `tls.crt`,
-/// `tls.key`, `ca.crt` and the `secretTemplate` labels, as cert-manager's CA issuer writes it.
-/// A Secret named in `renewals` is renewed as cert-manager renews: a new key and certificate
-/// written into the same Secret.
-fn cert_manager_stand_in(client: kube::Client, renewals: Renewals) -> tokio::task::JoinHandle<()> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose, SanType,
-    };
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "stand-in cert-manager CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca_params, ca_key);
-    tokio::spawn(async move {
-        let certificates: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), NS, &certificate_resource());
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-        loop {
-            for certificate in certificates
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-            {
-                let spec = &certificate.data["spec"];
-                let strings = |key: &str| -> Vec<String> {
-                    spec[key]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().map(str::to_owned))
-                        .collect()
-                };
-                let secret_name = spec["secretName"].as_str().unwrap().to_owned();
-                let existing = secrets.get_opt(&secret_name).await.ok().flatten();
-                let renew = renewals.lock().unwrap().contains(&secret_name);
-                if existing.is_some() && !renew {
-                    continue;
-                }
-                let mut params = CertificateParams::new(strings("dnsNames")).unwrap();
-                if let Some(cn) = spec["commonName"].as_str() {
-                    params.distinguished_name.push(DnType::CommonName, cn);
-                }
-                for ip in strings("ipAddresses") {
-                    params
-                        .subject_alt_names
-                        .push(SanType::IpAddress(ip.parse().unwrap()));
-                }
-                let usages = strings("usages");
-                params.key_usages = vec![
-                    KeyUsagePurpose::DigitalSignature,
-                    KeyUsagePurpose::KeyEncipherment,
-                ];
-                params.extended_key_usages = usages
-                    .iter()
-                    .filter_map(|u| match u.as_str() {
-                        "server auth" => Some(ExtendedKeyUsagePurpose::ServerAuth),
-                        "client auth" => Some(ExtendedKeyUsagePurpose::ClientAuth),
-                        _ => None,
-                    })
-                    .collect();
-                let key = KeyPair::generate().unwrap();
-                let cert = params.signed_by(&key, &issuer).unwrap();
-                let labels: BTreeMap<String, String> =
-                    serde_json::from_value(spec["secretTemplate"]["labels"].clone())
-                        .unwrap_or_default();
-                let secret = Secret {
-                    metadata: ObjectMeta {
-                        name: Some(secret_name.clone()),
-                        labels: Some(labels),
-                        ..ObjectMeta::default()
-                    },
-                    type_: Some("kubernetes.io/tls".into()),
-                    string_data: Some(BTreeMap::from([
-                        ("tls.crt".to_owned(), cert.pem()),
-                        ("tls.key".to_owned(), key.serialize_pem()),
-                        ("ca.crt".to_owned(), ca_pem.clone()),
-                    ])),
-                    ..Secret::default()
-                };
-                match existing {
-                    None => {
-                        let _ = secrets.create(&PostParams::default(), &secret).await;
-                    }
-                    Some(existing) => {
-                        // In place, guarded by the resourceVersion read above.
-                        let mut renewed = existing.clone();
-                        renewed.string_data = secret.string_data;
-                        if secrets
-                            .replace(&secret_name, &PostParams::default(), &renewed)
-                            .await
-                            .is_ok()
-                        {
-                            renewals.lock().unwrap().remove(&secret_name);
-                        }
-                    }
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    })
 }
 
 /// Backup and restore of the TLS cluster: an EtcdBackup by cluster name (the backup operator
@@ -754,12 +620,6 @@ fn client_tls_from(
         .domain_name(server_name)
 }
 
-/// notAfter (Unix seconds) of a PEM certificate.
-fn not_after(pem: &str) -> i64 {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
-    pem.parse_x509().unwrap().validity().not_after.timestamp()
-}
-
 /// The DER of the first PEM block of `pem`.
 fn der_of(pem: &str) -> Vec<u8> {
     x509_parser::pem::parse_x509_pem(pem.as_bytes())
@@ -875,61 +735,6 @@ fn assert_rolled_once(
             "{member} had the Pods {uids:?} while {rolled:?} were to roll once each"
         );
     }
-}
-
-/// A copy of the certificate `current_pem` (its subject and SANs) signed by the cluster's CA
-/// but near its end: issued an hour ago, ending in ten minutes. What a real observer sees of a
-/// certificate nearing expiry; the operator must find it due and re-issue it.
-fn near_expiry_copy(current_pem: &str, ca: &Secret) -> (String, String) {
-    use x509_parser::extensions::GeneralName;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(current_pem.as_bytes()).unwrap();
-    let current = pem.parse_x509().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    if let Some(cn) = current
-        .subject()
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-    {
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-    }
-    let sans = current.subject_alternative_name().unwrap().unwrap();
-    for name in &sans.value.general_names {
-        match name {
-            GeneralName::DNSName(dns) => params
-                .subject_alt_names
-                .push(rcgen::SanType::DnsName(dns.to_string().try_into().unwrap())),
-            GeneralName::IPAddress(bytes) => {
-                let ip: std::net::IpAddr = match bytes.len() {
-                    4 => <[u8; 4]>::try_from(*bytes).unwrap().into(),
-                    _ => <[u8; 16]>::try_from(*bytes).unwrap().into(),
-                };
-                params.subject_alt_names.push(rcgen::SanType::IpAddress(ip));
-            }
-            _ => {}
-        }
-    }
-    params.key_usages = vec![
-        rcgen::KeyUsagePurpose::DigitalSignature,
-        rcgen::KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![
-        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
-        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::hours(1);
-    params.not_after = now + time::Duration::minutes(10);
-    let issuer = rcgen::Issuer::from_ca_cert_pem(
-        &text(ca, "tls.crt"),
-        rcgen::KeyPair::from_pem(&text(ca, "tls.key")).unwrap(),
-    )
-    .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
 }
 
 /// The certificate `member` of main-tls serves on its client port at `ip`, from a fresh TLS

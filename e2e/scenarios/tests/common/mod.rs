@@ -4,6 +4,7 @@
 //! with their revisions, on-demand EtcdBackups.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod certs;
 pub mod prometheus;
 
 use std::collections::BTreeMap;
