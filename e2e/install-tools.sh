@@ -38,7 +38,8 @@ log() { printf '[deps] %s\n' "$*" >&2; }
 . "$REPO/e2e/upstream/place.sh"
 
 # --- Debian: etcd 3.4, protoc with the well-known .proto files (etcd-client's build needs both),
-# iproute2 and util-linux for network namespaces, curl for readiness probes in scripts.
+# iproute2 and util-linux for network namespaces (iproute2's tc and nftables' nft for the fault
+# suite's slowed and cut members), curl for readiness probes in scripts.
 need_apt=()
 [ -x /usr/bin/etcd ] || need_apt+=(etcd-server)
 [ -x /usr/bin/etcdctl ] || need_apt+=(etcd-client)
@@ -46,6 +47,7 @@ command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need_apt+=(libprotobuf-dev)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v nft >/dev/null || need_apt+=(nftables)
 command -v curl >/dev/null || need_apt+=(curl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
