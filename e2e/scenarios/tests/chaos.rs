@@ -24,6 +24,14 @@
 //!   armed operator cut from the first member on `https://` so that it reverts it), the
 //!   restarted operator completes the switch: every member Ready on TLS-only peers (clients on
 //!   both schemes), every peer URL `https://`, plus the checks above.
+//! - The cluster operator's writes beyond membership (chaos_cases/cluster_writes.rs): the
+//!   NetworkPolicy applied and deleted (`spec.networkPolicy.enabled` set and unset), a member
+//!   Pod without its configuration hash adopted, the TLS Secrets created (a switch to TLS, as
+//!   above, each member's certificate then checked: signed by the cluster's CA, its names
+//!   covered) and a near-expiry member certificate renewed, a cert-manager cluster's
+//!   Certificates created, the PVC annotations of the v2 snapshot before 3.5 -> 3.6, and member
+//!   PVCs grown with `spec.storage.size`: each converges to what the spec asks (the module says
+//!   how it is checked), plus the checks above.
 //! - The backup operator (an on-demand EtcdBackup of the cluster): the backup ends Succeeded with
 //!   its object in S3, read back and matching `status.artifact` (size, SHA-256), or Failed with
 //!   no object carrying its UID; either way no multipart upload is left pending under the
@@ -69,6 +77,8 @@
 //! linearizable. `CHAOS_ONLY=<name>:<side>,...` runs just those cases of the full table.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "chaos_cases/cluster_writes.rs"]
+mod cluster_writes;
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -135,6 +145,27 @@ enum Trigger {
     /// switch (a Pod found marked with its URL back on `http://` is deleted by the test, as
     /// the operator's `Reverted` wait asks); converged as [`Trigger::TlsSwitch`].
     TlsRevert,
+    // The cluster operator's writes beyond membership (chaos_cases/cluster_writes.rs; also
+    // `cluster.secret_create`, reached by a switch to TLS).
+    /// `spec.networkPolicy.enabled: true` on [`CLUSTER`]: the NetworkPolicy applied.
+    SetNetworkPolicy,
+    /// `spec.networkPolicy.enabled: false` on [`CLUSTER`]: the NetworkPolicy deleted.
+    RemoveNetworkPolicy,
+    /// A member Pod of [`CLUSTER`] without its configuration hash (as a release before hashes
+    /// built it): adopted, the hash recorded by an annotation patch.
+    AdoptPod,
+    /// A TLS cluster of its own; one member's certificate replaced by a copy near its end: the
+    /// Secret re-issued in place, the member rolled onto it.
+    RenewCertificate,
+    /// A new cluster whose certificates cert-manager issues (the stand-in fills the Secrets):
+    /// its Certificates created.
+    CertManagerCluster,
+    /// A 3.5 cluster of its own upgraded to [`UPGRADE_TO`]: each member's PVC records the v2
+    /// snapshot taken before it moves to 3.6.
+    UpgradeWithV2Snapshot,
+    /// A cluster of its own on a StorageClass that allows expansion, `spec.storage.size` 1Gi ->
+    /// 2Gi: each member PVC's request raised, then the members rolled onto the new quota.
+    GrowVolumes,
     /// No failpoint: one member's etcd SIGSTOPped (a grey failure: its Pod turns NotReady, its
     /// peers stop hearing it) for longer than the operator's dead-member grace period, then
     /// SIGCONT. The operator may replace it (it was dead by every account) but must converge.
@@ -387,32 +418,6 @@ const SUBSET: &[Case] = &[
 /// `failpoint::ALL` by `every_failpoint_has_a_case_or_a_stated_reason`: a new side effect gets
 /// a case in [`full`] or a line here.
 const NOT_IN_TABLE: &[(&str, &str)] = &[
-    (
-        "cluster.secret_create",
-        "TLS clusters only; the table's cluster is plaintext",
-    ),
-    (
-        "cluster.secret_replace",
-        "TLS clusters only (certificate renewal)",
-    ),
-    (
-        "cluster.certificate_create",
-        "cert-manager TLS clusters only",
-    ),
-    (
-        "cluster.network_policy_apply",
-        "clusters with a NetworkPolicy (TLS ones by default)",
-    ),
-    (
-        "cluster.network_policy_delete",
-        "clusters with a NetworkPolicy (TLS ones by default)",
-    ),
-    (
-        "cluster.pod_annotate",
-        "configuration and TLS hashes of a rolled member: no roll trigger yet",
-    ),
-    ("cluster.pvc_annotate", "volume growth: no trigger yet"),
-    ("cluster.pvc_resize", "volume growth: no trigger yet"),
     ("backup.s3_abort", "only after an S3 error"),
     (
         "backup.s3_abort_on_drop",
@@ -507,6 +512,7 @@ fn full() -> Vec<Case> {
             cases.push(case(failpoint, when, trigger));
         }
     }
+    cases.extend(cluster_writes::cases());
     cases.push(case(
         "process.kill_voter_during_catch_up",
         "",
@@ -613,6 +619,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         version: VERSION,
         backup_schedule: false,
         no_space_quota: false,
+        network_policy: None,
     };
     env.apply(&cluster.yaml()).unwrap();
     let s3 = if needs_s3 {
@@ -689,11 +696,16 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         } else {
             None
         };
-        let clients_url = match &switched {
-            Some(target) => env.client_url(target.name).await,
-            None => url.clone(),
-        };
-        let clients = Workload::start_prefixed(clients_url, None, &format!("history/{index}/k"));
+        // So does a case of chaos_cases/cluster_writes.rs that needs a cluster of its own.
+        let own = cluster_writes::own_cluster(&env, case, index).await;
+        let (clients_url, clients_tls) =
+            match (&switched, own.as_ref().and_then(|o| o.clients.as_ref())) {
+                (Some(target), _) => (env.client_url(target.name).await, None),
+                (None, Some(clients)) => (clients.url.clone(), clients.tls.clone()),
+                (None, None) => (url.clone(), None),
+            };
+        let clients =
+            Workload::start_prefixed(clients_url, clients_tls, &format!("history/{index}/k"));
         let (outcome, converged) = match case.trigger {
             Trigger::ScaleUp
             | Trigger::ScaleDown
@@ -703,6 +715,23 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 cluster_case(&env, &deployment, &operator, &mut cluster, case).await
             }
             Trigger::NoSpace => no_space_case(&env, &deployment, &operator, &cluster, case).await,
+            Trigger::SetNetworkPolicy
+            | Trigger::RemoveNetworkPolicy
+            | Trigger::AdoptPod
+            | Trigger::RenewCertificate
+            | Trigger::CertManagerCluster
+            | Trigger::UpgradeWithV2Snapshot
+            | Trigger::GrowVolumes => {
+                cluster_writes::run(
+                    &env,
+                    &deployment,
+                    &operator,
+                    &mut cluster,
+                    own.as_ref(),
+                    case,
+                )
+                .await
+            }
             Trigger::TlsSwitch | Trigger::TlsRevert => {
                 let target = switched.as_ref().unwrap();
                 tls_switch_case(&env, &deployment, &operator, target, case).await
@@ -759,6 +788,9 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 NS,
                 "--wait=false",
             ]);
+        }
+        if let Some(own) = own {
+            cluster_writes::clean_up(&env, own);
         }
         eprintln!("chaos: {scenario}: {outcome:?} in {converged:.1?}; {report}");
         rows.push(Row {
@@ -844,6 +876,7 @@ async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
         cluster.delete_pvcs = true;
         changed = true;
     }
+    changed |= cluster_writes::prepare(cluster, case);
     // NOSPACE needs a small quota (a roll, once: it stays for the cases after).
     let quota_roll = case.trigger == Trigger::NoSpace && !cluster.no_space_quota;
     if quota_roll {
@@ -2639,6 +2672,7 @@ async fn tls_cluster(env: &Env, index: usize) -> Cluster {
         version: UPGRADE_TO,
         backup_schedule: false,
         no_space_quota: false,
+        network_policy: None,
     };
     env.apply(&cluster.yaml()).unwrap();
     env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
@@ -2757,7 +2791,10 @@ async fn tls_switch_case(
         retried.len()
     );
     let after = Snapshot::take(env, target).await;
-    (check(&before, &after, target, case), converged)
+    let outcome = cluster_writes::member_certificates_valid(env, target.name)
+        .await
+        .and_then(|()| check(&before, &after, target, case));
+    (outcome, converged)
 }
 
 /// The switch is through: every member Pod Ready, listening for peers on `https://` only and
@@ -2943,6 +2980,9 @@ struct Cluster {
     /// `etcdOptions.quotaBackendBytes` [`NO_SPACE_QUOTA`] and `maintenance.compactOnNoSpace`:
     /// from the first [`Trigger::NoSpace`] case on.
     no_space_quota: bool,
+    /// `spec.networkPolicy.enabled`, unset by default ([`Trigger::SetNetworkPolicy`] and
+    /// [`Trigger::RemoveNetworkPolicy`]).
+    network_policy: Option<bool>,
 }
 
 impl Cluster {
@@ -2962,8 +3002,12 @@ impl Cluster {
         } else {
             String::new()
         };
+        let network_policy = self
+            .network_policy
+            .map(|enabled| format!("  networkPolicy: {{enabled: {enabled}}}\n"))
+            .unwrap_or_default();
         format!(
-            "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {}}}\nspec:\n  size: {}\n  version: \"{}\"\n  storage: {{size: 1Gi, reclaimPolicy: {policy}}}\n{backup}{quota}",
+            "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {}}}\nspec:\n  size: {}\n  version: \"{}\"\n  storage: {{size: 1Gi, reclaimPolicy: {policy}}}\n{backup}{quota}{network_policy}",
             self.name, self.size, self.version
         )
     }
@@ -3085,12 +3129,23 @@ struct Snapshot {
 
 impl Snapshot {
     async fn take(env: &Env, cluster: &Cluster) -> Snapshot {
+        let url = env.client_url(cluster.name).await;
+        Snapshot::take_at(env, cluster, &url, None).await
+    }
+
+    /// [`Snapshot::take`], etcd asked at `url` (with `tls` for a TLS client port).
+    async fn take_at(
+        env: &Env,
+        cluster: &Cluster,
+        url: &str,
+        tls: Option<etcd_client::TlsOptions>,
+    ) -> Snapshot {
         let name = cluster.name;
-        let url = env.client_url(name).await;
+        let options = tls.map(|tls| etcd_client::ConnectOptions::new().with_tls(tls));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         let list = loop {
             let attempt = async {
-                let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
+                let mut client = etcd_client::Client::connect([url], options.clone()).await?;
                 client.member_list().await
             };
             match attempt.await {
@@ -3224,4 +3279,17 @@ fn every_failpoint_has_a_case_or_a_stated_reason() {
         unknown.is_empty(),
         "NOT_IN_TABLE names no failpoint: {unknown:?}"
     );
+}
+
+/// `CHAOS_ONLY` picks cases by [`Case::scenario`]: no two cases of the full table share one
+/// (a failpoint reached by two triggers names its cases apart).
+#[test]
+fn every_case_has_a_name_of_its_own() {
+    let mut seen = BTreeSet::new();
+    let shared: Vec<String> = full()
+        .iter()
+        .map(Case::scenario)
+        .filter(|name| !seen.insert(name.clone()))
+        .collect();
+    assert!(shared.is_empty(), "cases sharing a name: {shared:?}");
 }
