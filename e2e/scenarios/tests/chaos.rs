@@ -23,7 +23,11 @@
 //!   one per case): crashed at a `MemberUpdate` of a peer URL, or at the revert's mark (the
 //!   armed operator cut from the first member on `https://` so that it reverts it), the
 //!   restarted operator completes the switch: every member Ready on TLS-only peers (clients on
-//!   both schemes), every peer URL `https://`, plus the checks above.
+//!   both schemes), every peer URL `https://`, plus the checks above. Crashed at the revert's
+//!   mark with the cut made in the member's namespace instead (its client ports closed to
+//!   every Pod but its peers: it outlives the operator's restart), the restarted operator
+//!   completes the revert (the member back on `http://`), and once its Pod is deleted the
+//!   switch too.
 //! - The cluster operator's writes beyond membership (chaos_cases/cluster_writes.rs): the
 //!   NetworkPolicy applied and deleted (`spec.networkPolicy.enabled` set and unset), a member
 //!   Pod without its configuration hash adopted, the TLS Secrets created (a switch to TLS, as
@@ -166,6 +170,17 @@ enum Trigger {
     /// A cluster of its own on a StorageClass that allows expansion, `spec.storage.size` 1Gi ->
     /// 2Gi: each member PVC's request raised, then the members rolled onto the new quota.
     GrowVolumes,
+    /// [`Trigger::TlsRevert`], the cut made on the member's side instead (nftables in its network
+    /// namespace: its client ports closed to every Pod but its peers), so that it outlives the
+    /// operator's restart: the restarted operator, still finding the member silent on its new
+    /// `https://` peer URL, completes the revert [`REVERT_AFTER`] later (its clock starts again),
+    /// the URL back on `http://`. The test then deletes the reverted Pod, as the `Reverted` wait
+    /// asks (its next Pod has a network namespace of its own, uncut), and the switch completes.
+    /// Converged as [`Trigger::TlsSwitch`], and the member must have been seen marked and back
+    /// on `http://`. (Cutting the member from its peers on its TLS peer port does not make it
+    /// silent: etcd receives from a peer over the connection it dials to that peer's URL, and
+    /// sends over pipelines it dials too; tried, it stayed healthy for 300 s.)
+    TlsRevertCompletes,
     /// No failpoint: one member's etcd SIGSTOPped (a grey failure: its Pod turns NotReady, its
     /// peers stop hearing it) for longer than the operator's dead-member grace period, then
     /// SIGCONT. The operator may replace it (it was dead by every account) but must converge.
@@ -358,6 +373,10 @@ const NO_SPACE_QUOTA: u64 = 16 << 20;
 /// moving it back (etcd-member's `plan::tls_switch::REVERT_AFTER`).
 const REVERT_AFTER: Duration = Duration::from_secs(60);
 
+/// The port a member serves TLS clients on during a switch to TLS (etcd-member's
+/// `naming::SWITCH_CLIENT_TLS_PORT`).
+const SWITCH_CLIENT_TLS_PORT: u16 = 2378;
+
 #[derive(Clone)]
 struct Case {
     failpoint: &'static str,
@@ -366,10 +385,13 @@ struct Case {
 }
 
 impl Case {
-    /// `<failpoint>:<side>`, or the process fault's name.
+    /// `<failpoint>:<side>`, or the process fault's name (`:member_cut` added for a
+    /// [`Trigger::TlsRevertCompletes`] case, whose failpoint [`Trigger::TlsRevert`] reaches too).
     fn scenario(&self) -> String {
         if self.trigger.is_process_fault() {
             self.failpoint.to_owned()
+        } else if self.trigger == Trigger::TlsRevertCompletes {
+            format!("{}:{}:member_cut", self.failpoint, self.when)
         } else {
             format!("{}:{}", self.failpoint, self.when)
         }
@@ -691,7 +713,10 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         };
         prepare(&env, &mut cluster, case).await;
         // A TLS switch case runs on a new plaintext cluster of its own, its clients with it.
-        let switched = if matches!(case.trigger, Trigger::TlsSwitch | Trigger::TlsRevert) {
+        let switched = if matches!(
+            case.trigger,
+            Trigger::TlsSwitch | Trigger::TlsRevert | Trigger::TlsRevertCompletes
+        ) {
             Some(tls_cluster(&env, index).await)
         } else {
             None
@@ -732,7 +757,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 )
                 .await
             }
-            Trigger::TlsSwitch | Trigger::TlsRevert => {
+            Trigger::TlsSwitch | Trigger::TlsRevert | Trigger::TlsRevertCompletes => {
                 let target = switched.as_ref().unwrap();
                 tls_switch_case(&env, &deployment, &operator, target, case).await
             }
@@ -2705,7 +2730,11 @@ async fn tls_switch_case(
     ]);
     // Two rolls per member and a MemberUpdate each: longer than one STEP on a busy machine.
     let mut patience = 2 * STEP;
-    if case.trigger == Trigger::TlsRevert {
+    let reverts = matches!(
+        case.trigger,
+        Trigger::TlsRevert | Trigger::TlsRevertCompletes
+    );
+    if reverts {
         let deadline = Instant::now() + 2 * STEP;
         let victim = loop {
             let moved = member_list(env, target.name).await.and_then(|list| {
@@ -2729,21 +2758,60 @@ async fn tls_switch_case(
                 Duration::ZERO,
             );
         };
-        let ip = pod_ips(env, target.name).await[&victim].clone();
-        let pid = operator_pid(env, "etcd-cluster-operator");
-        nft(
-            pid,
-            &format!(
-                "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
-                 add rule inet chaos out ip daddr {ip} drop; \
-                 add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
-                 add rule inet chaos in ip saddr {ip} drop"
-            ),
-        );
-        eprintln!(
-            "chaos: the cluster operator (pid {pid}) cut from {victim} ({ip}), whose peer URL \
-             moved to https://"
-        );
+        if case.trigger == Trigger::TlsRevertCompletes {
+            let uid = cluster_uid(env, target.name).await;
+            let Some(pid) = member_pid(&victim, &uid) else {
+                set_failpoint(env, deployment, operator, None);
+                return (
+                    Err(format!("no etcd process of {victim} to cut")),
+                    Duration::ZERO,
+                );
+            };
+            // Its client ports closed to every Pod but its peers: the operator (this process and
+            // the next, whatever its Pod IP) finds it silent; the node (the kubelet's probes,
+            // the Service proxy) and its peers still reach it.
+            let ips = pod_ips(env, target.name).await;
+            let mut allowed: Vec<String> = ips
+                .iter()
+                .filter(|(name, _)| **name != victim)
+                .map(|(_, ip)| ip.clone())
+                .collect();
+            let route = in_netns(pid, "ip", &["route", "show", "default"]);
+            let gateway = route
+                .split_whitespace()
+                .skip_while(|word| *word != "via")
+                .nth(1)
+                .unwrap_or_else(|| panic!("no default route in {victim}'s namespace: {route}"));
+            allowed.push(gateway.to_owned());
+            let allowed = allowed.join(", ");
+            nft(
+                pid,
+                &format!(
+                    "add table inet chaos; add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+                     add rule inet chaos in tcp dport {{ 2379, {SWITCH_CLIENT_TLS_PORT} }} ip saddr != {{ {allowed} }} drop"
+                ),
+            );
+            eprintln!(
+                "chaos: {victim} (etcd pid {pid}), whose peer URL moved to https://, closed to \
+                 clients but {allowed}"
+            );
+        } else {
+            let ip = pod_ips(env, target.name).await[&victim].clone();
+            let pid = operator_pid(env, "etcd-cluster-operator");
+            nft(
+                pid,
+                &format!(
+                    "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
+                     add rule inet chaos out ip daddr {ip} drop; \
+                     add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+                     add rule inet chaos in ip saddr {ip} drop"
+                ),
+            );
+            eprintln!(
+                "chaos: the cluster operator (pid {pid}) cut from {victim} ({ip}), whose peer URL \
+                 moved to https://"
+            );
+        }
         // The revert comes REVERT_AFTER after the operator first finds it silent.
         patience = STEP + REVERT_AFTER;
     }
@@ -2755,7 +2823,8 @@ async fn tls_switch_case(
         return (Err(e), restarted.elapsed());
     }
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
-    let deadline = Instant::now() + 2 * STEP;
+    // The restarted operator waits REVERT_AFTER again before it completes a revert.
+    let deadline = Instant::now() + 2 * STEP + REVERT_AFTER;
     let mut retried = BTreeSet::new();
     loop {
         let pending = match switched_to_tls(env, target).await {
@@ -2791,6 +2860,14 @@ async fn tls_switch_case(
         retried.len()
     );
     let after = Snapshot::take(env, target).await;
+    if case.trigger == Trigger::TlsRevertCompletes && retried.is_empty() {
+        return (
+            Err(
+                "the revert did not complete: no member was seen marked and back on http://".into(),
+            ),
+            converged,
+        );
+    }
     let outcome = cluster_writes::member_certificates_valid(env, target.name)
         .await
         .and_then(|()| check(&before, &after, target, case));

@@ -30,6 +30,10 @@
 //!   PVC requests 2Gi and every member rolled onto the quota derived from it. The capacity does
 //!   not grow here: upstream's host-path provisioner implements no expansion (e2e/README.md,
 //!   "Known deviations"); the case prints it.
+//! - `cluster.pod_mark_tls_reverted` once more, the revert completed: a switch to TLS with the
+//!   member whose peer URL moved first closed to the operator on its client ports, a cut that
+//!   outlives the operator's restart ([`Trigger::TlsRevertCompletes`], run by chaos.rs's switch
+//!   case).
 //!
 //! A case on a cluster of its own deletes it afterwards (its PVCs stay: Retain). Its clients
 //! write to that cluster when it exists before the crash (over TLS for a TLS cluster), else to
@@ -60,6 +64,7 @@ pub(super) fn cases() -> Vec<Case> {
         ("cluster.certificate_create", CertManagerCluster),
         ("cluster.pvc_annotate", UpgradeWithV2Snapshot),
         ("cluster.pvc_resize", GrowVolumes),
+        ("cluster.pod_mark_tls_reverted", TlsRevertCompletes),
     ] {
         for when in ["before", "after"] {
             cases.push(case(failpoint, when, trigger));
