@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::error::Error as StdError;
 use std::pin::pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
@@ -66,6 +66,21 @@ pub struct Artifact {
     pub db_sha256: String,
     /// Number of parts uploaded.
     pub parts: u32,
+    /// Where the upload's time went.
+    pub timing: UploadTiming,
+}
+
+/// Where an upload's time went: a streamed backup is as fast as the slower of its source and
+/// S3, and this says which one held it back (the backup operator logs it; `make bench` prints it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UploadTiming {
+    /// Waiting for the source's next chunk (etcd's snapshot stream).
+    pub waiting_for_source: Duration,
+    /// Waiting for S3 to take a part while [`PARTS_IN_FLIGHT`] were being sent.
+    pub waiting_for_s3: Duration,
+    /// From the end of the source to the completed upload: the last parts and the completion
+    /// (a wait for the last part's turn counts in `waiting_for_s3` as well).
+    pub finishing: Duration,
 }
 
 /// Why an upload failed. Whatever the cause, no object was created and the multipart upload was
@@ -263,6 +278,7 @@ where
         parts: Vec::new(),
         in_flight: VecDeque::new(),
         finished: false,
+        timing: UploadTiming::default(),
     };
     match upload.run(source, part_size).await {
         Ok(verified) => Ok(Artifact {
@@ -273,6 +289,7 @@ where
             sha256: verified.object_sha256_hex(),
             db_sha256: hex(&verified.db_sha256),
             parts: u32::try_from(upload.parts.len()).unwrap_or(u32::MAX),
+            timing: upload.timing,
         }),
         Err(e) => Err(upload.abort(e).await),
     }
@@ -339,6 +356,7 @@ struct Multipart {
     /// Parts being sent, oldest (lowest number) first.
     in_flight: VecDeque<JoinHandle<Result<CompletedPart, UploadError>>>,
     finished: bool,
+    timing: UploadTiming,
 }
 
 impl Multipart {
@@ -352,7 +370,13 @@ impl Multipart {
         let mut source = pin!(source);
         let mut verifier = TrailerVerifier::new();
         let mut buf: Vec<u8> = Vec::with_capacity(part_size);
-        while let Some(item) = source.next().await {
+        loop {
+            let asked = Instant::now();
+            let Some(item) = source.next().await else {
+                self.timing.waiting_for_source += asked.elapsed();
+                break;
+            };
+            self.timing.waiting_for_source += asked.elapsed();
             let chunk = item.map_err(|e| UploadError::SnapshotStreamFailed {
                 bytes_received: verifier.bytes_seen(),
                 source: e.into(),
@@ -371,6 +395,7 @@ impl Multipart {
             }
         }
         // Verify before uploading the last part and completing: a bad stream never completes.
+        let finishing = Instant::now();
         let verified = verifier.finish()?;
         if !buf.is_empty() {
             self.send_part(buf).await?;
@@ -379,15 +404,18 @@ impl Multipart {
             self.wait_oldest().await?;
         }
         self.complete(&verified).await?;
+        self.timing.finishing = finishing.elapsed();
         Ok(verified)
     }
 
     /// Starts uploading `data` in the background, once fewer than [`PARTS_IN_FLIGHT`] parts are
     /// being sent (waiting for the oldest first).
     async fn send_part(&mut self, data: Vec<u8>) -> Result<(), UploadError> {
+        let waiting = Instant::now();
         while self.in_flight.len() >= PARTS_IN_FLIGHT {
             self.wait_oldest().await?;
         }
+        self.timing.waiting_for_s3 += waiting.elapsed();
         let number = i32::try_from(self.parts.len() + self.in_flight.len() + 1)
             .ok()
             .filter(|n| *n <= MAX_PARTS)

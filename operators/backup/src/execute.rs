@@ -417,6 +417,7 @@ async fn run(
         },
         Stopped::Shutdown => BackupError::Interrupted,
     };
+    let started = std::time::Instant::now();
     // Before any upload exists, stop at once.
     let before_upload = async {
         tokio::select! {
@@ -466,6 +467,7 @@ async fn run(
         ("etcd-backup".to_owned(), job.backup.clone()),
         ("etcd-backup-uid".to_owned(), job.uid.clone()),
     ]);
+    let preparing = started.elapsed();
     let guarded = guard(source, deadline, shutdown.clone());
     let artifact = stream_to_s3(
         &s3,
@@ -495,6 +497,21 @@ async fn run(
             hint,
         }
     })?;
+    // Which side held the stream back: etcd (waiting for its next chunk) or S3 (every part slot
+    // busy), after preparing (member probes, S3 client and checks, the stream's start). Seconds,
+    // for a user asking why a backup took as long as it did.
+    let timing = artifact.timing;
+    tracing::info!(
+        uri = %artifact.uri,
+        bytes = artifact.size_bytes,
+        parts = artifact.parts,
+        total_s = started.elapsed().as_secs_f64(),
+        preparing_s = preparing.as_secs_f64(),
+        waiting_for_etcd_s = timing.waiting_for_source.as_secs_f64(),
+        waiting_for_s3_s = timing.waiting_for_s3.as_secs_f64(),
+        finishing_s = timing.finishing.as_secs_f64(),
+        "snapshot uploaded"
+    );
     Ok(BackupArtifact {
         uri: artifact.uri,
         size_bytes: i64::try_from(artifact.size_bytes).unwrap_or(i64::MAX),
