@@ -372,3 +372,102 @@ async fn s3_killed_mid_upload_fails_and_leaves_nothing_once_back() {
     let artifact = execute(&job, &CancellationToken::new()).await.unwrap();
     assert_eq!(objects(&admin).await.len(), 1, "{artifact:?}");
 }
+
+/// The deadline passes while S3 holds the answers to the parts (it never answers): `execute`
+/// gives up `CANCEL_GRACE` later by dropping the upload, whose own abort then waits in the
+/// background behind the parts still in flight (a 20 MiB snapshot: three parts of 8 MiB at
+/// most, one awaited when the run was dropped, two more in flight). The error it returns says
+/// the upload was aborted, and the controller records it as the backup's final outcome; so no
+/// multipart upload may be pending once it has returned. Issue 18 (found while adding the
+/// chaos case `backup.s3_abort_on_drop`): the abort ran only in the background, up to
+/// `REQUEST_TIMEOUT` (300 s) later, and a process that ended meanwhile (a shutdown exits right
+/// after its backups returned) left the upload pending for good under a backup recorded
+/// Failed, which no later start looks at again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_stuck_in_s3_past_its_deadline_leaves_no_upload_pending() {
+    let (etcd, s3) = tokio::join!(
+        async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
+        async {
+            let s3 = S3Server::start().await.unwrap();
+            s3.create_bucket(BUCKET).await.unwrap();
+            s3
+        }
+    );
+    let mut client = etcd.client().await.unwrap();
+    fill(&mut client, 20, 1024 * 1024).await;
+    let admin = s3.client();
+    let upstream = s3.endpoint().trim_start_matches("http://").to_owned();
+    let (endpoint, held) = part_holding_proxy(upstream).await;
+    let mut job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
+    job.s3.endpoint = Some(endpoint);
+    job.timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(120),
+        execute(&job, &CancellationToken::new()),
+    )
+    .await
+    .expect("the backup hung on the unanswered part")
+    .unwrap_err();
+    eprintln!("failed after {:?}: {err}", start.elapsed());
+    assert!(
+        held.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "no part went through the proxy: {err}"
+    );
+    assert_eq!(err.reason(), "Timeout", "{err}");
+    // At once: the part is still unanswered, so the background abort has not run.
+    assert_nothing_stored(&admin).await;
+}
+
+/// A TCP proxy on loopback to `upstream` (`host:port`) that holds every UploadPart (a `PUT`
+/// with `partNumber=` in its request line): never forwarded, never answered, its connection
+/// kept open, as an S3 that stopped answering mid-upload. Everything else passes. Returns its
+/// endpoint URL and how many parts it holds.
+async fn part_holding_proxy(upstream: String) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let held = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let count = Arc::clone(&count);
+            tokio::spawn(async move {
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let holding = Arc::new(AtomicBool::new(false));
+                let holds = Arc::clone(&holding);
+                let up = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = client_read.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let part = String::from_utf8_lossy(&buf[..n])
+                            .lines()
+                            .any(|l| l.starts_with("PUT /") && l.contains("partNumber="));
+                        if part {
+                            holds.store(true, Ordering::SeqCst);
+                            count.fetch_add(1, Ordering::SeqCst);
+                            std::future::pending::<()>().await;
+                        }
+                        if server_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                if holding.load(Ordering::SeqCst) {
+                    // S3 may close the idle connection: the client's stays open, unanswered.
+                    std::future::pending::<()>().await;
+                }
+                up.abort();
+            });
+        }
+    });
+    (endpoint, held)
+}
