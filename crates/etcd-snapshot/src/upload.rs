@@ -342,8 +342,10 @@ struct Multipart {
 }
 
 /// One part being sent, in a task of its own. Dropping it cancels the request (its connection
-/// is closed), so a dropped upload leaves no part on its way to S3: one that S3 applied after
+/// is closed), so a dropped upload leaves no part still being sent: one that S3 applied after
 /// the upload's abort would re-create the upload (SeaweedFS does), pending for good (issue 18).
+/// A part whose whole body S3 had already received may still be applied late; S3 itself says
+/// an abort may then have to be repeated.
 struct PartTask(JoinHandle<Result<CompletedPart, UploadError>>);
 
 impl Drop for PartTask {
