@@ -354,9 +354,22 @@ struct Multipart {
     /// Parts S3 has acknowledged, in part-number order.
     parts: Vec<CompletedPart>,
     /// Parts being sent, oldest (lowest number) first.
-    in_flight: VecDeque<JoinHandle<Result<CompletedPart, UploadError>>>,
+    in_flight: VecDeque<PartTask>,
     finished: bool,
     timing: UploadTiming,
+}
+
+/// One part being sent, in a task of its own. Dropping it cancels the request (its connection
+/// is closed), so a dropped upload leaves no part still being sent: one that S3 applied after
+/// the upload's abort would re-create the upload (SeaweedFS does), pending for good (issue 18).
+/// A part whose whole body S3 had already received may still be applied late; S3 itself says
+/// an abort may then have to be repeated.
+struct PartTask(JoinHandle<Result<CompletedPart, UploadError>>);
+
+impl Drop for PartTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Multipart {
@@ -429,7 +442,7 @@ impl Multipart {
             self.key.clone(),
             self.upload_id.clone(),
         );
-        self.in_flight.push_back(tokio::spawn(async move {
+        self.in_flight.push_back(PartTask(tokio::spawn(async move {
             let out = with_timeout(
                 "UploadPart",
                 failpoint::around(
@@ -451,15 +464,15 @@ impl Multipart {
                 .set_e_tag(out.e_tag().map(str::to_owned))
                 .set_checksum_crc32(out.checksum_crc32().map(str::to_owned))
                 .build())
-        }));
+        })));
         Ok(())
     }
 
     /// Waits for the oldest part being sent (if any) and records it: parts are recorded in
     /// part-number order, as the completion lists them.
     async fn wait_oldest(&mut self) -> Result<(), UploadError> {
-        if let Some(handle) = self.in_flight.pop_front() {
-            let part = handle.await.map_err(|e| UploadError::Other {
+        if let Some(mut task) = self.in_flight.pop_front() {
+            let part = (&mut task.0).await.map_err(|e| UploadError::Other {
                 operation: "UploadPart",
                 detail: format!("upload task failed: {e}"),
             })??;
@@ -599,8 +612,8 @@ impl Multipart {
     /// Aborts the upload after `error`; returns `error`, wrapped if the abort failed too.
     async fn abort(&mut self, error: UploadError) -> UploadError {
         // Let the parts in flight finish (or fail) first, so that no part lands after the abort.
-        for handle in self.in_flight.drain(..) {
-            let _ = handle.await;
+        for mut task in self.in_flight.drain(..) {
+            let _ = (&mut task.0).await;
         }
         self.finished = true;
         // The failure is often S3 itself going away (a restart, a network blip): retried while
@@ -649,7 +662,11 @@ impl Multipart {
 }
 
 impl Drop for Multipart {
-    /// The future was dropped mid-upload: abort in the background (best effort).
+    /// The future was dropped mid-upload (the caller gave up on it, typically while S3 held a
+    /// request): the parts in flight are cancelled, not waited for (they may hang for
+    /// [`REQUEST_TIMEOUT`]), and the abort is sent in the background (best effort; a caller
+    /// that reports the upload aborted aborts it too, awaited). The part being awaited when the
+    /// future was dropped was cancelled with it ([`PartTask`]).
     fn drop(&mut self) {
         if self.finished {
             return;
@@ -663,8 +680,10 @@ impl Drop for Multipart {
                 self.upload_id.clone(),
             );
             runtime.spawn(async move {
-                for handle in in_flight {
-                    let _ = handle.await;
+                // Cancelled, and their requests gone, before the abort is sent.
+                for mut task in in_flight {
+                    task.0.abort();
+                    let _ = (&mut task.0).await;
                 }
                 let abort = failpoint::around(
                     "backup.s3_abort_on_drop",
@@ -677,9 +696,8 @@ impl Drop for Multipart {
                 let _ = tokio::time::timeout(REQUEST_TIMEOUT, abort).await;
             });
         } else {
-            for handle in in_flight {
-                handle.abort();
-            }
+            // Each PartTask cancels its part when dropped.
+            drop(in_flight);
         }
     }
 }

@@ -405,3 +405,126 @@ async fn s3_killed_mid_upload_fails_and_leaves_nothing_once_back() {
     let artifact = execute(&job, &CancellationToken::new()).await.unwrap();
     assert_eq!(objects(&admin).await.len(), 1, "{artifact:?}");
 }
+
+/// The deadline passes while S3 holds the answers to the parts (it never answers): `execute`
+/// gives up `CANCEL_GRACE` later by dropping the upload (a 20 MiB snapshot: three parts of
+/// 8 MiB at most, one awaited when the run was dropped, two more in flight). The error it
+/// returns says the upload was aborted, and the controller records it as the backup's final
+/// outcome, which no later start looks at again. So once it has returned, no multipart upload
+/// may be pending, and no part of the run may still be on its way to S3: one S3 applies later
+/// re-creates the aborted upload (SeaweedFS does). Issue 18, found by the chaos case
+/// `backup.s3_abort_on_drop`: the dropped upload's abort ran only in the background, after the
+/// parts in flight (up to `REQUEST_TIMEOUT`, 300 s), and the part being awaited was left
+/// running; a process that ended meanwhile (a shutdown exits right after its backups returned,
+/// or a crash) left the upload pending for good under a backup recorded Failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_stuck_in_s3_past_its_deadline_leaves_no_upload_pending() {
+    use std::sync::atomic::Ordering;
+    let (etcd, s3) = tokio::join!(
+        async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
+        async {
+            let s3 = S3Server::start().await.unwrap();
+            s3.create_bucket(BUCKET).await.unwrap();
+            s3
+        }
+    );
+    let mut client = etcd.client().await.unwrap();
+    fill(&mut client, 20, 1024 * 1024).await;
+    let admin = s3.client();
+    let upstream = s3.endpoint().trim_start_matches("http://").to_owned();
+    let proxy = part_holding_proxy(upstream).await;
+    let mut job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
+    job.s3.endpoint = Some(proxy.endpoint.clone());
+    job.timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(120),
+        execute(&job, &CancellationToken::new()),
+    )
+    .await
+    .expect("the backup hung on the unanswered parts")
+    .unwrap_err();
+    eprintln!("failed after {:?}: {err}", start.elapsed());
+    assert!(
+        proxy.held.load(Ordering::SeqCst) > 0,
+        "no part went through the proxy: {err}"
+    );
+    assert_eq!(err.reason(), "Timeout", "{err}");
+    assert_nothing_stored(&admin).await;
+    // The dropped parts' requests are cancelled (their connections closed) at once.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proxy.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        proxy.open.load(Ordering::SeqCst),
+        0,
+        "parts of the given-up run are still being sent to S3 after execute returned"
+    );
+}
+
+/// [`part_holding_proxy`]: its endpoint, how many UploadParts it held, and how many of those
+/// the client has not given up yet (their connections still open).
+struct PartHoldingProxy {
+    endpoint: String,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A TCP proxy on loopback to `upstream` (`host:port`) that holds every UploadPart (a `PUT`
+/// with `partNumber=` in its request line): never forwarded, never answered, as an S3 that
+/// stopped answering mid-upload; it reads the rest of the request until the client closes the
+/// connection. Everything else passes.
+async fn part_holding_proxy(upstream: String) -> PartHoldingProxy {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = PartHoldingProxy {
+        endpoint: format!("http://{}", listener.local_addr().unwrap()),
+        held: Arc::new(AtomicUsize::new(0)),
+        open: Arc::new(AtomicUsize::new(0)),
+    };
+    let (held, open) = (Arc::clone(&proxy.held), Arc::clone(&proxy.open));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (held, open) = (Arc::clone(&held), Arc::clone(&open));
+            tokio::spawn(async move {
+                let (mut client_read, client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let answers = tokio::spawn(async move {
+                    let mut client_write = client_write;
+                    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    // S3 may close the idle connection: the client's stays open, unanswered.
+                    std::future::pending::<()>().await;
+                });
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut holding = false;
+                while let Ok(n) = client_read.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if !holding
+                        && String::from_utf8_lossy(&buf[..n])
+                            .lines()
+                            .any(|l| l.starts_with("PUT /") && l.contains("partNumber="))
+                    {
+                        holding = true;
+                        held.fetch_add(1, Ordering::SeqCst);
+                        open.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if !holding && server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                if holding {
+                    open.fetch_sub(1, Ordering::SeqCst);
+                }
+                answers.abort();
+            });
+        }
+    });
+    proxy
+}
