@@ -266,7 +266,8 @@ impl Executor<'_> {
     /// ([`etcd_member::plan::objects`]): the Services and the budget for `voters` (see
     /// [`crate::state::Observed::budget_voters`]), the client Service publishing 2378 when
     /// `switch_port` ([`crate::plan::serves_switch_client_port`]), the NetworkPolicy when the
-    /// cluster wants one, and the owner references of the member PVCs in `pvcs`.
+    /// cluster wants one (admitting 2378 on the same condition), and the owner references of
+    /// the member PVCs in `pvcs`.
     pub fn wanted_objects(
         &self,
         voters: usize,
@@ -280,6 +281,7 @@ impl Executor<'_> {
             Some(self.built(crate::network_policy::network_policy(
                 self.cluster,
                 &self.network.operator_namespace,
+                switch_port,
             ))?)
         } else {
             None
