@@ -322,20 +322,20 @@ impl Io {
 }
 
 /// Before `member`'s Pod is created: its Certificates (and the operators' one) exist and
-/// cert-manager filled their Secrets with usable certificates. Returns their digests by
-/// Secret name ([`Issued::digest`]), for the Pod's certificate hash. Nothing to do without a
-/// cert-manager side.
+/// cert-manager filled their Secrets with usable certificates. Returns their data by Secret
+/// name, for the Pod's certificate hash ([`Issued::digest`]) and peer trust record. Nothing to
+/// do without a cert-manager side.
 pub async fn ensure_member_ready(
     client: &kube::Client,
     cluster: &EtcdCluster,
     member: &str,
     now: OffsetDateTime,
-) -> Result<BTreeMap<String, String>, TlsError> {
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let expected = expected_for_member(cluster, &names, member);
-    let mut digests = BTreeMap::new();
+    let mut usable = BTreeMap::new();
     if expected.is_empty() {
-        return Ok(digests);
+        return Ok(usable);
     }
     let io = Io::new(client, cluster);
     for wanted in &expected {
@@ -343,12 +343,10 @@ pub async fn ensure_member_ready(
     }
     for wanted in &expected {
         let secret = io.secret(&wanted.name).await?;
-        let issued = judge(secret.as_ref(), &wanted.usage, now);
-        if let Some(digest) = issued.digest() {
-            digests.insert(wanted.name.clone(), digest);
-        }
-        match issued {
-            Issued::Usable(_) => {}
+        match judge(secret.as_ref(), &wanted.usage, now) {
+            Issued::Usable(data) => {
+                usable.insert(wanted.name.clone(), data);
+            }
             Issued::Pending => {
                 return Err(TlsError::WaitingForCertManager {
                     certificate: io.id(&wanted.name),
@@ -364,7 +362,7 @@ pub async fn ensure_member_ready(
             }
         }
     }
-    Ok(digests)
+    Ok(usable)
 }
 
 /// What [`prepare`] found.
@@ -377,6 +375,8 @@ pub struct Prepared {
     pub refusals: Vec<FieldError>,
     /// [`Issued::digest`] of every usable member Secret, by name.
     pub digests: BTreeMap<String, String>,
+    /// [`crate::trust::PeerTrust`] of the same Secrets, by name.
+    pub trusts: BTreeMap<String, crate::trust::PeerTrust>,
     /// When each usable Secret's certificate ends (cert-manager renews them, not the operator:
     /// one that nears its end is reported, [`crate::certs::expiry_warning_time`]).
     pub expiries: BTreeMap<String, crate::certs::Expiry>,
@@ -397,6 +397,7 @@ pub async fn prepare(
     let mut refusals = Vec::new();
     let mut etcd = None;
     let mut digests = BTreeMap::new();
+    let mut trusts = BTreeMap::new();
     let mut expiries = BTreeMap::new();
     let mut expiry_of = |name: &str, data: &BTreeMap<String, Vec<u8>>| {
         let pem = data.get(etcd_api::tls::secret_keys::CERT)?;
@@ -438,6 +439,9 @@ pub async fn prepare(
             }
             if let Issued::Usable(data) = &issued {
                 expiry_of(&wanted.name, data);
+                if let Some(trust) = crate::trust::PeerTrust::of_secret(data) {
+                    trusts.insert(wanted.name.clone(), trust);
+                }
             }
             if let Issued::Unusable(problems) = issued {
                 refusals.push(FieldError {
@@ -455,6 +459,7 @@ pub async fn prepare(
         etcd,
         refusals,
         digests,
+        trusts,
         expiries,
     })
 }

@@ -504,6 +504,31 @@ async fn reconcile_pass(
                 .map(|hash| (member.clone(), hash))
         })
         .collect();
+    // A member about to start (rolled onto changed Secrets, or without a Pod) on a peer
+    // certificate its running peers would not trust, or trusting none of theirs, is refused
+    // like an unusable Secret: a CA change without an overlap (crate::trust).
+    let etcd_members: Vec<String> = match &observed.membership {
+        crate::state::Membership::Known(members) => members
+            .iter()
+            .filter_map(|m| m.member_name(&observed.cluster))
+            .collect(),
+        crate::state::Membership::Unknown => observed.last_known_members.clone(),
+    };
+    let untrusted = crate::trust::peer_trust_refusals(
+        cluster,
+        &kube.pods,
+        &etcd_members,
+        &tls.peer_trusts,
+        &tls.secret_digests,
+    );
+    let tls_refusal = match (tls_refusal, untrusted.is_empty()) {
+        (refusal, true) => refusal,
+        (Some(mut errors), false) => {
+            errors.extend(untrusted);
+            Some(errors)
+        }
+        (None, false) => Some(untrusted),
+    };
     // Certificates the operator does not renew: each one near its end is reported by name
     // (condition, Warning event, and the near-expiry gauge the chart's alert rule fires on).
     let mut certificates = Vec::new();

@@ -193,6 +193,9 @@ pub struct ClusterTls {
     /// [`build::secret_digest`] of the certificate Secrets members mount, by Secret name: the
     /// Secrets you provide and the member Secrets of members with a Pod or PVC.
     pub secret_digests: BTreeMap<String, String>,
+    /// [`crate::trust::PeerTrust`] of the same Secrets (those that parse), by Secret name: what
+    /// a member started on each would present and trust on the peer port.
+    pub peer_trusts: BTreeMap<String, crate::trust::PeerTrust>,
     /// What this pass changed in the Secrets, as (event reason, note), for an event each.
     pub changes: Vec<(&'static str, String)>,
     /// When the next operator-managed certificate (member, operators' client, CA) becomes due
@@ -614,6 +617,11 @@ pub async fn prepare(
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
         .chain(from_cert_manager.digests)
         .collect();
+    let mut peer_trusts: BTreeMap<String, crate::trust::PeerTrust> = read
+        .iter()
+        .filter_map(|(name, data)| Some((name.clone(), crate::trust::PeerTrust::of_secret(data)?)))
+        .chain(from_cert_manager.trusts)
+        .collect();
     let mut changes = Vec::new();
     // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
     let mut managed_certs: Vec<String> = Vec::new();
@@ -667,6 +675,9 @@ pub async fn prepare(
                 changes.push(change);
             }
             managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
+            if let Some(trust) = crate::trust::PeerTrust::of_secret(&data) {
+                peer_trusts.insert(name.clone(), trust);
+            }
             secret_digests.insert(name, build::secret_digest(&data));
         }
     }
@@ -720,6 +731,7 @@ pub async fn prepare(
         ca,
         leaf_validity,
         secret_digests,
+        peer_trusts,
         changes,
         next_renewal,
         expiries,
