@@ -281,9 +281,10 @@ pub fn expected_for_members(
 pub struct MemberReady {
     /// The Certificates to create (those missing).
     pub writes: Vec<TlsWrite>,
-    /// The digests of the Secrets the member mounts, by Secret name ([`Issued::digest`]), or
+    /// The data of the Secrets the member mounts, by Secret name (for the Pod's certificate
+    /// hash, [`Issued::digest`], and its peer trust record, [`crate::trust::PeerTrust`]), or
     /// why its Pod waits: a Secret cert-manager has not filled yet, or filled unusable.
-    pub ready: Result<BTreeMap<String, String>, TlsError>,
+    pub ready: Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError>,
 }
 
 /// Before `member`'s Pod is created: its Certificates (and the operators' one) exist, and
@@ -309,22 +310,20 @@ pub fn member_ready(
     Ok(MemberReady { writes, ready })
 }
 
-/// The digests of the Secrets `expected` names by Secret name, if cert-manager filled every
+/// The data of the Secrets `expected` names by Secret name, if cert-manager filled every
 /// one with a usable certificate; else why not, for the first that is not.
 fn filled(
     expected: &[Expected],
     read: &TlsRead,
     now: OffsetDateTime,
     id: &dyn Fn(&str) -> String,
-) -> Result<BTreeMap<String, String>, TlsError> {
-    let mut digests = BTreeMap::new();
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError> {
+    let mut usable = BTreeMap::new();
     for wanted in expected {
-        let issued = judge(read.secret(&wanted.name), &wanted.usage, now);
-        if let Some(digest) = issued.digest() {
-            digests.insert(wanted.name.clone(), digest);
-        }
-        match issued {
-            Issued::Usable(_) => {}
+        match judge(read.secret(&wanted.name), &wanted.usage, now) {
+            Issued::Usable(data) => {
+                usable.insert(wanted.name.clone(), data);
+            }
             Issued::Pending => {
                 return Err(TlsError::WaitingForCertManager {
                     certificate: id(&wanted.name),
@@ -340,19 +339,20 @@ fn filled(
             }
         }
     }
-    Ok(digests)
+    Ok(usable)
 }
 
 /// Before `member`'s Pod is created: its Certificates (and the operators' one) exist and
-/// cert-manager filled their Secrets with usable certificates. Returns their digests by
-/// Secret name ([`Issued::digest`]), for the Pod's certificate hash. Nothing to do without a
-/// cert-manager side. Reads, plans ([`member_ready`]) and creates the Certificates missing.
+/// cert-manager filled their Secrets with usable certificates. Returns their data by Secret
+/// name, for the Pod's certificate hash ([`Issued::digest`]) and peer trust record. Nothing to
+/// do without a cert-manager side. Reads, plans ([`member_ready`]) and creates the
+/// Certificates missing.
 pub async fn ensure_member_ready(
     client: &kube::Client,
     cluster: &EtcdCluster,
     member: &str,
     now: OffsetDateTime,
-) -> Result<BTreeMap<String, String>, TlsError> {
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError> {
     let names = crate::observe::cluster_name(cluster);
     let expected = expected_for_member(cluster, &names, member);
     if expected.is_empty() {
@@ -379,6 +379,8 @@ pub struct Planned {
     pub refusals: Vec<FieldError>,
     /// [`Issued::digest`] of every usable member Secret, by name.
     pub digests: BTreeMap<String, String>,
+    /// [`crate::trust::PeerTrust`] of the same Secrets, by name.
+    pub trusts: BTreeMap<String, crate::trust::PeerTrust>,
     /// When each usable Secret's certificate ends (cert-manager renews them, not the operator:
     /// one that nears its end is reported, [`crate::certs::expiry_warning_time`]).
     pub expiries: BTreeMap<String, crate::certs::Expiry>,
@@ -411,6 +413,11 @@ pub fn plan(
             && let Some(expiry) = crate::certs::expiry_warning_time(&String::from_utf8_lossy(pem))
         {
             planned.expiries.insert(wanted.name.clone(), expiry);
+        }
+        if let Issued::Usable(data) = &issued
+            && let Some(trust) = crate::trust::PeerTrust::of_secret(data)
+        {
+            planned.trusts.insert(wanted.name.clone(), trust);
         }
         match issued {
             Issued::Usable(data) if wanted.member.is_none() => {

@@ -197,6 +197,9 @@ pub struct ClusterTls {
     /// [`build::secret_digest`] of the certificate Secrets members mount, by Secret name: the
     /// Secrets you provide and the member Secrets of members with a Pod or PVC.
     pub secret_digests: BTreeMap<String, String>,
+    /// [`crate::trust::PeerTrust`] of the same Secrets (those that parse), by Secret name: what
+    /// a member started on each would present and trust on the peer port.
+    pub peer_trusts: BTreeMap<String, crate::trust::PeerTrust>,
     /// What this pass changed in the Secrets, as (event reason, note), for an event each.
     pub changes: Vec<(&'static str, String)>,
     /// When the next operator-managed certificate (member, operators' client, CA) becomes due

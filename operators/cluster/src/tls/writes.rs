@@ -297,6 +297,11 @@ pub fn plan(
         .map(|(name, data)| (name.clone(), build::secret_digest(data)))
         .chain(from_cert_manager.digests)
         .collect();
+    let mut peer_trusts: BTreeMap<String, crate::trust::PeerTrust> = usable
+        .iter()
+        .filter_map(|(name, data)| Some((name.clone(), crate::trust::PeerTrust::of_secret(data)?)))
+        .chain(from_cert_manager.trusts)
+        .collect();
     let mut changes = Vec::new();
     // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
     let mut managed_certs: Vec<String> = Vec::new();
@@ -348,6 +353,9 @@ pub fn plan(
             writes.extend(write);
             changes.extend(change);
             managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
+            if let Some(trust) = crate::trust::PeerTrust::of_secret(&data) {
+                peer_trusts.insert(name.clone(), trust);
+            }
             secret_digests.insert(name, build::secret_digest(&data));
         }
     }
@@ -401,6 +409,7 @@ pub fn plan(
             ca,
             leaf_validity,
             secret_digests,
+            peer_trusts,
             changes,
             next_renewal,
             expiries,
