@@ -36,6 +36,7 @@ pub mod verify;
 pub use etcd::snapshot_stream;
 pub use key::{KeyParseError, SnapshotKey};
 pub use upload::{
-    Artifact, DEFAULT_PART_SIZE, MIN_PART_SIZE, PARTS_IN_FLIGHT, UploadError, stream_to_s3,
+    Artifact, DEFAULT_PART_SIZE, MIN_PART_SIZE, PARTS_IN_FLIGHT, UploadError, UploadTiming,
+    stream_to_s3,
 };
 pub use verify::{TrailerVerifier, Verified, VerifyError};

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::error::Error as StdError;
 use std::pin::pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
@@ -66,6 +66,21 @@ pub struct Artifact {
     pub db_sha256: String,
     /// Number of parts uploaded.
     pub parts: u32,
+    /// Where the upload's time went.
+    pub timing: UploadTiming,
+}
+
+/// Where an upload's time went: a streamed backup is as fast as the slower of its source and
+/// S3, and this says which one held it back (the backup operator logs it; `make bench` prints it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UploadTiming {
+    /// Waiting for the source's next chunk (etcd's snapshot stream).
+    pub waiting_for_source: Duration,
+    /// Waiting for S3 to take a part while [`PARTS_IN_FLIGHT`] were being sent.
+    pub waiting_for_s3: Duration,
+    /// From the end of the source to the completed upload: the last parts and the completion
+    /// (a wait for the last part's turn counts in `waiting_for_s3` as well).
+    pub finishing: Duration,
 }
 
 /// Why an upload failed. Whatever the cause, no object was created and the multipart upload was
@@ -263,6 +278,7 @@ where
         parts: Vec::new(),
         in_flight: VecDeque::new(),
         finished: false,
+        timing: UploadTiming::default(),
     };
     match upload.run(source, part_size).await {
         Ok(verified) => Ok(Artifact {
@@ -273,6 +289,7 @@ where
             sha256: verified.object_sha256_hex(),
             db_sha256: hex(&verified.db_sha256),
             parts: u32::try_from(upload.parts.len()).unwrap_or(u32::MAX),
+            timing: upload.timing,
         }),
         Err(e) => Err(upload.abort(e).await),
     }
@@ -337,8 +354,22 @@ struct Multipart {
     /// Parts S3 has acknowledged, in part-number order.
     parts: Vec<CompletedPart>,
     /// Parts being sent, oldest (lowest number) first.
-    in_flight: VecDeque<JoinHandle<Result<CompletedPart, UploadError>>>,
+    in_flight: VecDeque<PartTask>,
     finished: bool,
+    timing: UploadTiming,
+}
+
+/// One part being sent, in a task of its own. Dropping it cancels the request (its connection
+/// is closed), so a dropped upload leaves no part still being sent: one that S3 applied after
+/// the upload's abort would re-create the upload (SeaweedFS does), pending for good (issue 18).
+/// A part whose whole body S3 had already received may still be applied late; S3 itself says
+/// an abort may then have to be repeated.
+struct PartTask(JoinHandle<Result<CompletedPart, UploadError>>);
+
+impl Drop for PartTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Multipart {
@@ -352,7 +383,13 @@ impl Multipart {
         let mut source = pin!(source);
         let mut verifier = TrailerVerifier::new();
         let mut buf: Vec<u8> = Vec::with_capacity(part_size);
-        while let Some(item) = source.next().await {
+        loop {
+            let asked = Instant::now();
+            let Some(item) = source.next().await else {
+                self.timing.waiting_for_source += asked.elapsed();
+                break;
+            };
+            self.timing.waiting_for_source += asked.elapsed();
             let chunk = item.map_err(|e| UploadError::SnapshotStreamFailed {
                 bytes_received: verifier.bytes_seen(),
                 source: e.into(),
@@ -371,6 +408,7 @@ impl Multipart {
             }
         }
         // Verify before uploading the last part and completing: a bad stream never completes.
+        let finishing = Instant::now();
         let verified = verifier.finish()?;
         if !buf.is_empty() {
             self.send_part(buf).await?;
@@ -379,15 +417,18 @@ impl Multipart {
             self.wait_oldest().await?;
         }
         self.complete(&verified).await?;
+        self.timing.finishing = finishing.elapsed();
         Ok(verified)
     }
 
     /// Starts uploading `data` in the background, once fewer than [`PARTS_IN_FLIGHT`] parts are
     /// being sent (waiting for the oldest first).
     async fn send_part(&mut self, data: Vec<u8>) -> Result<(), UploadError> {
+        let waiting = Instant::now();
         while self.in_flight.len() >= PARTS_IN_FLIGHT {
             self.wait_oldest().await?;
         }
+        self.timing.waiting_for_s3 += waiting.elapsed();
         let number = i32::try_from(self.parts.len() + self.in_flight.len() + 1)
             .ok()
             .filter(|n| *n <= MAX_PARTS)
@@ -401,7 +442,7 @@ impl Multipart {
             self.key.clone(),
             self.upload_id.clone(),
         );
-        self.in_flight.push_back(tokio::spawn(async move {
+        self.in_flight.push_back(PartTask(tokio::spawn(async move {
             let out = with_timeout(
                 "UploadPart",
                 failpoint::around(
@@ -423,15 +464,15 @@ impl Multipart {
                 .set_e_tag(out.e_tag().map(str::to_owned))
                 .set_checksum_crc32(out.checksum_crc32().map(str::to_owned))
                 .build())
-        }));
+        })));
         Ok(())
     }
 
     /// Waits for the oldest part being sent (if any) and records it: parts are recorded in
     /// part-number order, as the completion lists them.
     async fn wait_oldest(&mut self) -> Result<(), UploadError> {
-        if let Some(handle) = self.in_flight.pop_front() {
-            let part = handle.await.map_err(|e| UploadError::Other {
+        if let Some(mut task) = self.in_flight.pop_front() {
+            let part = (&mut task.0).await.map_err(|e| UploadError::Other {
                 operation: "UploadPart",
                 detail: format!("upload task failed: {e}"),
             })??;
@@ -571,8 +612,8 @@ impl Multipart {
     /// Aborts the upload after `error`; returns `error`, wrapped if the abort failed too.
     async fn abort(&mut self, error: UploadError) -> UploadError {
         // Let the parts in flight finish (or fail) first, so that no part lands after the abort.
-        for handle in self.in_flight.drain(..) {
-            let _ = handle.await;
+        for mut task in self.in_flight.drain(..) {
+            let _ = (&mut task.0).await;
         }
         self.finished = true;
         // The failure is often S3 itself going away (a restart, a network blip): retried while
@@ -621,7 +662,11 @@ impl Multipart {
 }
 
 impl Drop for Multipart {
-    /// The future was dropped mid-upload: abort in the background (best effort).
+    /// The future was dropped mid-upload (the caller gave up on it, typically while S3 held a
+    /// request): the parts in flight are cancelled, not waited for (they may hang for
+    /// [`REQUEST_TIMEOUT`]), and the abort is sent in the background (best effort; a caller
+    /// that reports the upload aborted aborts it too, awaited). The part being awaited when the
+    /// future was dropped was cancelled with it ([`PartTask`]).
     fn drop(&mut self) {
         if self.finished {
             return;
@@ -635,8 +680,10 @@ impl Drop for Multipart {
                 self.upload_id.clone(),
             );
             runtime.spawn(async move {
-                for handle in in_flight {
-                    let _ = handle.await;
+                // Cancelled, and their requests gone, before the abort is sent.
+                for mut task in in_flight {
+                    task.0.abort();
+                    let _ = (&mut task.0).await;
                 }
                 let abort = failpoint::around(
                     "backup.s3_abort_on_drop",
@@ -649,9 +696,8 @@ impl Drop for Multipart {
                 let _ = tokio::time::timeout(REQUEST_TIMEOUT, abort).await;
             });
         } else {
-            for handle in in_flight {
-                handle.abort();
-            }
+            // Each PartTask cancels its part when dropped.
+            drop(in_flight);
         }
     }
 }

@@ -160,6 +160,11 @@ impl S3Server {
         }
     }
 
+    /// The server's OS process id (`weed mini` is one process), e.g. to read its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// The S3 endpoint URL, `http://127.A.B.1:PORT`.
     pub fn endpoint(&self) -> &str {
         &self.endpoint

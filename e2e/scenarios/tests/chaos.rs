@@ -44,6 +44,26 @@
 //!   before the cases): the restore ends Succeeded, the new cluster is Available, serves the
 //!   restored revision and holds the marker key written before that backup; the new member's
 //!   PVC exists and the source cluster's PVCs are all still there.
+//! - A restore over an existing cluster ([`LOST`]: two members, one lost with its volume, so
+//!   quorum lost), the restore operator crashed at the hold, at an old member PVC's retained
+//!   label or at an old member Pod's deletion: the restore ends Succeeded, the cluster
+//!   Available at full size serving the restored revision, every old member PVC kept (the same
+//!   object, labelled retained, owned by nobody), no old member Pod left, no PVC deleted. The
+//!   same cluster restored from a tampered copy of the backup (the original's SHA-256), crashed
+//!   while the failed seed is removed (its Pod, its PVC): the restore ends Failed
+//!   (`ChecksumMismatch`) with the seed gone and the cluster as it was.
+//! - The backup's aborts: a backup streamed from a slowed follower past its 10 s
+//!   `timeoutSeconds` (crashed at the abort), the same backup with the operator SIGKILLed
+//!   mid-upload (crashed when the restarted operator aborts the upload left pending), and a
+//!   backup whose UploadPart S3 holds past the deadline and the executor's grace (crashed at
+//!   the dropped upload's abort): Failed (`Timeout` or `Interrupted`), no object, nothing
+//!   pending, and the next backup succeeds.
+//! - The CronJob's Job (`create-backup`, a cluster whose `spec.backup` keeps two with
+//!   `deleteObjects`), its template run as a Job with the failpoint in its environment, crashed
+//!   at the EtcdBackup's creation or at retention's S3 or EtcdBackup deletion, then run again
+//!   unarmed (the Job does not retry; the next schedule does): the crashed run created at most
+//!   one EtcdBackup and the next one exactly one, all Succeeded, and exactly the newest two are
+//!   left, each with its object, every older one gone with its object.
 //! - Process faults, no failpoint: a voter's etcd SIGKILLed while a new learner catches up
 //!   (converges at the new size, every member keeping its ID), and a member's etcd SIGSTOPped
 //!   past the operator's dead-member grace period (shortened to [`DEAD_AFTER_SECONDS`]) then
@@ -242,6 +262,46 @@ enum Trigger {
     /// [`S3_PAUSE`] later: the restore succeeds once S3 answers again, or fails with nothing
     /// deleted.
     S3DownRestore,
+    // Issue 18's last failpoints (restore over a cluster, a failed seed, the backup's aborts,
+    // the CronJob's Job): their cases are grouped at the end of this file.
+    /// An EtcdRestore (of the source backup) over [`LOST`], an existing cluster of two that lost
+    /// quorum (one member's Pod and PVC deleted, [`lose_quorum`]): held, the seed built, the old
+    /// members' PVCs labelled retained and their Pods deleted, handed over. Converged: the
+    /// restore Succeeded, [`LOST`] Available at full size serving the restored revision, every
+    /// old member PVC kept and labelled, no old member Pod left, no PVC deleted
+    /// ([`restore_over_lost_case`]).
+    RestoreOverLost,
+    /// An EtcdRestore over [`LOST`] (quorum lost) from a tampered copy of the source backup's
+    /// object, with the original's SHA-256: the seed's init container finds the mismatch, the
+    /// restore fails, and the seed it built is removed (Pod, then PVC) before the hold is
+    /// released. Converged: Failed with `ChecksumMismatch`, the seed's Pod and PVC gone, [`LOST`]
+    /// as it was (the same Pods and PVCs, no hold, no PVC labelled) ([`failed_seed_case`]).
+    RestoreSeedFails,
+    /// An on-demand backup streamed from one follower slowed to [`ABORT_STREAM`] for its whole
+    /// database, with `timeoutSeconds` [`ABORT_TIMEOUT_SECONDS`]: the deadline fails the stream
+    /// mid-upload and the upload is aborted. Converged: Failed (`Timeout`, or `Interrupted` when
+    /// the crash came before the outcome), no object of its UID, no pending upload, and the
+    /// next backup Succeeded ([`backup_abort_case`]).
+    BackupTimesOut,
+    /// The same slowed backup, and the backup operator SIGKILLed once its multipart upload
+    /// exists: the restarted operator finds the backup Running and aborts the upload the
+    /// killed run left pending. Converged as [`Trigger::BackupTimesOut`] (`Interrupted`).
+    BackupInterrupted,
+    /// An on-demand backup through a proxy that holds each UploadPart for [`PART_HELD`] before
+    /// passing it on (S3 slow to answer a part), with `timeoutSeconds`
+    /// [`ABORT_TIMEOUT_SECONDS`]: the run is given up while the part is held (deadline, then
+    /// the executor's 30 s grace) and dropped; the dropped upload's abort is spawned (the
+    /// failpoint), and the executor aborts the run's upload itself before the outcome.
+    /// Converged as [`Trigger::BackupTimesOut`].
+    BackupPartStuck,
+    /// The CronJob's Job: [`SCHEDULED`]'s `spec.backup` CronJob (retain [`SCHEDULED_RETAIN`],
+    /// deleteObjects) run as a Job with the failpoint in its container's environment (the Job
+    /// does not retry: `backoffLimit: 0`), then run again unarmed, as the next schedule does.
+    /// Converged: the armed run created at most one EtcdBackup, the next exactly one, every
+    /// backup finished Succeeded, and the scheduled backups left are exactly the newest
+    /// [`SCHEDULED_RETAIN`] with their objects, every older one deleted with its object
+    /// ([`scheduled_run_case`]).
+    ScheduledRun,
 }
 
 impl Trigger {
@@ -439,49 +499,7 @@ const SUBSET: &[Case] = &[
 /// The failpoints the full table does not reach, each with the reason. Checked against
 /// `failpoint::ALL` by `every_failpoint_has_a_case_or_a_stated_reason`: a new side effect gets
 /// a case in [`full`] or a line here.
-const NOT_IN_TABLE: &[(&str, &str)] = &[
-    ("backup.s3_abort", "only after an S3 error"),
-    (
-        "backup.s3_abort_on_drop",
-        "only when an upload is dropped mid-way",
-    ),
-    (
-        "backup.s3_abort_interrupted",
-        "only after an interrupted backup",
-    ),
-    (
-        "backup.backup_create",
-        "the CronJob's create-backup runs as a Job, not in the Deployment",
-    ),
-    (
-        "backup.retention_s3_delete",
-        "the CronJob's retention runs as a Job",
-    ),
-    (
-        "backup.retention_backup_delete",
-        "the CronJob's retention runs as a Job",
-    ),
-    (
-        "restore.hold",
-        "a restore over an existing cluster: no trigger yet",
-    ),
-    (
-        "restore.pvc_retain",
-        "a restore over an existing cluster: no trigger yet",
-    ),
-    (
-        "restore.old_pod_delete",
-        "a restore over an existing cluster: no trigger yet",
-    ),
-    (
-        "restore.seed_pod_delete",
-        "the removal of a failed seed: no trigger yet",
-    ),
-    (
-        "restore.seed_pvc_delete",
-        "the removal of a failed seed: no trigger yet",
-    ),
-];
+const NOT_IN_TABLE: &[(&str, &str)] = &[];
 
 /// Every failpoint the triggers reach, on both sides ([`NOT_IN_TABLE`] lists the others).
 fn full() -> Vec<Case> {
@@ -587,6 +605,7 @@ fn full() -> Vec<Case> {
         "",
         KillBackupOperator,
     ));
+    cases.extend(last_failpoint_cases());
     // Last: the cluster stays on the new version.
     cases.push(case(
         "process.kill_member_during_upgrade",
@@ -628,6 +647,12 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
                 | Trigger::AmbiguousCompleteThenSilent
                 | Trigger::KillBackupOperator
                 | Trigger::SlowMemberBackup
+                | Trigger::RestoreOverLost
+                | Trigger::RestoreSeedFails
+                | Trigger::BackupTimesOut
+                | Trigger::BackupInterrupted
+                | Trigger::BackupPartStuck
+                | Trigger::ScheduledRun
         )
     });
     let env = Env::start().await;
@@ -653,10 +678,15 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         .await;
     let url = env.client_url(cluster.name).await;
     // The restore cases' source: a backup with the marker in it (unarmed, not timed).
-    let source = if cases
-        .iter()
-        .any(|c| matches!(c.trigger, Trigger::RestoreNew | Trigger::S3DownRestore))
-    {
+    let source = if cases.iter().any(|c| {
+        matches!(
+            c.trigger,
+            Trigger::RestoreNew
+                | Trigger::S3DownRestore
+                | Trigger::RestoreOverLost
+                | Trigger::RestoreSeedFails
+        )
+    }) {
         write_keys(&env, CLUSTER, [(MARKER.0.to_owned(), MARKER.1.to_owned())]).await;
         env.apply(&on_demand_backup(
             "chaos-source",
@@ -800,6 +830,20 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::S3DownRestore => {
                 let revision = source.unwrap();
                 s3_down_restore_case(&env, index, revision).await
+            }
+            Trigger::RestoreOverLost
+            | Trigger::RestoreSeedFails
+            | Trigger::BackupTimesOut
+            | Trigger::BackupInterrupted
+            | Trigger::BackupPartStuck
+            | Trigger::ScheduledRun => {
+                let armed = Armed {
+                    deployment: &deployment,
+                    operator: &operator,
+                    case,
+                    index,
+                };
+                last_failpoint_case(&env, s3.as_ref().unwrap(), &armed, &cluster, source).await
             }
         };
         let report = clients.finish().await;
@@ -2966,6 +3010,18 @@ async fn check_restore(
     source_revision: i64,
     pvcs_before: &BTreeSet<String>,
 ) -> Result<(), String> {
+    check_restore_at_size(env, name, target, 1, source_revision, pvcs_before).await
+}
+
+/// [`check_restore`] of a cluster of `size` members.
+async fn check_restore_at_size(
+    env: &Env,
+    name: &str,
+    target: &str,
+    size: usize,
+    source_revision: i64,
+    pvcs_before: &BTreeSet<String>,
+) -> Result<(), String> {
     let restores: Api<EtcdRestore> = Api::namespaced(env.client.clone(), NS);
     let deadline = tokio::time::Instant::now() + STEP;
     let status = loop {
@@ -2989,7 +3045,7 @@ async fn check_restore(
             status.restored_revision
         ));
     }
-    env.wait_available(target, 1, VERSION, STEP).await;
+    env.wait_available(target, size, VERSION, STEP).await;
     let url = env.client_url(target).await;
     // Retried: right after Available the Service may still route to a connection being closed
     // (seen once: "operation was canceled ... connection closed").
@@ -3369,4 +3425,973 @@ fn every_case_has_a_name_of_its_own() {
         .filter(|name| !seen.insert(name.clone()))
         .collect();
     assert!(shared.is_empty(), "cases sharing a name: {shared:?}");
+}
+
+// === Issue 18's last failpoints ===
+//
+// A restore over an existing cluster (`restore.hold`, `restore.pvc_retain`,
+// `restore.old_pod_delete`), the removal of a seed that failed (`restore.seed_pod_delete`,
+// `restore.seed_pvc_delete`), the backup's aborts (`backup.s3_abort`,
+// `backup.s3_abort_interrupted`) and the CronJob's Job (`backup.backup_create`,
+// `backup.retention_s3_delete`, `backup.retention_backup_delete`). Kept together, apart from
+// the cases above, so that other additions to this file merge without touching them.
+
+/// The cases of this group, both sides of each failpoint. The failed-seed cases come first:
+/// they leave [`LOST`] without quorum, as the restores over it need it.
+fn last_failpoint_cases() -> Vec<Case> {
+    use Trigger::*;
+    let mut cases = Vec::new();
+    for (failpoint, trigger) in [
+        ("restore.seed_pod_delete", RestoreSeedFails),
+        ("restore.seed_pvc_delete", RestoreSeedFails),
+        ("restore.hold", RestoreOverLost),
+        ("restore.pvc_retain", RestoreOverLost),
+        ("restore.old_pod_delete", RestoreOverLost),
+        ("backup.s3_abort", BackupTimesOut),
+        ("backup.s3_abort_interrupted", BackupInterrupted),
+        ("backup.s3_abort_on_drop", BackupPartStuck),
+        ("backup.backup_create", ScheduledRun),
+        ("backup.retention_s3_delete", ScheduledRun),
+        ("backup.retention_backup_delete", ScheduledRun),
+    ] {
+        for when in ["before", "after"] {
+            cases.push(case(failpoint, when, trigger));
+        }
+    }
+    cases
+}
+
+/// A case of this group and the operator its failpoint is in.
+struct Armed<'a> {
+    /// `deployment.apps/<name>` of the operator (unused by the Job's cases, which arm the Job).
+    deployment: &'a str,
+    /// Its component label selector.
+    operator: &'a str,
+    case: &'a Case,
+    /// The case's index in the table: names its objects.
+    index: usize,
+}
+
+impl Armed<'_> {
+    /// `<failpoint>:<side>`, the value of `ETCD_OPERATOR_FAILPOINT`.
+    fn scenario(&self) -> String {
+        format!("{}:{}", self.case.failpoint, self.case.when)
+    }
+
+    /// Arms the operator's Deployment (`Some`) or disarms it.
+    fn set(&self, env: &Env, armed: bool) {
+        let scenario = self.scenario();
+        set_failpoint(
+            env,
+            self.deployment,
+            self.operator,
+            armed.then_some(scenario.as_str()),
+        );
+    }
+}
+
+async fn last_failpoint_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    armed: &Armed<'_>,
+    cluster: &Cluster,
+    source_revision: Option<i64>,
+) -> (Result<(), String>, Duration) {
+    let restores = matches!(
+        armed.case.trigger,
+        Trigger::RestoreOverLost | Trigger::RestoreSeedFails
+    );
+    if !restores && env.clusters().get_opt(LOST).await.unwrap().is_some() {
+        // Frees the machine once the restore cases are done (its PVCs stay: Retain).
+        env.kubectl(&["delete", "etcdcluster", LOST, "-n", NS, "--wait=false"]);
+    }
+    match armed.case.trigger {
+        Trigger::RestoreOverLost => {
+            restore_over_lost_case(env, armed, source_revision.unwrap()).await
+        }
+        Trigger::RestoreSeedFails => failed_seed_case(env, s3, armed).await,
+        Trigger::BackupTimesOut | Trigger::BackupInterrupted => {
+            backup_abort_case(env, s3, armed, cluster).await
+        }
+        Trigger::BackupPartStuck => stuck_part_case(env, s3, armed).await,
+        Trigger::ScheduledRun => scheduled_run_case(env, s3, armed).await,
+        other => unreachable!("{other:?} is not in this group"),
+    }
+}
+
+// --- A restore over an existing cluster, a failed seed ---
+
+/// The existing cluster the restore cases rebuild: two members, so that one member lost with
+/// its volume is quorum lost ([`lose_quorum`]), as in the restore scenario.
+const LOST: &str = "chaos-lost";
+const LOST_SIZE: usize = 2;
+/// The hand-over contract (etcd-api's restore.rs): the old members' PVCs a restore keeps are
+/// labelled with its name, and the EtcdCluster it holds is annotated.
+const RETAINED_LABEL: &str = "etcd.operator.rs/retained-by-restore";
+const RESTORING_ANNOTATION: &str = "etcd.operator.rs/restoring";
+/// Where the failed-seed cases' tampered copy of the source backup's object goes (outside
+/// [`BACKUP_PREFIX`], whose objects the backup cases compare).
+const TAMPERED_KEY: &str = "chaos-tampered/source.db";
+
+/// The member Pods and PVCs of a cluster (by its label), none being deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Members {
+    /// Pod name -> UID.
+    pods: BTreeMap<String, String>,
+    /// PVC name -> (UID, its retained-by-restore label).
+    pvcs: BTreeMap<String, (String, Option<String>)>,
+}
+
+async fn members_of(env: &Env, cluster: &str) -> Members {
+    let selector = format!("etcd.operator.rs/cluster={cluster}");
+    let params = ListParams::default().labels(&selector);
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    let live = |meta: &kube::api::ObjectMeta| meta.deletion_timestamp.is_none();
+    Members {
+        pods: pods
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| live(&p.metadata))
+            .map(|p| (p.metadata.name.unwrap(), p.metadata.uid.unwrap()))
+            .collect(),
+        pvcs: pvcs
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| live(&p.metadata))
+            .map(|p| {
+                let label = p
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(RETAINED_LABEL).cloned());
+                (p.metadata.name.unwrap(), (p.metadata.uid.unwrap(), label))
+            })
+            .collect(),
+    }
+}
+
+/// The ordinal of a member name (`<cluster>-<n>`).
+fn ordinal(member: &str) -> u32 {
+    member
+        .rsplit('-')
+        .next()
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Unarmed and not timed: [`LOST`] exists and has lost quorum, reported by the cluster
+/// operator. Created first if absent; if it serves (restored by the case before), its newest
+/// member's Pod and PVC are deleted, which leaves one of two members: no quorum.
+async fn lose_quorum(env: &Env) {
+    if env.clusters().get_opt(LOST).await.unwrap().is_none() {
+        let cluster = Cluster {
+            name: LOST,
+            size: LOST_SIZE,
+            delete_pvcs: false,
+            version: VERSION,
+            backup_schedule: false,
+            no_space_quota: false,
+            network_policy: None,
+        };
+        env.apply(&cluster.yaml()).unwrap();
+        env.wait_available(LOST, LOST_SIZE, VERSION, STEP).await;
+    }
+    if quorum_loss_reported(&env.clusters().get(LOST).await.unwrap()) {
+        return;
+    }
+    env.wait_available(LOST, LOST_SIZE, VERSION, STEP).await;
+    let members = members_of(env, LOST).await;
+    let victim = members
+        .pods
+        .keys()
+        .max_by_key(|name| ordinal(name))
+        .unwrap()
+        .clone();
+    env.kubectl(&[
+        "delete",
+        "-n",
+        NS,
+        &format!("pvc/{victim}"),
+        &format!("pod/{victim}"),
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+    ]);
+    env.wait_status(LOST, "quorum loss reported", STEP, quorum_loss_reported)
+        .await;
+    wait_pvcs_gone(env, &[victim.as_str()]).await;
+    eprintln!("chaos: {LOST} lost quorum ({victim}'s Pod and PVC deleted)");
+}
+
+/// An EtcdRestore of [`LOST`] (no `clusterSpec`: the cluster exists) from `source` (the
+/// `spec.source` lines).
+fn restore_over_lost_yaml(name: &str, source: &str) -> String {
+    format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdRestore\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {LOST}\n  source:\n{source}"
+    )
+}
+
+/// A restore of the source backup over [`LOST`] with the restore operator armed; timed from
+/// the crash to the restore Succeeded, [`LOST`] Available at full size serving the restored
+/// revision, and the old members retired ([`old_members_retired`]).
+async fn restore_over_lost_case(
+    env: &Env,
+    armed: &Armed<'_>,
+    source_revision: i64,
+) -> (Result<(), String>, Duration) {
+    lose_quorum(env).await;
+    let name = format!("chaos-restore-{}", armed.index);
+    let old = members_of(env, LOST).await;
+    let pvcs_before = pvc_names(env).await;
+    armed.set(env, true);
+    env.apply(&restore_over_lost_yaml(
+        &name,
+        "    backupRef: {name: chaos-source}\n",
+    ))
+    .unwrap();
+    let crashed = wait_crash(env, armed.operator).await;
+    let restarted = Instant::now();
+    armed.set(env, false);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let restored =
+        check_restore_at_size(env, &name, LOST, LOST_SIZE, source_revision, &pvcs_before).await;
+    let outcome = match restored {
+        Ok(()) => old_members_retired(env, &name, &old).await,
+        Err(e) => Err(e),
+    };
+    (outcome, restarted.elapsed())
+}
+
+/// After the restore `restore` over [`LOST`]: every old member PVC is still there (the same
+/// object), labelled retained (by this restore, or by the earlier one that already had) and
+/// owned by nobody (the garbage collector never takes it); no old member Pod is left.
+async fn old_members_retired(env: &Env, restore: &str, old: &Members) -> Result<(), String> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    for (name, (uid, label)) in &old.pvcs {
+        let Some(pvc) = pvcs.get_opt(name).await.map_err(|e| e.to_string())? else {
+            return Err(format!("old member PVC {name} was deleted by {restore}"));
+        };
+        if pvc.metadata.uid.as_ref() != Some(uid) {
+            return Err(format!(
+                "old member PVC {name} was replaced during {restore}"
+            ));
+        }
+        let now = pvc
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(RETAINED_LABEL));
+        let wanted = label.as_deref().unwrap_or(restore);
+        if now.map(String::as_str) != Some(wanted) {
+            return Err(format!(
+                "old member PVC {name} is labelled {RETAINED_LABEL}={now:?} after {restore}, \
+                 not {wanted}"
+            ));
+        }
+        if pvc
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|o| !o.is_empty())
+        {
+            return Err(format!(
+                "retained PVC {name} still has owners: {:?}",
+                pvc.metadata.owner_references
+            ));
+        }
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    for (name, uid) in &old.pods {
+        let pod = pods.get_opt(name).await.map_err(|e| e.to_string())?;
+        if pod.is_some_and(|p| p.metadata.uid.as_ref() == Some(uid)) {
+            return Err(format!(
+                "old member Pod {name} is still there after {restore}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Puts a copy of the source backup's object with 16 bytes flipped in its middle at
+/// [`TAMPERED_KEY`]; returns the original's SHA-256 (which the copy does not have).
+async fn tampered_source(env: &Env, s3: &aws_sdk_s3::Client) -> String {
+    let backup = Api::<EtcdBackup>::namespaced(env.client.clone(), NS)
+        .get("chaos-source")
+        .await
+        .unwrap();
+    let artifact = backup.status.and_then(|s| s.artifact).unwrap();
+    let mut bytes = get_object(s3, &object_key(&artifact, BACKUP_PREFIX, CLUSTER)).await;
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 16] {
+        *b ^= 0xff;
+    }
+    put_object(s3, TAMPERED_KEY, bytes).await;
+    artifact.sha256
+}
+
+/// A restore over [`LOST`] from the tampered object with the original's SHA-256, the restore
+/// operator armed at the seed's removal; timed from the crash to the restore Failed and
+/// everything it built gone ([`seed_removed`]).
+async fn failed_seed_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    armed: &Armed<'_>,
+) -> (Result<(), String>, Duration) {
+    lose_quorum(env).await;
+    let sha256 = tampered_source(env, s3).await;
+    let name = format!("chaos-restore-{}", armed.index);
+    let before = members_of(env, LOST).await;
+    let pvcs_before = pvc_names(env).await;
+    armed.set(env, true);
+    env.apply(&restore_over_lost_yaml(
+        &name,
+        &format!(
+            "    s3: {{bucket: {BUCKET}, key: {TAMPERED_KEY}, endpoint: \"{S3_ENDPOINT}\", \
+             region: us-east-1, forcePathStyle: true, credentialsSecretRef: {{name: {S3_SECRET}}}}}\n    \
+             sha256: {sha256}\n"
+        ),
+    ))
+    .unwrap();
+    let crashed = wait_crash(env, armed.operator).await;
+    let restarted = Instant::now();
+    armed.set(env, false);
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let outcome = seed_removed(env, &name, &before, &pvcs_before).await;
+    (outcome, restarted.elapsed())
+}
+
+/// The restore `name` ended Failed with `ChecksumMismatch`, the seed it recorded has neither a
+/// Pod nor a PVC, and [`LOST`] is as it was `before` (the same Pods and PVCs with the same
+/// labels, no hold), no PVC labelled by `name`, no PVC in the namespace deleted.
+async fn seed_removed(
+    env: &Env,
+    name: &str,
+    before: &Members,
+    pvcs_before: &BTreeSet<String>,
+) -> Result<(), String> {
+    let restores: Api<EtcdRestore> = Api::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + STEP;
+    let status = loop {
+        let status = restores.get(name).await.ok().and_then(|r| r.status);
+        if let Some(status) = status
+            && status.phase.is_some_and(RestorePhase::is_finished)
+        {
+            break status;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{name} did not finish within {STEP:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    if status.phase != Some(RestorePhase::Failed)
+        || status.reason.as_deref() != Some("ChecksumMismatch")
+    {
+        return Err(format!(
+            "{name} ended {:?} ({:?}), not Failed with ChecksumMismatch: {:?}",
+            status.phase, status.reason, status.message
+        ));
+    }
+    let seed = status
+        .seed_member
+        .clone()
+        .ok_or_else(|| format!("{name} failed without recording a seed: {status:?}"))?;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), NS);
+    // Failed is written once the hold is released, after the seed's deletions were sent; the
+    // PVC may still be finishing (its protection finalizer).
+    loop {
+        let pod = pods.get_opt(&seed).await.map_err(|e| e.to_string())?;
+        let pvc = pvcs.get_opt(&seed).await.map_err(|e| e.to_string())?;
+        if pod.is_none() && pvc.is_none() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the failed seed {seed} of {name} is still there: Pod {}, PVC {}",
+                pod.is_some(),
+                pvc.is_some()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let now = members_of(env, LOST).await;
+    if now != *before {
+        return Err(format!(
+            "{LOST} changed during the failed {name}: before {before:?}, now {now:?}"
+        ));
+    }
+    let held = env
+        .clusters()
+        .get(LOST)
+        .await
+        .map_err(|e| e.to_string())?
+        .metadata
+        .annotations
+        .is_some_and(|a| a.contains_key(RESTORING_ANNOTATION));
+    if held {
+        return Err(format!(
+            "{LOST} still carries {RESTORING_ANNOTATION} after {name} failed"
+        ));
+    }
+    let labelled: Vec<String> = pvcs
+        .list(&ListParams::default().labels(&format!("{RETAINED_LABEL}={name}")))
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    if !labelled.is_empty() {
+        return Err(format!(
+            "PVCs labelled retained by the failed {name}: {labelled:?}"
+        ));
+    }
+    if let Some(gone) = pvcs_before.difference(&pvc_names(env).await).next() {
+        return Err(format!("PVC {gone} was deleted during {name}"));
+    }
+    eprintln!(
+        "chaos: {name} failed ({:?}); seed {seed} removed",
+        status.message
+    );
+    Ok(())
+}
+
+// --- The backup's aborts ---
+
+/// How long the slowed follower of an abort case takes to send its whole database at the
+/// limit (on top of twice its traffic before): four times the timeout below, so the deadline
+/// falls mid-stream, and long enough to catch the upload in flight for a kill.
+const ABORT_STREAM: Duration = Duration::from_secs(40);
+/// `spec.timeoutSeconds` of a [`Trigger::BackupTimesOut`] backup: the schema's minimum.
+const ABORT_TIMEOUT_SECONDS: u64 = 10;
+
+/// An on-demand backup of [`CLUSTER`] streamed from one follower slowed for [`ABORT_STREAM`],
+/// with the backup operator armed: it times out ([`Trigger::BackupTimesOut`]), or the operator
+/// is SIGKILLed once the upload exists ([`Trigger::BackupInterrupted`]). Timed from the crash
+/// at the failpoint to the backup's final phase and the next backup's success.
+async fn backup_abort_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    armed: &Armed<'_>,
+    cluster: &Cluster,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-backup-{}", armed.index);
+    // At least a mebibyte to stream, whatever the cases before wrote.
+    write_keys(
+        env,
+        CLUSTER,
+        (0..4).map(|i| (format!("filler/{i}"), "x".repeat(256 * 1024))),
+    )
+    .await;
+    let before = objects(s3, BACKUP_PREFIX).await;
+    let uid = cluster_uid(env, cluster.name).await;
+    let status = env
+        .clusters()
+        .get(cluster.name)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    let (victim, client_url) = status
+        .members
+        .iter()
+        .find(|m| !m.leader && !m.learner)
+        .map(|m| (m.name.clone(), m.client_url.clone().unwrap()))
+        .unwrap();
+    let ips = pod_ips(env, cluster.name).await;
+    let db_size = member_db_size(&ips[&victim]).await;
+    let pid = member_pid(&victim, &uid).unwrap();
+    let database_bits = u64::try_from(db_size).unwrap_or(0) * 8;
+    let rate = database_bits / ABORT_STREAM.as_secs() + 2 * background_bits(pid).await;
+    armed.set(env, true);
+    limit_egress(pid, rate);
+    let timeout = match armed.case.trigger {
+        Trigger::BackupTimesOut => ABORT_TIMEOUT_SECONDS,
+        _ => 120,
+    };
+    // From the slowed follower alone (given the whole cluster the operator may pick another).
+    let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
+        .replace(
+            &format!("metadata: {{name: {name}}}"),
+            &format!("metadata: {{name: {name}, labels: {{etcd.operator.rs/cluster: {CLUSTER}}}}}"),
+        )
+        .replace(
+            &format!("clusterName: {CLUSTER}"),
+            &format!("endpoints: [\"{client_url}\"]"),
+        )
+        .replace("timeoutSeconds: 120", &format!("timeoutSeconds: {timeout}"));
+    env.apply(&yaml).unwrap();
+    let killed = if armed.case.trigger == Trigger::BackupInterrupted {
+        Some(kill_backup_operator_once_uploading(env, s3, &name).await)
+    } else {
+        None
+    };
+    let crashed = wait_crash(env, armed.operator).await;
+    let restarted = Instant::now();
+    let shaped = lift_egress_limit(pid);
+    armed.set(env, false);
+    eprintln!(
+        "chaos: {victim} (database {db_size} bytes) limited to {rate} bit/s for {name} \
+         (timeoutSeconds {timeout}, operator killed: {killed:?}): {shaped}"
+    );
+    if let Some(Err(e)) = killed {
+        return (Err(e), restarted.elapsed());
+    }
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let backup = wait_backup_finished(env, &name).await;
+    let status = backup.status.clone().unwrap_or_default();
+    let reasons: &[&str] = match armed.case.trigger {
+        // Failed by its deadline, or, crashed before the outcome was written, by the next start.
+        Trigger::BackupTimesOut => &["Timeout", "Interrupted"],
+        _ => &["Interrupted"],
+    };
+    let outcome = match check_backup(s3, &backup, &before).await {
+        Ok(BackupPhase::Failed) if reasons.contains(&status.reason.as_deref().unwrap_or("")) => {
+            eprintln!(
+                "chaos: {name} ended Failed {:?}: {:?}",
+                status.reason, status.message
+            );
+            next_backup_succeeds(env, s3, &format!("{name}-next")).await
+        }
+        Ok(phase) => Err(format!(
+            "{name} ended {phase:?} ({:?}: {:?}), not Failed with one of {reasons:?}",
+            status.reason, status.message
+        )),
+        Err(e) => Err(e),
+    };
+    (outcome, restarted.elapsed())
+}
+
+/// Waits until the backup `name` has a pending multipart upload (its key carries the backup's
+/// UID), then SIGKILLs the backup operator's process. Returns the upload seen.
+async fn kill_backup_operator_once_uploading(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    name: &str,
+) -> Result<String, String> {
+    let backups: Api<EtcdBackup> = Api::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + STEP;
+    loop {
+        let uid = backups.get(name).await.ok().and_then(|b| b.metadata.uid);
+        let pending = pending_uploads(s3, BACKUP_PREFIX).await;
+        if let Some(upload) = uid.and_then(|uid| pending.into_iter().find(|u| u.contains(&uid))) {
+            signal_pid(operator_pid(env, "etcd-backup-operator"), "KILL");
+            return Ok(upload);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "no multipart upload of {name} seen within {STEP:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An on-demand backup `name` of [`CLUSTER`] ends Succeeded with its verified object.
+async fn next_backup_succeeds(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    name: &str,
+) -> Result<(), String> {
+    let before = objects(s3, BACKUP_PREFIX).await;
+    env.apply(&on_demand_backup(name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+        .unwrap();
+    let backup = wait_backup_finished(env, name).await;
+    match check_backup(s3, &backup, &before).await? {
+        BackupPhase::Succeeded => Ok(()),
+        phase => Err(format!(
+            "the next backup {name} ended {phase:?}: {:?}",
+            backup.status
+        )),
+    }
+}
+
+/// How long the proxy of a [`Trigger::BackupPartStuck`] case holds each UploadPart: past the
+/// backup's deadline ([`ABORT_TIMEOUT_SECONDS`]) and the executor's grace after it (30 s), so
+/// that the run is given up (dropped) while its part is held.
+const PART_HELD: Duration = Duration::from_secs(ABORT_TIMEOUT_SECONDS + 30 + 15);
+
+/// An on-demand backup of [`CLUSTER`] through [`part_delaying_proxy`], the backup operator
+/// armed at the dropped upload's abort; timed from the crash to the backup's final phase and
+/// the next backup's success.
+async fn stuck_part_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    armed: &Armed<'_>,
+) -> (Result<(), String>, Duration) {
+    let name = format!("chaos-backup-{}", armed.index);
+    let before = objects(s3, BACKUP_PREFIX).await;
+    // On the node's address as Pods see it (the S3 Pod's hostIP), to the S3 Pod itself.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pod = pods.get("s3").await.unwrap();
+    let status = pod.status.clone().unwrap();
+    let port = pod.spec.as_ref().unwrap().containers[0]
+        .ports
+        .as_ref()
+        .unwrap()[0]
+        .container_port;
+    let upstream = format!("{}:{port}", status.pod_ip.unwrap());
+    let (endpoint, held) = part_delaying_proxy(&status.host_ip.unwrap(), upstream, PART_HELD).await;
+    armed.set(env, true);
+    let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
+        .replace(S3_ENDPOINT, &endpoint)
+        .replace(
+            "timeoutSeconds: 120",
+            &format!("timeoutSeconds: {ABORT_TIMEOUT_SECONDS}"),
+        );
+    env.apply(&yaml).unwrap();
+    let crashed = wait_crash(env, armed.operator).await;
+    let restarted = Instant::now();
+    armed.set(env, false);
+    let held = held.load(std::sync::atomic::Ordering::SeqCst);
+    if held == 0 {
+        return (
+            Err(format!("no UploadPart of {name} went through the proxy")),
+            restarted.elapsed(),
+        );
+    }
+    if let Err(e) = crashed {
+        return (Err(e), restarted.elapsed());
+    }
+    let backup = wait_backup_finished(env, &name).await;
+    let status = backup.status.clone().unwrap_or_default();
+    let outcome = match check_backup(s3, &backup, &before).await {
+        Ok(BackupPhase::Failed)
+            if matches!(status.reason.as_deref(), Some("Timeout" | "Interrupted")) =>
+        {
+            eprintln!(
+                "chaos: {name} ({held} parts held {PART_HELD:?}) ended Failed {:?}: {:?}",
+                status.reason, status.message
+            );
+            next_backup_succeeds(env, s3, &format!("{name}-next")).await
+        }
+        Ok(phase) => Err(format!(
+            "{name} ended {phase:?} ({:?}: {:?}), not Failed by its deadline",
+            status.reason, status.message
+        )),
+        Err(e) => Err(e),
+    };
+    (outcome, restarted.elapsed())
+}
+
+/// A TCP proxy on `ip` (a free port) to `upstream` that holds each UploadPart (a `PUT` with
+/// `partNumber=` in its request line) for `hold` before passing it on: an S3 slow to answer
+/// a part. Everything else passes at once. Returns its endpoint URL and how many parts it held.
+async fn part_delaying_proxy(
+    ip: &str,
+    upstream: String,
+    hold: Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+        .await
+        .unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let held = Arc::new(AtomicUsize::new(0));
+    let count = held.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let count = count.clone();
+            tokio::spawn(async move {
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let up = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = client_read.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let part = String::from_utf8_lossy(&buf[..n])
+                            .lines()
+                            .any(|l| l.starts_with("PUT /") && l.contains("partNumber="));
+                        if part {
+                            count.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(hold).await;
+                        }
+                        if server_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                up.abort();
+            });
+        }
+    });
+    (endpoint, held)
+}
+
+// --- The CronJob's Job ---
+
+/// The cluster whose `spec.backup` CronJob the Job's cases run: one member, its own prefix, a
+/// schedule never due ([`BACKUP_SCHEDULE`]: the cases run its Job themselves).
+const SCHEDULED: &str = "chaos-sched";
+/// `spec.backup.retain` of [`SCHEDULED`].
+const SCHEDULED_RETAIN: usize = 2;
+/// `spec.backup.s3.prefix` of [`SCHEDULED`].
+const SCHEDULED_PREFIX: &str = "chaos-sched/";
+
+fn scheduled_cluster_yaml() -> String {
+    format!(
+        "apiVersion: etcd.operator.rs/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {SCHEDULED}}}\n\
+         spec:\n  size: 1\n  version: \"{VERSION}\"\n  storage: {{size: 1Gi, reclaimPolicy: Retain}}\n  \
+         backup:\n    schedule: \"{BACKUP_SCHEDULE}\"\n    retain: {SCHEDULED_RETAIN}\n    \
+         deleteObjects: true\n    timeoutSeconds: 60\n    s3: {{bucket: {BUCKET}, prefix: \
+         {SCHEDULED_PREFIX}, endpoint: \"{S3_ENDPOINT}\", forcePathStyle: true, \
+         credentialsSecretRef: {{name: {S3_SECRET}}}}}\n"
+    )
+}
+
+/// [`SCHEDULED`] Available and its CronJob's template, as JSON (unarmed, not timed).
+async fn scheduled_job_template(env: &Env) -> Result<serde_json::Value, String> {
+    env.apply(&scheduled_cluster_yaml())?;
+    env.wait_available(SCHEDULED, 1, VERSION, STEP).await;
+    let cron_job = format!("cronjob/{SCHEDULED}-backups");
+    let deadline = Instant::now() + STEP;
+    loop {
+        if let Ok(json) = env.try_kubectl(&["get", &cron_job, "-n", NS, "-o", "json"]) {
+            let cron: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+            return Ok(cron["spec"]["jobTemplate"]["spec"].clone());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no {cron_job} within {STEP:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Runs the CronJob's job template once as the Job `job` (as `kubectl create job --from`
+/// does), with `failpoint` in its container's environment; returns the container's exit code.
+async fn run_scheduled_job(
+    env: &Env,
+    template: &serde_json::Value,
+    job: &str,
+    failpoint: Option<&str>,
+) -> Result<i32, String> {
+    let mut spec = template.clone();
+    if let Some(failpoint) = failpoint {
+        let container = &mut spec["template"]["spec"]["containers"][0];
+        let mut vars = container["env"].as_array().cloned().unwrap_or_default();
+        vars.push(serde_json::json!({"name": "ETCD_OPERATOR_FAILPOINT", "value": failpoint}));
+        container["env"] = serde_json::Value::Array(vars);
+    }
+    let manifest = serde_json::json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job, "namespace": NS},
+        "spec": spec,
+    });
+    env.apply(&manifest.to_string())?;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let deadline = Instant::now() + STEP;
+    loop {
+        let listed = pods
+            .list(&ListParams::default().labels(&format!("job-name={job}")))
+            .await
+            .map_err(|e| e.to_string())?;
+        let exited = listed.items.iter().find_map(|pod| {
+            let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+            statuses
+                .iter()
+                .find_map(|c| c.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code))
+        });
+        if let Some(code) = exited {
+            return Ok(code);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the Job {job}'s container did not exit within {STEP:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// [`SCHEDULED`]'s scheduled EtcdBackups (not being deleted), once every one has finished.
+async fn finished_scheduled_backups(env: &Env) -> Result<BTreeMap<String, EtcdBackup>, String> {
+    let backups: Api<EtcdBackup> = Api::namespaced(env.client.clone(), NS);
+    let selector = format!("etcd.operator.rs/cluster={SCHEDULED},etcd.operator.rs/scheduled=true");
+    let deadline = Instant::now() + STEP;
+    loop {
+        let listed: BTreeMap<String, EtcdBackup> = backups
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .into_iter()
+            .filter(|b| b.metadata.deletion_timestamp.is_none())
+            .map(|b| (b.metadata.name.clone().unwrap(), b))
+            .collect();
+        let running: Vec<&String> = listed
+            .iter()
+            .filter(|(_, b)| {
+                !b.status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(BackupPhase::is_finished)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        if running.is_empty() {
+            return Ok(listed);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "scheduled backups not finished within {STEP:?}: {running:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The CronJob's Job of [`SCHEDULED`] run with the failpoint armed, then again unarmed (the
+/// next schedule). Before it, unarmed runs until [`SCHEDULED_RETAIN`] backups succeeded, so
+/// that the armed run's retention deletes one. Timed from the armed Job's crash to the second
+/// run's outcome checked ([`Trigger::ScheduledRun`]).
+async fn scheduled_run_case(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    armed: &Armed<'_>,
+) -> (Result<(), String>, Duration) {
+    let template = match scheduled_job_template(env).await {
+        Ok(template) => template,
+        Err(e) => return (Err(e), Duration::ZERO),
+    };
+    let mut crashed = None;
+    let outcome = scheduled_runs(env, s3, armed, &template, &mut crashed).await;
+    (outcome, crashed.map_or(Duration::ZERO, |at| at.elapsed()))
+}
+
+async fn scheduled_runs(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    armed: &Armed<'_>,
+    template: &serde_json::Value,
+    crashed: &mut Option<Instant>,
+) -> Result<(), String> {
+    let index = armed.index;
+    // Every scheduled backup seen along the case, by name (retention deletes some).
+    let mut seen = BTreeMap::new();
+    for run in 0.. {
+        let now = finished_scheduled_backups(env).await?;
+        seen.extend(now.clone());
+        if now.len() >= SCHEDULED_RETAIN {
+            break;
+        }
+        let job = format!("{SCHEDULED}-{index}-prepare-{run}");
+        match run_scheduled_job(env, template, &job, None).await? {
+            0 => {}
+            code => return Err(format!("the unarmed Job {job} exited {code}")),
+        }
+    }
+    let before = finished_scheduled_backups(env).await?;
+    let job = format!("{SCHEDULED}-{index}-armed");
+    let code = run_scheduled_job(env, template, &job, Some(&armed.scenario())).await?;
+    *crashed = Some(Instant::now());
+    if code != failpoint_exit_code() {
+        return Err(format!(
+            "the armed Job {job} exited {code}, not at the failpoint ({})",
+            failpoint_exit_code()
+        ));
+    }
+    let after_crash = finished_scheduled_backups(env).await?;
+    seen.extend(after_crash.clone());
+    let created: Vec<&String> = after_crash
+        .keys()
+        .filter(|n| !before.contains_key(*n))
+        .collect();
+    let expected = usize::from(armed.scenario() != "backup.backup_create:before");
+    if created.len() != expected {
+        return Err(format!(
+            "the crashed run created {created:?}, not {expected} EtcdBackup"
+        ));
+    }
+    let job = format!("{SCHEDULED}-{index}-next");
+    match run_scheduled_job(env, template, &job, None).await? {
+        0 => {}
+        code => return Err(format!("the next run's Job {job} exited {code}")),
+    }
+    let after = finished_scheduled_backups(env).await?;
+    seen.extend(after.clone());
+    let created: Vec<&String> = after
+        .keys()
+        .filter(|n| !after_crash.contains_key(*n))
+        .collect();
+    if created.len() != 1 {
+        return Err(format!(
+            "the next run created {created:?}, not one EtcdBackup"
+        ));
+    }
+    // Every backup of the case succeeded; the newest SCHEDULED_RETAIN are left, with their
+    // objects, and every older one went with its object.
+    let mut order = Vec::new();
+    let mut keys = BTreeMap::new();
+    for (name, backup) in &seen {
+        let status = backup.status.clone().unwrap_or_default();
+        let (Some(BackupPhase::Succeeded), Some(artifact)) = (status.phase, &status.artifact)
+        else {
+            return Err(format!("scheduled backup {name} ended {status:?}"));
+        };
+        keys.insert(
+            name.clone(),
+            object_key(artifact, SCHEDULED_PREFIX, SCHEDULED),
+        );
+        let created = backup.metadata.creation_timestamp.clone().unwrap().0;
+        order.push((created, name.clone()));
+    }
+    order.sort();
+    let newest: BTreeSet<&String> = order
+        .iter()
+        .rev()
+        .take(SCHEDULED_RETAIN)
+        .map(|(_, name)| name)
+        .collect();
+    let left: BTreeSet<&String> = after.keys().collect();
+    if left != newest {
+        return Err(format!(
+            "retention left {left:?}, not the newest {SCHEDULED_RETAIN} {newest:?} (oldest \
+             first: {order:?})"
+        ));
+    }
+    let stored = list_keys(s3, SCHEDULED_PREFIX).await;
+    for (name, key) in &keys {
+        match (left.contains(name), stored.contains(key)) {
+            (true, false) => return Err(format!("{name} is kept but its object {key} is gone")),
+            (false, true) => {
+                return Err(format!("{name} was deleted but its object {key} is left"));
+            }
+            _ => {}
+        }
+    }
+    let pending = pending_uploads(s3, SCHEDULED_PREFIX).await;
+    if !pending.is_empty() {
+        return Err(format!(
+            "multipart uploads pending under {SCHEDULED_PREFIX}: {pending:?}"
+        ));
+    }
+    eprintln!(
+        "chaos: {}: scheduled backups left {left:?} of {} seen",
+        armed.scenario(),
+        seen.len()
+    );
+    Ok(())
 }

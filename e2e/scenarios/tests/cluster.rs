@@ -616,63 +616,103 @@ struct Drains {
     two_unready: Option<String>,
 }
 
-/// Samples the member Pods and the client Service's EndpointSlices every 100 ms (a drain
-/// lasts a second or more: the operator waits for the endpoint to go before defragmenting).
+/// Watches the member Pods and the client Service's EndpointSlices and judges every state the
+/// API server reports, one event at a time. Sampling (a list every 100 ms) missed drains: the
+/// defragmentation of a small database is over in milliseconds, and one member's drain fell
+/// between two samples in a fresh-clone run (`drained: {"cfg-0", "cfg-2"}`). A watch delivers
+/// each version of a Pod, so the Pod's gate-closed-and-not-Ready version is always seen; the
+/// EndpointSlice that drops the Pod comes before the operator defragments (it waits for the
+/// drain) and so before the gate opens again.
 struct DrainWatch {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<Drains>,
 }
 
+/// The latest Pods and EndpointSlices a [`DrainWatch`] has seen, by name.
+#[derive(Default)]
+struct DrainView {
+    pods: std::collections::BTreeMap<String, Pod>,
+    slices: std::collections::BTreeMap<String, k8s_openapi::api::discovery::v1::EndpointSlice>,
+}
+
+impl DrainView {
+    /// Records into `seen` what the current view shows.
+    fn judge(&self, seen: &mut Drains) {
+        let live: Vec<&Pod> = self
+            .pods
+            .values()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let unready: Vec<String> = live
+            .iter()
+            .filter(|p| !pod_is_ready(p))
+            .map(|p| p.name_any())
+            .collect();
+        if unready.len() >= 2 && seen.two_unready.is_none() {
+            seen.two_unready = Some(format!("{unready:?}"));
+        }
+        for pod in live.iter().filter(|p| serving(p) == Some("False")) {
+            let name = pod.name_any();
+            if !pod_is_ready(pod) {
+                seen.drained.insert(name.clone());
+            }
+            let routed = self.slices.values().flat_map(|s| &s.endpoints).any(|e| {
+                e.target_ref
+                    .as_ref()
+                    .is_some_and(|t| t.name.as_deref() == Some(name.as_str()))
+                    && e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+            });
+            if !routed {
+                seen.out_of_service.insert(name);
+            }
+        }
+    }
+}
+
 impl DrainWatch {
     fn start(client: kube::Client, cluster: &str) -> DrainWatch {
+        use futures_util::StreamExt;
         use k8s_openapi::api::discovery::v1::EndpointSlice;
-        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-        let slices: Api<EndpointSlice> = Api::namespaced(client, NS);
-        let pod_params =
-            ListParams::default().labels(&format!("etcd.operator.rs/cluster={cluster}"));
-        let slice_params =
-            ListParams::default().labels(&format!("kubernetes.io/service-name={cluster}-client"));
+        use kube::runtime::watcher;
+        let pods = watcher(
+            Api::<Pod>::namespaced(client.clone(), NS),
+            watcher::Config::default().labels(&format!("etcd.operator.rs/cluster={cluster}")),
+        )
+        .map(|e| e.map(|e| Change::of(e, |p| Either::Pod(Box::new(p)))));
+        let slices = watcher(
+            Api::<EndpointSlice>::namespaced(client, NS),
+            watcher::Config::default()
+                .labels(&format!("kubernetes.io/service-name={cluster}-client")),
+        )
+        .map(|e| e.map(|e| Change::of(e, |s| Either::Slice(Box::new(s)))));
+        let mut events = futures_util::stream::select(pods.boxed(), slices.boxed());
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let mut seen = Drains::default();
-            while !*stopped.borrow() {
-                if let (Ok(pods), Ok(slices)) = (
-                    pods.list(&pod_params).await,
-                    slices.list(&slice_params).await,
-                ) {
-                    let live: Vec<&Pod> = pods
-                        .items
-                        .iter()
-                        .filter(|p| p.metadata.deletion_timestamp.is_none())
-                        .collect();
-                    let unready: Vec<String> = live
-                        .iter()
-                        .filter(|p| !pod_is_ready(p))
-                        .map(|p| p.name_any())
-                        .collect();
-                    if unready.len() >= 2 && seen.two_unready.is_none() {
-                        seen.two_unready = Some(format!("{unready:?}"));
+            let mut view = DrainView::default();
+            loop {
+                let event = tokio::select! {
+                    event = events.next() => event,
+                    _ = stopped.changed() => break,
+                };
+                // A watch error is retried by the watcher on the next poll (its own back-off).
+                let Some(Ok(event)) = event else { continue };
+                match event {
+                    Change::Put(Either::Pod(p)) => {
+                        view.pods.insert(p.name_any(), *p);
                     }
-                    for pod in live.iter().filter(|p| serving(p) == Some("False")) {
-                        let name = pod.name_any();
-                        if !pod_is_ready(pod) {
-                            seen.drained.insert(name.clone());
-                        }
-                        let routed = slices.items.iter().flat_map(|s| &s.endpoints).any(|e| {
-                            e.target_ref
-                                .as_ref()
-                                .is_some_and(|t| t.name.as_deref() == Some(name.as_str()))
-                                && e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
-                        });
-                        if !routed {
-                            seen.out_of_service.insert(name);
-                        }
+                    Change::Put(Either::Slice(s)) => {
+                        view.slices.insert(s.name_any(), *s);
                     }
+                    Change::Gone(Either::Pod(p)) => {
+                        view.pods.remove(&p.name_any());
+                    }
+                    Change::Gone(Either::Slice(s)) => {
+                        view.slices.remove(&s.name_any());
+                    }
+                    Change::Relist => continue,
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    _ = stopped.changed() => {}
-                }
+                view.judge(&mut seen);
             }
             seen
         });
@@ -682,6 +722,31 @@ impl DrainWatch {
     async fn stop(self) -> Drains {
         let _ = self.stop.send(true);
         self.task.await.unwrap()
+    }
+}
+
+/// An object from one of [`DrainWatch`]'s two watches.
+enum Either {
+    Pod(Box<Pod>),
+    Slice(Box<k8s_openapi::api::discovery::v1::EndpointSlice>),
+}
+
+/// A watch event of either kind.
+enum Change {
+    Put(Either),
+    Gone(Either),
+    /// The watch (re)started its list: the objects follow as [`Change::Put`].
+    Relist,
+}
+
+impl Change {
+    fn of<K>(event: kube::runtime::watcher::Event<K>, either: fn(K) -> Either) -> Change {
+        use kube::runtime::watcher::Event;
+        match event {
+            Event::Apply(o) | Event::InitApply(o) => Change::Put(either(o)),
+            Event::Delete(o) => Change::Gone(either(o)),
+            Event::Init | Event::InitDone => Change::Relist,
+        }
     }
 }
 

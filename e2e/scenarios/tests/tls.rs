@@ -9,7 +9,9 @@
 //! (examples/cluster-cert-manager.yaml, cert-manager's real Certificate CRD, a stand-in for its
 //! controller that fills the Secrets): it waits for them, saying so, before any member starts,
 //! then forms over TLS; when cert-manager renews a member's certificate, the members whose
-//! Secrets changed roll onto it, one at a time. Last, that cluster's NetworkPolicy is created,
+//! Secrets changed roll onto it, one at a time; a renewal from a replaced CA (no overlap) is
+//! refused before any member restarts, and a certificate near its end is warned about
+//! (condition, event, gauge). Last, that cluster's NetworkPolicy is created,
 //! updated and deleted as its `spec.networkPolicy` says. A second scenario renews due
 //! operator-managed certificates (one member's, then all three) and rotates the CA. A third
 //! switches a running plaintext cluster to TLS (`spec.tls` set) while clients write.
@@ -187,6 +189,7 @@ spec:
     backup_and_restore_over_tls(&env, &https_url, tls).await;
     check_cert_manager_cluster(&env).await;
     cert_manager_renewals_roll_the_members(&env, &renewals).await;
+    cert_manager_ca_change_without_overlap_is_refused(&env, &renewals).await;
     stand_in.abort();
     network_policy_follows_the_spec(&env, CM).await;
 }
@@ -227,6 +230,12 @@ async fn network_policy_follows_the_spec(env: &Env, cluster: &str) {
         .map(|r| &r["ports"][0]["port"])
         .collect();
     assert_eq!(ports, [2380, 2379, 2381], "{ingress}");
+    // Created with TLS: no member serves 2378, so clients are admitted on 2379 alone.
+    assert_eq!(
+        ingress[1]["ports"],
+        serde_json::json!([{"port": 2379, "protocol": "TCP"}]),
+        "{ingress}"
+    );
     let client_from = ingress[1]["from"].to_string();
     assert!(
         client_from.contains(&format!("\"etcd.operator.rs/client-of\":\"{cluster}\""))
@@ -892,6 +901,7 @@ async fn cert_manager_renewals_roll_the_members(env: &Env, renewals: &Renewals) 
     renewals
         .lock()
         .unwrap()
+        .renew
         .extend([format!("{CM}-1-peer-tls"), format!("{CM}-2-client-tls")]);
     let rolled = [format!("{CM}-1"), format!("{CM}-2")];
     let deadline = tokio::time::Instant::now() + STEP;
@@ -909,7 +919,7 @@ async fn cert_manager_renewals_roll_the_members(env: &Env, renewals: &Renewals) 
             tokio::time::Instant::now() < deadline,
             "not rolled onto cert-manager's renewed certificates after {STEP:?}: {pending:?} \
              (renewals not yet written: {:?})\n{}",
-            renewals.lock().unwrap(),
+            renewals.lock().unwrap().renew,
             env.diagnostics()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -922,6 +932,179 @@ async fn cert_manager_renewals_roll_the_members(env: &Env, renewals: &Renewals) 
         "only {fewest_ready} member Pods were Ready at one point: quorum was at risk"
     );
     eprintln!("cert-manager renewals rolled in {:?}", clock.elapsed());
+}
+
+/// Issue 19, a CA change under cert-manager: the issuer's CA is replaced and cert-manager
+/// renews member 1's peer certificate from the new CA (`ca.crt` the new CA alone, as a CA
+/// issuer writes it). Started on it, member 1 would be cut off from the other two (each side
+/// refuses the other's certificate). The cluster is refused instead (Degraded, a Warning
+/// event, both naming the Secret and the members), no member Pod restarts and clients keep
+/// writing. Then cert-manager renews it from the members' CA again, this time a certificate
+/// near its end: the refusal goes, member 1 rolls onto it once (the others not at all, never
+/// more than one Pod not Ready), and the near-expiry warning is raised (condition
+/// `CertificatesNearExpiry`, event `CertificateNearExpiry`, gauge
+/// `etcd_operator_cluster_certificate_near_expiry` at 1 for that Secret). The clients' history
+/// is linearizable with no acknowledged write lost.
+async fn cert_manager_ca_change_without_overlap_is_refused(env: &Env, renewals: &Renewals) {
+    let clock = tokio::time::Instant::now();
+    let secret = format!("{CM}-1-peer-tls");
+    let members: Vec<String> = (0..3).map(|i| format!("{CM}-{i}")).collect();
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
+    let client_secret = secrets
+        .get(&format!("{CM}-operator-client-tls"))
+        .await
+        .unwrap();
+    let tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(text(
+            &client_secret,
+            "ca.crt",
+        )))
+        .identity(etcd_client::Identity::from_pem(
+            text(&client_secret, "tls.crt"),
+            text(&client_secret, "tls.key"),
+        ))
+        .domain_name(format!("{CM}-client.{NS}.svc"));
+    let url = env.client_url(CM).await.replacen("http://", "https://", 1);
+    let clients = Workload::start_tls(url, Some(tls));
+    wait_acknowledged(&clients, 10).await;
+    let before = member_pods(env, &members).await;
+    let watch = ReadyWatch::start(env, CM);
+
+    {
+        let mut orders = renewals.lock().unwrap();
+        orders.second_ca = true;
+        orders.renew.insert(secret.clone());
+    }
+    let refused = env
+        .wait_status(
+            CM,
+            "refused for a certificate of an untrusted CA",
+            STEP,
+            |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Degraded"
+                            && c.status == "True"
+                            && c.message.contains("spec.tls.peer.certManager")
+                            && c.message.contains(&format!("Secret {NS}/{secret}"))
+                            && c.message
+                                .contains(&format!("members {CM}-0, {CM}-2 do not trust"))
+                    })
+                })
+            },
+        )
+        .await;
+    let events = env.events_for(CM).await.join("\n");
+    assert!(
+        events.contains(&secret) && events.contains("do not trust"),
+        "{events}\n{:?}",
+        refused.status
+    );
+    // Refused, not rolled: the clients keep writing on the members as they were.
+    let acknowledged = clients.acknowledged();
+    wait_acknowledged(&clients, acknowledged + 20).await;
+    assert_eq!(
+        member_pods(env, &members).await,
+        before,
+        "a member Pod changed while the cluster was refused"
+    );
+
+    {
+        let mut orders = renewals.lock().unwrap();
+        orders.second_ca = false;
+        orders.near_end = true;
+        orders.renew.insert(secret.clone());
+    }
+    let member = format!("{CM}-1");
+    let deadline = tokio::time::Instant::now() + STEP;
+    while !rolled_since(env, &member, &before[&member]).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{member} not rolled onto its certificate of the members' CA after {STEP:?}\n{}",
+            env.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_available(CM, 3, V36, STEP).await;
+    let warned = env
+        .wait_status(CM, "CertificatesNearExpiry", STEP, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                let degraded = s
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Degraded" && c.status == "True");
+                !degraded
+                    && s.conditions.iter().any(|c| {
+                        c.type_ == "CertificatesNearExpiry"
+                            && c.status == "True"
+                            && c.reason == "CertificateNearExpiry"
+                            && c.message.contains(&format!("Secret {NS}/{secret} ends at"))
+                    })
+            })
+        })
+        .await;
+    let events = env.events_for(CM).await.join("\n");
+    assert!(
+        events
+            .lines()
+            .any(|e| e.starts_with("CertificateNearExpiry:") && e.contains(&secret)),
+        "{events}\n{:?}",
+        warned.status
+    );
+    let series = format!(
+        "etcd_operator_cluster_certificate_near_expiry{{namespace=\"{NS}\",name=\"{CM}\",secret=\"{secret}\"}} 1"
+    );
+    let metrics = cluster_operator_metrics(env).await;
+    assert!(
+        metrics.lines().any(|l| l == series),
+        "{series} not in the cluster operator's metrics:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("certificate"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_rolled_once(&watch, &before, &[member]);
+    let fewest_ready = watch.stop();
+    assert!(
+        fewest_ready >= 2,
+        "only {fewest_ready} member Pods were Ready at one point: quorum was at risk"
+    );
+    renewals.lock().unwrap().near_end = false;
+    clients.stop().await;
+    eprintln!(
+        "cert-manager CA change refused, then put back and rolled, in {:?}",
+        clock.elapsed()
+    );
+}
+
+/// The cluster operator's `/metrics` (OpenMetrics text), from its Pod (the host reaches Pod
+/// IPs), as Prometheus scrapes it.
+async fn cluster_operator_metrics(env: &Env) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ip = env.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/component=cluster-operator",
+        "-o",
+        "jsonpath={.items[0].status.podIP}",
+    ]);
+    let mut stream = tokio::net::TcpStream::connect((ip.trim(), 8080))
+        .await
+        .unwrap_or_else(|e| panic!("the cluster operator's probe port at {ip}:8080: {e}"));
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: operator\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or(response)
 }
 
 /// Waits until `clients` had `writes` writes acknowledged (at most 60 s).

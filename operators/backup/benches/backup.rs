@@ -79,8 +79,11 @@ async fn fill(client: &etcd_client::Client, from: usize, to: usize) {
         .await;
 }
 
-/// Child mode: one backup with `execute`, then its size and the process's peak RSS.
+/// Child mode: one backup with `execute`, then its size and the process's peak RSS. Its log
+/// (text, to stdout) carries the executor's "snapshot uploaded" line with the upload's timing.
 async fn child() {
+    operator_runtime::logging::init_logging("info", operator_runtime::logging::LogFormat::Text)
+        .unwrap();
     let env = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} not set"));
     let job = BackupJob {
         cluster: "bench".into(),
@@ -122,6 +125,8 @@ struct ChildRun {
     size_bytes: u64,
     hwm_kib: u64,
     uri: String,
+    /// The executor's "snapshot uploaded" log line: where the upload's time went.
+    timing: String,
 }
 
 fn run_child(etcd: &str, s3: &S3Server, uid: &str) -> ChildRun {
@@ -154,6 +159,20 @@ fn run_child(etcd: &str, s3: &S3Server, uid: &str) -> ChildRun {
         size_bytes: fields[0].parse().unwrap(),
         hwm_kib: fields[1].parse().unwrap(),
         uri: fields[2].to_owned(),
+        timing: stdout
+            .lines()
+            .find(|l| l.contains("snapshot uploaded"))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter(|w| {
+                        ["total", "preparing", "waiting_for", "finishing"]
+                            .iter()
+                            .any(|p| w.starts_with(p))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -219,6 +238,64 @@ async fn empty_bucket(s3: &S3Server) {
     }
 }
 
+/// CPU seconds (user + system) used so far by the etcd member, the S3 server, and this
+/// process's finished children (the operator's child, etcdctl, the aws CLI), from /proc.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    etcd: f64,
+    s3: f64,
+    client: f64,
+}
+
+impl Cpu {
+    fn now(etcd_pid: u32, s3_pid: u32) -> Cpu {
+        let ticks = clock_ticks();
+        // Fields after the command's ")": utime, stime are the 12th and 13th, the waited-for
+        // children's cutime, cstime the 14th and 15th (proc(5), fields 14-17).
+        let fields = |pid: &str| -> Vec<f64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after
+                .split_whitespace()
+                .skip(11)
+                .take(4)
+                .map(|f| f.parse::<f64>().unwrap() / ticks)
+                .collect()
+        };
+        let own = |pid: u32| {
+            let f = fields(&pid.to_string());
+            f[0] + f[1]
+        };
+        let children = fields("self");
+        Cpu {
+            etcd: own(etcd_pid),
+            s3: own(s3_pid),
+            client: children[2] + children[3],
+        }
+    }
+
+    fn since(self, start: Cpu) -> Cpu {
+        Cpu {
+            etcd: self.etcd - start.etcd,
+            s3: self.s3 - start.s3,
+            client: self.client - start.client,
+        }
+    }
+
+    fn total(self) -> f64 {
+        self.etcd + self.s3 + self.client
+    }
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`, 100 on Linux).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let out = Command::new("getconf").arg("CLK_TCK").output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    })
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -232,6 +309,9 @@ struct Round {
     operator: Duration,
     save: Duration,
     upload: Duration,
+    operator_cpu: Cpu,
+    save_cpu: Cpu,
+    upload_cpu: Cpu,
 }
 
 #[tokio::main]
@@ -279,6 +359,8 @@ async fn main() {
     let s3 = S3Server::start_with(&tools).await.unwrap();
     s3.create_bucket(BUCKET).await.unwrap();
     let client = member.client().await.unwrap();
+    let pids = (member.pid().expect("etcd runs"), s3.pid());
+    let cpu = || Cpu::now(pids.0, pids.1);
 
     // Peak RSS at ~100 MiB, then grow the same DB to ~1 GiB.
     let t = Instant::now();
@@ -303,12 +385,19 @@ async fn main() {
     let mut size_bytes = 0;
     for round in 0..rounds {
         // (1) the operator's path, in a child process.
+        let cpu_start = cpu();
         let op = run_child(&etcd, &s3, &format!("round-{round}"));
+        let operator_cpu = cpu().since(cpu_start);
         assert!(
             op.size_bytes >= data_bytes,
             "snapshot smaller than the data"
         );
         large_hwm_kib = large_hwm_kib.max(op.hwm_kib);
+        println!(
+            "round {round}: operator {:.1} s, {}",
+            op.wall.as_secs_f64(),
+            op.timing
+        );
         size_bytes = op.size_bytes;
         let op_key = op.uri.trim_start_matches(&format!("s3://{BUCKET}/"));
         assert_eq!(object_size(&s3, op_key).await, op.size_bytes);
@@ -319,13 +408,17 @@ async fn main() {
             .arg(format!("--endpoints={etcd}"))
             .args(["snapshot", "save"])
             .arg(&snapshot);
+        let cpu_start = cpu();
         let save_time = timed(save, "etcdctl snapshot save");
+        let save_cpu = cpu().since(cpu_start);
         let file_size = std::fs::metadata(&snapshot).unwrap().len();
         let key = format!("baseline/round-{round}.db");
+        let cpu_start = cpu();
         let upload_time = timed(
             aws_cp(&tools, &s3, dir.path(), &snapshot, &key),
             "aws s3 cp",
         );
+        let upload_cpu = cpu().since(cpu_start);
         assert_eq!(object_size(&s3, &key).await, file_size);
         std::fs::remove_file(&snapshot).unwrap();
         empty_bucket(&s3).await;
@@ -333,6 +426,9 @@ async fn main() {
             operator: op.wall,
             save: save_time,
             upload: upload_time,
+            operator_cpu,
+            save_cpu,
+            upload_cpu,
         });
     }
 
@@ -366,6 +462,40 @@ async fn main() {
         mb_per_s(size_bytes, save),
     );
     println!("  ratio = operator / save+upload, operator / upload alone (time; below 1 is faster)");
+    // Where the time goes: on this machine's cores no path finishes faster than the CPU its
+    // processes need divided by the cores (its floor), so operator / upload alone cannot go
+    // below the operator's floor over the upload's wall time, whatever the operator overlaps.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let cpu_of = |pick: fn(&Round) -> Cpu| -> Cpu {
+        let mut v: Vec<Cpu> = results.iter().map(pick).collect();
+        v.sort_by(|a, b| a.total().total_cmp(&b.total()));
+        v[v.len() / 2]
+    };
+    let operator_cpu = cpu_of(|r| r.operator_cpu);
+    let save_cpu = cpu_of(|r| r.save_cpu);
+    let upload_cpu = cpu_of(|r| r.upload_cpu);
+    println!(
+        "  CPU s (median of {rounds}; etcd + S3 server + client = total, floor = total / {cores} cores):"
+    );
+    for (name, c, wall) in [
+        ("operator", operator_cpu, operator),
+        ("save", save_cpu, save),
+        ("upload alone", upload_cpu, upload),
+    ] {
+        println!(
+            "    {name:<12} {:.1} + {:.1} + {:.1} = {:.1} | floor {:.1} s | wall {:.1} s",
+            c.etcd,
+            c.s3,
+            c.client,
+            c.total(),
+            c.total() / cores,
+            secs(wall),
+        );
+    }
+    println!(
+        "    the operator's floor / the upload alone's wall = {:.2}: its ratio cannot go below that on {cores} cores",
+        operator_cpu.total() / cores / secs(upload)
+    );
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
         "backup peak RSS (max of {rounds})  {small_keys} MiB DB {:.1} MiB | {large_keys} MiB DB {:.1} MiB | ratio {:.2}  (part size {} MiB)",

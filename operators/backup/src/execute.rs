@@ -31,6 +31,9 @@ pub const SNAPSHOT_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// After the deadline or shutdown, how long the upload gets to abort by itself before it is
 /// dropped (and aborted in the background).
 pub const CANCEL_GRACE: Duration = Duration::from_secs(30);
+/// After that drop, how long the run's upload gets to be aborted, awaited, before the outcome is
+/// left open ([`BackupError::AbortUnconfirmed`]): as long as an upload retries its own abort.
+pub const ABANDONED_ABORT_TIMEOUT: Duration = etcd_snapshot::upload::ABORT_PATIENCE;
 /// Label naming the cluster an EtcdBackup belongs to (set by `create-backup`).
 pub const CLUSTER_LABEL: &str = "etcd.operator.rs/cluster";
 
@@ -135,18 +138,35 @@ pub enum BackupError {
         "the operator shut down during the backup; the upload was aborted and no object was stored"
     )]
     Interrupted,
+    /// The run was given up while S3 held one of its requests (the deadline or a shutdown,
+    /// then [`CANCEL_GRACE`]), and aborting its multipart upload got no answer either: the
+    /// upload may still be pending. Not an outcome: the backup is checked again like an
+    /// interrupted run (see [`BackupError::completion_unknown`]).
+    #[error(
+        "the backup stopped ({stopped}) while S3 held one of its requests, and aborting its \
+         multipart upload failed ({detail}): it may still be pending"
+    )]
+    AbortUnconfirmed {
+        /// The reason of the stop: `Timeout` or `Interrupted`.
+        stopped: &'static str,
+        /// Why the abort is not confirmed.
+        detail: String,
+    },
 }
 
 impl BackupError {
-    /// The upload's completion may have been applied, and S3 did not answer the read-back:
-    /// whether the object exists is not known yet (not a failure to report; see
-    /// `status::completion_unknown`).
+    /// What S3 holds is not known yet, so this is not a failure to report (see
+    /// `status::completion_unknown`): the upload's completion may have been applied and S3 did
+    /// not answer the read-back, or an abandoned upload's abort got no answer
+    /// ([`BackupError::AbortUnconfirmed`]).
     pub fn completion_unknown(&self) -> bool {
-        matches!(
-            self,
-            BackupError::Upload { source, .. }
-                if matches!(source.root(), UploadError::CompletionUnknown { .. })
-        )
+        match self {
+            BackupError::Upload { source, .. } => {
+                matches!(source.root(), UploadError::CompletionUnknown { .. })
+            }
+            BackupError::AbortUnconfirmed { .. } => true,
+            _ => false,
+        }
     }
 
     /// PascalCase reason for status and events.
@@ -161,6 +181,7 @@ impl BackupError {
             BackupError::Upload { source, .. } => source.reason(),
             BackupError::Timeout { .. } => "Timeout",
             BackupError::Interrupted => "Interrupted",
+            BackupError::AbortUnconfirmed { .. } => "AbortUnconfirmed",
         }
     }
 }
@@ -401,8 +422,39 @@ pub async fn execute(
     };
     tokio::select! {
         result = run(job, deadline, shutdown) => result,
-        // Dropping `run` aborts an upload in progress in the background.
-        error = hard_stop => Err(error),
+        // Dropping `run` aborts an upload in progress in the background; awaited here too.
+        error = hard_stop => Err(abort_abandoned_upload(job, error).await),
+    }
+}
+
+/// `run` was dropped while S3 held one of its requests: its upload's own abort was spawned in
+/// the background, behind the parts still in flight, and is lost if this process ends first (a
+/// shutdown exits as soon as its backups returned). The error about to be returned says the
+/// upload was aborted, and the caller records it as the final outcome, which no later start
+/// looks at again; so the run's upload is aborted here as well, and awaited (issue 18: the
+/// chaos case `backup.s3_abort_on_drop` left it pending under a Failed backup). Without an
+/// answer within [`ABANDONED_ABORT_TIMEOUT`] the outcome stays open
+/// ([`BackupError::AbortUnconfirmed`]).
+async fn abort_abandoned_upload(job: &BackupJob, stopped: BackupError) -> BackupError {
+    let s3 = s3_client(&job.s3).await;
+    let aborted = tokio::time::timeout(
+        ABANDONED_ABORT_TIMEOUT,
+        abort_left_uploads(&s3, &job.s3, &job.cluster, &job.uid),
+    )
+    .await;
+    let detail = match aborted {
+        Ok(Ok(keys)) => {
+            if !keys.is_empty() {
+                tracing::info!(backup = %job.backup, ?keys, "aborted the multipart upload of a run given up");
+            }
+            return stopped;
+        }
+        Ok(Err(detail)) => detail,
+        Err(_) => format!("no answer within {ABANDONED_ABORT_TIMEOUT:?}"),
+    };
+    BackupError::AbortUnconfirmed {
+        stopped: stopped.reason(),
+        detail,
     }
 }
 
@@ -417,6 +469,7 @@ async fn run(
         },
         Stopped::Shutdown => BackupError::Interrupted,
     };
+    let started = std::time::Instant::now();
     // Before any upload exists, stop at once.
     let before_upload = async {
         tokio::select! {
@@ -466,6 +519,7 @@ async fn run(
         ("etcd-backup".to_owned(), job.backup.clone()),
         ("etcd-backup-uid".to_owned(), job.uid.clone()),
     ]);
+    let preparing = started.elapsed();
     let guarded = guard(source, deadline, shutdown.clone());
     let artifact = stream_to_s3(
         &s3,
@@ -495,6 +549,21 @@ async fn run(
             hint,
         }
     })?;
+    // Which side held the stream back: etcd (waiting for its next chunk) or S3 (every part slot
+    // busy), after preparing (member probes, S3 client and checks, the stream's start). Seconds,
+    // for a user asking why a backup took as long as it did.
+    let timing = artifact.timing;
+    tracing::info!(
+        uri = %artifact.uri,
+        bytes = artifact.size_bytes,
+        parts = artifact.parts,
+        total_s = started.elapsed().as_secs_f64(),
+        preparing_s = preparing.as_secs_f64(),
+        waiting_for_etcd_s = timing.waiting_for_source.as_secs_f64(),
+        waiting_for_s3_s = timing.waiting_for_s3.as_secs_f64(),
+        finishing_s = timing.finishing.as_secs_f64(),
+        "snapshot uploaded"
+    );
     Ok(BackupArtifact {
         uri: artifact.uri,
         size_bytes: i64::try_from(artifact.size_bytes).unwrap_or(i64::MAX),
@@ -769,4 +838,24 @@ where
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run given up whose upload's abort got no answer is not reported Failed ("the upload was
+    /// aborted"): the backup stays Running and is checked again like an interrupted run.
+    #[test]
+    fn an_unconfirmed_abort_leaves_the_outcome_open() {
+        let unconfirmed = BackupError::AbortUnconfirmed {
+            stopped: "Timeout",
+            detail: "no answer within 20s".to_owned(),
+        };
+        assert!(unconfirmed.completion_unknown());
+        assert_eq!(unconfirmed.reason(), "AbortUnconfirmed");
+        assert!(unconfirmed.to_string().contains("may still be pending"));
+        assert!(!BackupError::Timeout { seconds: 10 }.completion_unknown());
+        assert!(!BackupError::Interrupted.completion_unknown());
+    }
 }

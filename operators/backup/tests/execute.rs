@@ -17,6 +17,19 @@ use tokio_util::sync::CancellationToken;
 
 const BUCKET: &str = "etcd-backups";
 
+/// Per-request timeout of the clients that write and read the large databases. The harness's
+/// default ([`test_support::etcd::CLIENT_TIMEOUT`], 5 s) is for small requests; a 1 MiB put
+/// waits for its WAL fsync, which took longer than that on a loaded CI machine while other
+/// tests wrote to the same disk (one_gib_database_round_trip failed there after 106 s).
+const BULK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A client of `endpoints` for bulk writes and reads ([`BULK_TIMEOUT`]).
+async fn bulk_client(endpoints: &[String]) -> etcd_client::Client {
+    test_support::etcd::connect_with_timeout(endpoints, BULK_TIMEOUT)
+        .await
+        .unwrap()
+}
+
 fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
     (0..len)
@@ -37,14 +50,13 @@ async fn fill(client: &mut etcd_client::Client, count: usize, value_len: usize) 
             let mut client = client.clone();
             tokio::spawn(async move {
                 for i in (w..count).step_by(4) {
-                    client
-                        .put(
-                            format!("/data/{i:06}"),
-                            random_bytes(value_len, i as u64 + 7),
-                            None,
-                        )
+                    let key = format!("/data/{i:06}");
+                    if let Err(e) = client
+                        .put(key.as_str(), random_bytes(value_len, i as u64 + 7), None)
                         .await
-                        .unwrap();
+                    {
+                        panic!("put {key} ({value_len} bytes): {e}");
+                    }
                 }
             })
         })
@@ -63,7 +75,10 @@ async fn keys(client: &mut etcd_client::Client) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for kv in keys.kvs() {
         let key = kv.key_str().unwrap().to_owned();
-        let value = client.get(key.as_str(), None).await.unwrap();
+        let value = client
+            .get(key.as_str(), None)
+            .await
+            .unwrap_or_else(|e| panic!("get {key}: {e}"));
         let digest = format!("{:x}", Sha256::digest(value.kvs()[0].value()));
         out.push((key, digest));
     }
@@ -113,6 +128,24 @@ async fn assert_nothing_stored(s3: &aws_sdk_s3::Client) {
     assert!(uploads.uploads().is_empty(), "pending uploads left");
 }
 
+/// Writes `body` to `path`; returns its length and SHA-256 (hex).
+async fn download(
+    mut body: aws_sdk_s3::primitives::ByteStream,
+    path: &std::path::Path,
+) -> (u64, String) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut digest = Sha256::new();
+    let mut size = 0u64;
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        digest.update(&chunk);
+        out.write_all(&chunk).unwrap();
+        size += chunk.len() as u64;
+    }
+    out.flush().unwrap();
+    (size, format!("{:x}", digest.finalize()))
+}
+
 /// Backs up `etcd` to a fresh S3 server, checks the artifact against the object, restores the
 /// object with etcdutl into a new member and compares its keys with the original's.
 async fn round_trip(members: usize, count: usize, value_len: usize) {
@@ -128,7 +161,7 @@ async fn round_trip(members: usize, count: usize, value_len: usize) {
             s3
         }
     );
-    let mut client = etcd.client().await.unwrap();
+    let mut client = bulk_client(&etcd.endpoints()).await;
     fill(&mut client, count, value_len).await;
     let revision = client.status().await.unwrap().header().unwrap().revision();
     let original = keys(&mut client).await;
@@ -172,9 +205,12 @@ async fn round_trip(members: usize, count: usize, value_len: usize) {
         metadata.get("etcd-backup").map(String::as_str),
         Some("db/nightly")
     );
-    let body = object.body.collect().await.unwrap().into_bytes();
-    assert_eq!(body.len() as i64, artifact.size_bytes);
-    assert_eq!(format!("{:x}", Sha256::digest(&body)), artifact.sha256);
+    // Streamed to the file the restore reads, hashed on the way: holding a 1 GiB object in
+    // memory doubled this test's footprint beside a 3.6 GB etcd.
+    let file = etcd.dir().join("downloaded.db");
+    let (size, sha256) = download(object.body, &file).await;
+    assert_eq!(size as i64, artifact.size_bytes);
+    assert_eq!(sha256, artifact.sha256);
     assert!(
         artifact.size_bytes > (count * value_len) as i64,
         "{} bytes",
@@ -182,9 +218,6 @@ async fn round_trip(members: usize, count: usize, value_len: usize) {
     );
 
     // Restore into a new one-member cluster and compare.
-    let file = etcd.dir().join("downloaded.db");
-    std::fs::write(&file, &body).unwrap();
-    drop(body);
     let config = etcd.member_config(9, ClusterState::New, "").unwrap();
     let config = test_support::EtcdMemberConfig {
         initial_cluster: format!("{}={}", config.name, config.peer_url()),
@@ -214,7 +247,7 @@ async fn round_trip(members: usize, count: usize, value_len: usize) {
         .wait_ready(None, Duration::from_secs(60))
         .await
         .unwrap();
-    let mut restored_client = restored.client().await.unwrap();
+    let mut restored_client = bulk_client(&[restored.client_url()]).await;
     assert_eq!(keys(&mut restored_client).await, original);
     assert_eq!(original.len(), count);
 }
@@ -324,7 +357,7 @@ async fn s3_killed_mid_upload_fails_and_leaves_nothing_once_back() {
             s3
         }
     );
-    let mut client = etcd.client().await.unwrap();
+    let mut client = bulk_client(&etcd.endpoints()).await;
     fill(&mut client, 100, 1024 * 1024).await;
     let job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
     let admin = s3.client();
@@ -371,4 +404,127 @@ async fn s3_killed_mid_upload_fails_and_leaves_nothing_once_back() {
     assert_nothing_stored(&admin).await;
     let artifact = execute(&job, &CancellationToken::new()).await.unwrap();
     assert_eq!(objects(&admin).await.len(), 1, "{artifact:?}");
+}
+
+/// The deadline passes while S3 holds the answers to the parts (it never answers): `execute`
+/// gives up `CANCEL_GRACE` later by dropping the upload (a 20 MiB snapshot: three parts of
+/// 8 MiB at most, one awaited when the run was dropped, two more in flight). The error it
+/// returns says the upload was aborted, and the controller records it as the backup's final
+/// outcome, which no later start looks at again. So once it has returned, no multipart upload
+/// may be pending, and no part of the run may still be on its way to S3: one S3 applies later
+/// re-creates the aborted upload (SeaweedFS does). Issue 18, found by the chaos case
+/// `backup.s3_abort_on_drop`: the dropped upload's abort ran only in the background, after the
+/// parts in flight (up to `REQUEST_TIMEOUT`, 300 s), and the part being awaited was left
+/// running; a process that ended meanwhile (a shutdown exits right after its backups returned,
+/// or a crash) left the upload pending for good under a backup recorded Failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_stuck_in_s3_past_its_deadline_leaves_no_upload_pending() {
+    use std::sync::atomic::Ordering;
+    let (etcd, s3) = tokio::join!(
+        async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
+        async {
+            let s3 = S3Server::start().await.unwrap();
+            s3.create_bucket(BUCKET).await.unwrap();
+            s3
+        }
+    );
+    let mut client = etcd.client().await.unwrap();
+    fill(&mut client, 20, 1024 * 1024).await;
+    let admin = s3.client();
+    let upstream = s3.endpoint().trim_start_matches("http://").to_owned();
+    let proxy = part_holding_proxy(upstream).await;
+    let mut job = job(etcd.endpoints(), &s3, BUCKET, s3.secret_key());
+    job.s3.endpoint = Some(proxy.endpoint.clone());
+    job.timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(120),
+        execute(&job, &CancellationToken::new()),
+    )
+    .await
+    .expect("the backup hung on the unanswered parts")
+    .unwrap_err();
+    eprintln!("failed after {:?}: {err}", start.elapsed());
+    assert!(
+        proxy.held.load(Ordering::SeqCst) > 0,
+        "no part went through the proxy: {err}"
+    );
+    assert_eq!(err.reason(), "Timeout", "{err}");
+    assert_nothing_stored(&admin).await;
+    // The dropped parts' requests are cancelled (their connections closed) at once.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proxy.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        proxy.open.load(Ordering::SeqCst),
+        0,
+        "parts of the given-up run are still being sent to S3 after execute returned"
+    );
+}
+
+/// [`part_holding_proxy`]: its endpoint, how many UploadParts it held, and how many of those
+/// the client has not given up yet (their connections still open).
+struct PartHoldingProxy {
+    endpoint: String,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A TCP proxy on loopback to `upstream` (`host:port`) that holds every UploadPart (a `PUT`
+/// with `partNumber=` in its request line): never forwarded, never answered, as an S3 that
+/// stopped answering mid-upload; it reads the rest of the request until the client closes the
+/// connection. Everything else passes.
+async fn part_holding_proxy(upstream: String) -> PartHoldingProxy {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = PartHoldingProxy {
+        endpoint: format!("http://{}", listener.local_addr().unwrap()),
+        held: Arc::new(AtomicUsize::new(0)),
+        open: Arc::new(AtomicUsize::new(0)),
+    };
+    let (held, open) = (Arc::clone(&proxy.held), Arc::clone(&proxy.open));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (held, open) = (Arc::clone(&held), Arc::clone(&open));
+            tokio::spawn(async move {
+                let (mut client_read, client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let answers = tokio::spawn(async move {
+                    let mut client_write = client_write;
+                    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    // S3 may close the idle connection: the client's stays open, unanswered.
+                    std::future::pending::<()>().await;
+                });
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut holding = false;
+                while let Ok(n) = client_read.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if !holding
+                        && String::from_utf8_lossy(&buf[..n])
+                            .lines()
+                            .any(|l| l.starts_with("PUT /") && l.contains("partNumber="))
+                    {
+                        holding = true;
+                        held.fetch_add(1, Ordering::SeqCst);
+                        open.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if !holding && server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                if holding {
+                    open.fetch_sub(1, Ordering::SeqCst);
+                }
+                answers.abort();
+            });
+        }
+    });
+    proxy
 }

@@ -18,8 +18,9 @@
 //! naming the Certificate); a filled one is checked like any certificate
 //! ([`crate::certs::check_secret`]) before a member Pod that mounts it is created.
 //!
-//! The builders are pure; [`ensure_member_ready`] and [`prepare`] do the I/O (get and create
-//! Certificates, get Secrets).
+//! The builders and the decisions ([`plan`], [`member_ready`]: which Certificates to create,
+//! what the Secrets say) are pure; [`ensure_member_ready`] and [`crate::tls::prepare`] do the
+//! I/O (get Certificates and Secrets, create the Certificates planned).
 
 use std::collections::BTreeMap;
 
@@ -29,15 +30,14 @@ use etcd_api::IssuerReference;
 use etcd_api::tls::{Side, cert_manager_member_secret_name, operator_client_secret_name};
 use etcd_api::validation::FieldError;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::build::{self, BuildError};
 use crate::certs::{self, CertProblem, OPERATOR_CLIENT_CN, Use};
 use crate::naming::ClusterName;
-use crate::tls::{TlsError, problems_text};
+use crate::tls::{TlsError, TlsRead, TlsWrite, problems_text};
 
 /// cert-manager's API group.
 pub const GROUP: &str = "cert-manager.io";
@@ -244,132 +244,134 @@ pub fn judge(secret: Option<&Secret>, usage: &Use, now: OffsetDateTime) -> Issue
     }
 }
 
-struct Io {
-    certificates: Api<DynamicObject>,
-    secrets: Api<Secret>,
-    namespace: String,
-}
-
-impl Io {
-    fn new(client: &kube::Client, cluster: &EtcdCluster) -> Io {
-        let namespace = cluster.namespace().unwrap_or_default();
-        Io {
-            certificates: Api::namespaced_with(client.clone(), &namespace, &api_resource()),
-            secrets: Api::namespaced(client.clone(), &namespace),
-            namespace,
-        }
-    }
-
-    fn id(&self, name: &str) -> String {
-        format!("{}/{name}", self.namespace)
-    }
-
-    /// Creates the Certificate unless it exists (spec.tls is immutable: an existing one is
-    /// the one wanted).
-    async fn ensure_certificate(&self, certificate: &DynamicObject) -> Result<(), TlsError> {
-        let name = certificate.name_any();
-        let kube_error = |verb: &'static str| {
-            let name = self.id(&name);
-            move |source| TlsError::Certificate { verb, name, source }
-        };
-        if self
-            .certificates
-            .get_opt(&name)
-            .await
-            .map_err(kube_error("get"))?
-            .is_some()
-        {
-            return Ok(());
-        }
-        match failpoint::around(
-            "cluster.certificate_create",
-            self.certificates
-                .create(&PostParams::default(), certificate),
-        )
-        .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(source) => Err(kube_error("create")(source)),
-        }
-    }
-
-    async fn secret(&self, name: &str) -> Result<Option<Secret>, TlsError> {
-        self.secrets
-            .get_opt(name)
-            .await
-            .map_err(|source| TlsError::Kube {
-                verb: "get",
-                name: self.id(name),
-                source,
-            })
-    }
-
-    async fn ensure(
-        &self,
-        cluster: &EtcdCluster,
-        names: &ClusterName,
-        expected: &Expected,
-    ) -> Result<(), TlsError> {
-        let certificate = match &expected.member {
-            Some((member, side)) => {
-                member_certificate(cluster, names, member, *side, &expected.issuer)?
-            }
-            None => operator_client_certificate(cluster, names, &expected.issuer)?,
-        };
-        self.ensure_certificate(&certificate).await
+/// The `Certificate` `expected` needs.
+fn certificate_for(
+    cluster: &EtcdCluster,
+    names: &ClusterName,
+    expected: &Expected,
+) -> Result<DynamicObject, BuildError> {
+    match &expected.member {
+        Some((member, side)) => member_certificate(cluster, names, member, *side, &expected.issuer),
+        None => operator_client_certificate(cluster, names, &expected.issuer),
     }
 }
 
-/// Before `member`'s Pod is created: its Certificates (and the operators' one) exist and
-/// cert-manager filled their Secrets with usable certificates. Returns their digests by
-/// Secret name ([`Issued::digest`]), for the Pod's certificate hash. Nothing to do without a
-/// cert-manager side.
-pub async fn ensure_member_ready(
-    client: &kube::Client,
+/// Every Secret cert-manager fills that a pass looks at: the operators' client certificate
+/// and the member certificates of `members`.
+pub fn expected_for_members(
+    cluster: &EtcdCluster,
+    names: &ClusterName,
+    members: &[String],
+) -> Vec<Expected> {
+    let mut expected: Vec<Expected> = expected_operator_client(cluster, names)
+        .into_iter()
+        .collect();
+    for member in members {
+        expected.extend(
+            expected_for_member(cluster, names, member)
+                .into_iter()
+                .filter(|e| e.member.is_some()),
+        );
+    }
+    expected
+}
+
+/// What [`member_ready`] decided.
+#[derive(Debug)]
+pub struct MemberReady {
+    /// The Certificates to create (those missing).
+    pub writes: Vec<TlsWrite>,
+    /// The data of the Secrets the member mounts, by Secret name (for the Pod's certificate
+    /// hash, [`Issued::digest`], and its peer trust record, [`crate::trust::PeerTrust`]), or
+    /// why its Pod waits: a Secret cert-manager has not filled yet, or filled unusable.
+    pub ready: Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError>,
+}
+
+/// Before `member`'s Pod is created: its Certificates (and the operators' one) exist, and
+/// cert-manager filled their Secrets with usable certificates, as `read` says. Pure.
+pub fn member_ready(
     cluster: &EtcdCluster,
     member: &str,
+    read: &TlsRead,
     now: OffsetDateTime,
-) -> Result<BTreeMap<String, String>, TlsError> {
+) -> Result<MemberReady, TlsError> {
     let names = crate::observe::cluster_name(cluster);
+    let id = |name: &str| format!("{}/{name}", names.namespace);
     let expected = expected_for_member(cluster, &names, member);
-    let mut digests = BTreeMap::new();
-    if expected.is_empty() {
-        return Ok(digests);
-    }
-    let io = Io::new(client, cluster);
+    let mut writes = Vec::new();
     for wanted in &expected {
-        io.ensure(cluster, &names, wanted).await?;
-    }
-    for wanted in &expected {
-        let secret = io.secret(&wanted.name).await?;
-        let issued = judge(secret.as_ref(), &wanted.usage, now);
-        if let Some(digest) = issued.digest() {
-            digests.insert(wanted.name.clone(), digest);
+        if !read.certificate_exists(&wanted.name) {
+            writes.push(TlsWrite::CreateCertificate(Box::new(certificate_for(
+                cluster, &names, wanted,
+            )?)));
         }
-        match issued {
-            Issued::Usable(_) => {}
+    }
+    let ready = filled(&expected, read, now, &id);
+    Ok(MemberReady { writes, ready })
+}
+
+/// The data of the Secrets `expected` names by Secret name, if cert-manager filled every
+/// one with a usable certificate; else why not, for the first that is not.
+fn filled(
+    expected: &[Expected],
+    read: &TlsRead,
+    now: OffsetDateTime,
+    id: &dyn Fn(&str) -> String,
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError> {
+    let mut usable = BTreeMap::new();
+    for wanted in expected {
+        match judge(read.secret(&wanted.name), &wanted.usage, now) {
+            Issued::Usable(data) => {
+                usable.insert(wanted.name.clone(), data);
+            }
             Issued::Pending => {
                 return Err(TlsError::WaitingForCertManager {
-                    certificate: io.id(&wanted.name),
+                    certificate: id(&wanted.name),
                     issuer: wanted.issuer.name.clone(),
                 });
             }
             Issued::Unusable(problems) => {
                 return Err(TlsError::BadIssuedSecret {
                     field: wanted.field,
-                    name: io.id(&wanted.name),
+                    name: id(&wanted.name),
                     problems: problems_text(&problems),
                 });
             }
         }
     }
-    Ok(digests)
+    Ok(usable)
 }
 
-/// What [`prepare`] found.
+/// Before `member`'s Pod is created: its Certificates (and the operators' one) exist and
+/// cert-manager filled their Secrets with usable certificates. Returns their data by Secret
+/// name, for the Pod's certificate hash ([`Issued::digest`]) and peer trust record. Nothing to
+/// do without a cert-manager side. Reads, plans ([`member_ready`]) and creates the
+/// Certificates missing.
+pub async fn ensure_member_ready(
+    client: &kube::Client,
+    cluster: &EtcdCluster,
+    member: &str,
+    now: OffsetDateTime,
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, TlsError> {
+    let names = crate::observe::cluster_name(cluster);
+    let expected = expected_for_member(cluster, &names, member);
+    if expected.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let io = crate::tls::Io::new(client, cluster);
+    let wanted: Vec<String> = expected.into_iter().map(|e| e.name).collect();
+    let mut read = TlsRead::default();
+    io.read_into(&mut read, wanted.clone(), wanted).await?;
+    let planned = member_ready(cluster, member, &read, now)?;
+    io.perform(&planned.writes).await?;
+    planned.ready
+}
+
+/// What [`plan`] found.
 #[derive(Debug, Default)]
-pub struct Prepared {
+pub struct Planned {
+    /// The Certificates to create (those missing).
+    pub writes: Vec<TlsWrite>,
     /// How the operators reach the client port when cert-manager issues it (`None` while its
     /// Secret is pending: members cannot start before it is filled).
     pub etcd: Option<ClientTls>,
@@ -377,6 +379,8 @@ pub struct Prepared {
     pub refusals: Vec<FieldError>,
     /// [`Issued::digest`] of every usable member Secret, by name.
     pub digests: BTreeMap<String, String>,
+    /// [`crate::trust::PeerTrust`] of the same Secrets, by name.
+    pub trusts: BTreeMap<String, crate::trust::PeerTrust>,
     /// When each usable Secret's certificate ends (cert-manager renews them, not the operator:
     /// one that nears its end is reported, [`crate::certs::expiry_warning_time`]).
     pub expiries: BTreeMap<String, crate::certs::Expiry>,
@@ -384,79 +388,58 @@ pub struct Prepared {
 
 /// Each reconcile, before anything acts: the Certificates of every member with a Pod or PVC in
 /// `with_volume` (a restore's seed gets its certificate this way) and the operators' client
-/// Certificate exist; their Secrets are read and judged as they are now (cert-manager renews
-/// them in place: a renewal shows as a new digest).
-pub async fn prepare(
-    client: &kube::Client,
+/// Certificate exist; their Secrets are judged as `read` found them (cert-manager renews them
+/// in place: a renewal shows as a new digest). Pure.
+pub fn plan(
     cluster: &EtcdCluster,
     with_volume: &[String],
+    read: &TlsRead,
     now: OffsetDateTime,
-) -> Result<Prepared, TlsError> {
+) -> Result<Planned, TlsError> {
     let names = crate::observe::cluster_name(cluster);
-    let io = Io::new(client, cluster);
-    let mut refusals = Vec::new();
-    let mut etcd = None;
-    let mut digests = BTreeMap::new();
-    let mut expiries = BTreeMap::new();
-    let mut expiry_of = |name: &str, data: &BTreeMap<String, Vec<u8>>| {
-        let pem = data.get(etcd_api::tls::secret_keys::CERT)?;
-        let expiry = crate::certs::expiry_warning_time(&String::from_utf8_lossy(pem))?;
-        expiries.insert(name.to_owned(), expiry);
-        Some(())
-    };
-    if let Some(operator) = expected_operator_client(cluster, &names) {
-        io.ensure(cluster, &names, &operator).await?;
-        match judge(
-            io.secret(&operator.name).await?.as_ref(),
-            &operator.usage,
-            now,
-        ) {
+    let id = |name: &str| format!("{}/{name}", names.namespace);
+    let mut planned = Planned::default();
+    for wanted in expected_for_members(cluster, &names, with_volume) {
+        if !read.certificate_exists(&wanted.name) {
+            planned
+                .writes
+                .push(TlsWrite::CreateCertificate(Box::new(certificate_for(
+                    cluster, &names, &wanted,
+                )?)));
+        }
+        let issued = judge(read.secret(&wanted.name), &wanted.usage, now);
+        if let Issued::Usable(data) = &issued
+            && let Some(pem) = data.get(etcd_api::tls::secret_keys::CERT)
+            && let Some(expiry) = crate::certs::expiry_warning_time(&String::from_utf8_lossy(pem))
+        {
+            planned.expiries.insert(wanted.name.clone(), expiry);
+        }
+        if let Issued::Usable(data) = &issued
+            && let Some(trust) = crate::trust::PeerTrust::of_secret(data)
+        {
+            planned.trusts.insert(wanted.name.clone(), trust);
+        }
+        match issued {
+            Issued::Usable(data) if wanted.member.is_none() => {
+                planned.etcd = ClientTls::from_secret_data(&data, true).ok();
+            }
             Issued::Usable(data) => {
-                expiry_of(&operator.name, &data);
-                etcd = ClientTls::from_secret_data(&data, true).ok();
+                planned
+                    .digests
+                    .insert(wanted.name.clone(), build::secret_digest(&data));
             }
             Issued::Pending => {}
-            Issued::Unusable(problems) => refusals.push(FieldError {
-                field: operator.field.to_owned(),
+            Issued::Unusable(problems) => planned.refusals.push(FieldError {
+                field: wanted.field.to_owned(),
                 message: format!(
                     "Secret {} (issued by cert-manager) {}",
-                    io.id(&operator.name),
+                    id(&wanted.name),
                     problems_text(&problems)
                 ),
             }),
         }
     }
-    for member in with_volume {
-        for wanted in expected_for_member(cluster, &names, member)
-            .into_iter()
-            .filter(|e| e.member.is_some())
-        {
-            io.ensure(cluster, &names, &wanted).await?;
-            let issued = judge(io.secret(&wanted.name).await?.as_ref(), &wanted.usage, now);
-            if let Some(digest) = issued.digest() {
-                digests.insert(wanted.name.clone(), digest);
-            }
-            if let Issued::Usable(data) = &issued {
-                expiry_of(&wanted.name, data);
-            }
-            if let Issued::Unusable(problems) = issued {
-                refusals.push(FieldError {
-                    field: wanted.field.to_owned(),
-                    message: format!(
-                        "Secret {} (issued by cert-manager) {}",
-                        io.id(&wanted.name),
-                        problems_text(&problems)
-                    ),
-                });
-            }
-        }
-    }
-    Ok(Prepared {
-        etcd,
-        refusals,
-        digests,
-        expiries,
-    })
+    Ok(planned)
 }
 
 #[cfg(test)]

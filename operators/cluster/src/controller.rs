@@ -504,6 +504,31 @@ async fn reconcile_pass(
                 .map(|hash| (member.clone(), hash))
         })
         .collect();
+    // A member about to start (rolled onto changed Secrets, or without a Pod) on a peer
+    // certificate its running peers would not trust, or trusting none of theirs, is refused
+    // like an unusable Secret: a CA change without an overlap (crate::trust).
+    let etcd_members: Vec<String> = match &observed.membership {
+        crate::state::Membership::Known(members) => members
+            .iter()
+            .filter_map(|m| m.member_name(&observed.cluster))
+            .collect(),
+        crate::state::Membership::Unknown => observed.last_known_members.clone(),
+    };
+    let untrusted = crate::trust::peer_trust_refusals(
+        cluster,
+        &kube.pods,
+        &etcd_members,
+        &tls.peer_trusts,
+        &tls.secret_digests,
+    );
+    let tls_refusal = match (tls_refusal, untrusted.is_empty()) {
+        (refusal, true) => refusal,
+        (Some(mut errors), false) => {
+            errors.extend(untrusted);
+            Some(errors)
+        }
+        (None, false) => Some(untrusted),
+    };
     // Certificates the operator does not renew: each one near its end is reported by name
     // (condition, Warning event, and the near-expiry gauge the chart's alert rule fires on).
     let mut certificates = Vec::new();
@@ -969,6 +994,12 @@ fn requeue_after(action: &Action, near_quota: bool) -> Duration {
             // The annotation's removal is a change to the EtcdCluster: it triggers a reconcile.
             WaitReason::Restoring { .. } => Duration::from_secs(60),
         },
+        // A certificate Secret's fix (created, replaced, put back, renewed by cert-manager) is no
+        // change to the EtcdCluster, and Secrets are not watched: look again as often as a
+        // settled cluster reads them.
+        Action::Refuse(errors) if errors.iter().any(|e| e.field.starts_with("spec.tls")) => {
+            CONVERGED_RESYNC
+        }
         // A bad spec waits for the user to change it (the change triggers a reconcile).
         Action::Refuse(_) => Duration::from_secs(300),
         Action::Converged if near_quota => NEAR_QUOTA_RESYNC,
@@ -1129,6 +1160,31 @@ mod requeue_tests {
         assert!(
             until_reported >= Duration::from_secs(30),
             "reported after {until_reported:?} of refusals"
+        );
+    }
+
+    /// A cluster refused for a certificate Secret (missing, unusable, of a CA the members do
+    /// not trust) looks again as a settled one does: fixing the Secret triggers no reconcile.
+    /// Any other refusal waits for a change of the EtcdCluster.
+    #[test]
+    fn a_refusal_for_a_secret_is_looked_at_again_as_often_as_a_settled_cluster() {
+        let refuse = |field: &str| {
+            Action::Refuse(vec![etcd_api::validation::FieldError {
+                field: field.into(),
+                message: "m".into(),
+            }])
+        };
+        assert_eq!(
+            requeue_after(&refuse("spec.tls.peer.certManager"), false),
+            CONVERGED_RESYNC
+        );
+        assert_eq!(
+            requeue_after(&refuse("spec.tls.client.secretRef"), false),
+            CONVERGED_RESYNC
+        );
+        assert_eq!(
+            requeue_after(&refuse("spec.version"), false),
+            Duration::from_secs(300)
         );
     }
 

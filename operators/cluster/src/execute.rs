@@ -266,7 +266,8 @@ impl Executor<'_> {
     /// ([`etcd_member::plan::objects`]): the Services and the budget for `voters` (see
     /// [`crate::state::Observed::budget_voters`]), the client Service publishing 2378 when
     /// `switch_port` ([`crate::plan::serves_switch_client_port`]), the NetworkPolicy when the
-    /// cluster wants one, and the owner references of the member PVCs in `pvcs`.
+    /// cluster wants one (admitting 2378 on the same condition), and the owner references of
+    /// the member PVCs in `pvcs`.
     pub fn wanted_objects(
         &self,
         voters: usize,
@@ -280,6 +281,7 @@ impl Executor<'_> {
             Some(self.built(crate::network_policy::network_policy(
                 self.cluster,
                 &self.network.operator_namespace,
+                switch_port,
             ))?)
         } else {
             None
@@ -883,6 +885,8 @@ impl Executor<'_> {
         // The member's certificate before its Pod, which mounts it (a Pod whose Secret is
         // missing waits in ContainerCreating).
         let mut digests = self.tls.secret_digests.clone();
+        let mut trusts = self.tls.peer_trusts.clone();
+        let mut read_now = BTreeMap::new();
         if let Some(ca) = &self.tls.ca {
             let (secret, data, _) = crate::tls::ensure_member_secret(
                 self.client,
@@ -893,11 +897,11 @@ impl Executor<'_> {
                 crate::tls::Renewal::WhenDue(self.tls.leaf_validity),
             )
             .await?;
-            digests.insert(secret, build::secret_digest(&data));
+            read_now.insert(secret, data);
         }
         // Certificates cert-manager issues: filled and checked before the Pod, and recorded in
         // its certificate hash (cert-manager renews them in place: the renewal rolls it).
-        digests.extend(
+        read_now.extend(
             crate::cert_manager::ensure_member_ready(
                 self.client,
                 self.cluster,
@@ -906,13 +910,26 @@ impl Executor<'_> {
             )
             .await?,
         );
+        for (secret, data) in read_now {
+            digests.insert(secret.clone(), build::secret_digest(&data));
+            match crate::trust::PeerTrust::of_secret(&data) {
+                Some(trust) => trusts.insert(secret, trust),
+                None => trusts.remove(&secret),
+            };
+        }
         let mut pod = self.built(build::member_pod_listening(self.cluster, pod, self.listen))?;
-        // The certificate Secrets it mounts, as they are now: a later change rolls it.
+        // The certificate Secrets it mounts, as they are now: a later change rolls it. And what
+        // its peer certificate and trust are, against which other members' next certificates
+        // are checked (crate::trust).
+        let annotations = pod
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
         if let Some(hash) = build::member_tls_hash(self.cluster, member, &digests) {
-            pod.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(build::ANNOTATION_TLS_HASH.to_owned(), hash);
+            annotations.insert(build::ANNOTATION_TLS_HASH.to_owned(), hash);
+        }
+        if let Some(trust) = crate::trust::pod_annotation(self.cluster, member, &trusts) {
+            annotations.insert(crate::trust::ANNOTATION_PEER_TRUST.to_owned(), trust);
         }
         failpoint::around(
             "cluster.pod_create",

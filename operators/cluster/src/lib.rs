@@ -18,6 +18,8 @@
 //! - [`execute`]: performs one action (I/O).
 //! - [`controller`]: the watch-driven loop that ties them together (I/O).
 //! - [`metrics`]: the Prometheus series of each cluster and of the reconciles (pure).
+//! - [`trust`]: whether members started on the certificate Secrets as they are now would
+//!   trust and be trusted by the running ones (a CA change needs an overlap; pure).
 
 pub mod cert_manager;
 pub mod certs;
@@ -28,6 +30,7 @@ pub mod network_policy;
 pub mod scheduled_backup;
 pub mod status;
 pub mod tls;
+pub mod trust;
 
 // The membership core under the names this operator's modules have always used.
 #[cfg(test)]

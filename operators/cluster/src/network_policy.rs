@@ -63,11 +63,13 @@ fn peer_ports(cluster: &EtcdCluster) -> Vec<u16> {
     numbers
 }
 
-/// The client ports: 2379, and with client TLS also 2378, where members serve `https://`
-/// clients while a switch from plaintext runs.
-fn client_ports(cluster: &EtcdCluster) -> Vec<u16> {
+/// The client ports: 2379, and 2378 when `switch_port`: some member serves `https://` clients
+/// there (a cluster switched from plaintext, during the switch and after it while the port is
+/// kept; [`crate::plan::serves_switch_client_port`], as the client Service publishes it). A
+/// cluster created with TLS never listens on 2378, so its policy does not admit it.
+fn client_ports(switch_port: bool) -> Vec<u16> {
     let mut numbers = vec![CLIENT_PORT];
-    if cluster.client_tls() {
+    if switch_port {
         numbers.push(SWITCH_CLIENT_TLS_PORT);
     }
     numbers
@@ -83,10 +85,12 @@ fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
     }
 }
 
-/// The NetworkPolicy of `cluster`, whose operators run in `operator_namespace`.
+/// The NetworkPolicy of `cluster`, whose operators run in `operator_namespace`; `switch_port`:
+/// admit 2378 too ([`client_ports`]).
 pub fn network_policy(
     cluster: &EtcdCluster,
     operator_namespace: &str,
+    switch_port: bool,
 ) -> Result<NetworkPolicy, BuildError> {
     let members = build::cluster_labels(cluster);
     let spec = cluster.spec.network_policy.clone().unwrap_or_default();
@@ -128,7 +132,7 @@ pub fn network_policy(
                 },
                 NetworkPolicyIngressRule {
                     from: Some(clients),
-                    ports: ports(&client_ports(cluster)),
+                    ports: ports(&client_ports(switch_port)),
                 },
                 metrics,
             ]),
@@ -165,7 +169,7 @@ mod tests {
 
     #[test]
     fn peers_only_from_members_clients_from_labelled_pods_and_the_operators() {
-        let policy = network_policy(&cluster(None), "etcd-operator").unwrap();
+        let policy = network_policy(&cluster(None), "etcd-operator", false).unwrap();
         let value = serde_json::to_value(&policy).unwrap();
         assert_eq!(value["metadata"]["name"], "main");
         assert_eq!(value["metadata"]["namespace"], "db");
@@ -213,6 +217,7 @@ mod tests {
                 metrics: vec![prometheus.clone()],
             })),
             "ops",
+            false,
         )
         .unwrap();
         let ingress = policy.spec.unwrap().ingress.unwrap();
@@ -222,10 +227,38 @@ mod tests {
         assert_eq!(ingress[2].from, Some(vec![prometheus]));
     }
 
+    /// 2378 is admitted exactly where a member serves it (a cluster switched from plaintext),
+    /// as the client Service publishes it: a cluster created with client TLS never listens
+    /// there, so its policy must not open it.
+    #[test]
+    fn the_switch_client_port_only_where_members_serve_it() {
+        let mut spec: EtcdClusterSpec =
+            serde_json::from_value(json!({"size": 3, "tls": {"client": {}}})).unwrap();
+        spec.network_policy = None;
+        let mut client_tls = EtcdCluster::new("main", spec);
+        client_tls.metadata.namespace = Some("db".into());
+        client_tls.metadata.uid = Some("uid-1".into());
+        let client_ports = |switch_port: bool| -> Vec<i32> {
+            let policy = network_policy(&client_tls, "ops", switch_port).unwrap();
+            policy.spec.unwrap().ingress.unwrap()[1]
+                .ports
+                .clone()
+                .unwrap()
+                .into_iter()
+                .filter_map(|p| match p.port {
+                    Some(IntOrString::Int(port)) => Some(port),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(client_ports(false), [2379], "created with client TLS");
+        assert_eq!(client_ports(true), [2379, 2378], "switched, 2378 served");
+    }
+
     #[test]
     fn needs_the_clusters_identity() {
         let mut no_uid = cluster(None);
         no_uid.metadata.uid = None;
-        assert!(network_policy(&no_uid, "ops").is_err());
+        assert!(network_policy(&no_uid, "ops", false).is_err());
     }
 }

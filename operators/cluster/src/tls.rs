@@ -1,7 +1,8 @@
 //! The TLS material of a cluster, read before a reconcile acts and, for operator-managed
 //! certificates, created: the CA Secret, the operators' client certificate Secret and (just
-//! before a member's Pod is created) the member's certificate Secret. I/O: Secrets. What makes
-//! a certificate usable is decided by [`crate::certs::check_secret`].
+//! before a member's Pod is created) the member's certificate Secret. I/O: Secrets and
+//! cert-manager Certificates, read, then written as [`writes::plan`] (pure) decides. What
+//! makes a certificate usable is decided by [`crate::certs::check_secret`].
 //!
 //! A Secret that is missing or wrong is reported as a refusal naming the Secret and the problem
 //! ([`Prepared::Invalid`]): nothing is created, deleted or restarted until it is fixed.
@@ -20,23 +21,26 @@
 //! [`ROTATE_CA_ANNOTATION`] to a new value, or by the CA nearing expiry.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use etcd_admin::ClientTls;
 use etcd_api::EtcdCluster;
-use etcd_api::tls::{
-    ca_secret_name, member_secret_name, operator_client_secret_name, operator_managed, secret_keys,
-};
+use etcd_api::tls::{ca_secret_name, member_secret_name, operator_managed, secret_keys};
 use etcd_api::validation::FieldError;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use time::{Duration, OffsetDateTime};
 
 use crate::build;
-use crate::certs::{self, CertProblem, IssueError, Issued, Use};
+use crate::certs::{self, CertProblem, IssueError, Issued};
 use crate::naming::ClusterName;
-use crate::plan::ca_rotation::{self, CaPhase, CaStep, MemberCerts};
+use crate::plan::ca_rotation::{CaPhase, CaStep, MemberCerts};
+
+pub mod writes;
+
+pub use writes::{TlsRead, TlsWrite};
 
 /// EtcdCluster annotation: set it to a new value (a date, a ticket) to rotate the
 /// operator-managed CA. The value served last is recorded in the CA Secret; setting the same
@@ -193,6 +197,9 @@ pub struct ClusterTls {
     /// [`build::secret_digest`] of the certificate Secrets members mount, by Secret name: the
     /// Secrets you provide and the member Secrets of members with a Pod or PVC.
     pub secret_digests: BTreeMap<String, String>,
+    /// [`crate::trust::PeerTrust`] of the same Secrets (those that parse), by Secret name: what
+    /// a member started on each would present and trust on the peer port.
+    pub peer_trusts: BTreeMap<String, crate::trust::PeerTrust>,
     /// What this pass changed in the Secrets, as (event reason, note), for an event each.
     pub changes: Vec<(&'static str, String)>,
     /// When the next operator-managed certificate (member, operators' client, CA) becomes due
@@ -312,18 +319,44 @@ pub(crate) fn problems_text(problems: &[CertProblem]) -> String {
         .join("; ")
 }
 
-struct Secrets {
-    api: Api<Secret>,
+/// The API calls of TLS: Secrets and cert-manager Certificates in the cluster's namespace.
+pub(crate) struct Io {
+    secrets: Api<Secret>,
+    certificates: Api<DynamicObject>,
     namespace: String,
 }
 
-impl Secrets {
+/// What [`Io::perform`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Performed {
+    /// Every write.
+    All,
+    /// Stopped at creating this Secret: another writer created it first. The writes after
+    /// it were planned on this pass's version (a CA another writer made signs nothing of
+    /// ours): plan again from what is there now.
+    Raced(String),
+}
+
+impl Io {
+    pub(crate) fn new(client: &kube::Client, cluster: &EtcdCluster) -> Io {
+        let namespace = cluster.namespace().unwrap_or_default();
+        Io {
+            secrets: Api::namespaced(client.clone(), &namespace),
+            certificates: Api::namespaced_with(
+                client.clone(),
+                &namespace,
+                &crate::cert_manager::api_resource(),
+            ),
+            namespace,
+        }
+    }
+
     fn id(&self, name: &str) -> String {
         format!("{}/{name}", self.namespace)
     }
 
     async fn get(&self, name: &str) -> Result<Option<Secret>, TlsError> {
-        self.api
+        self.secrets
             .get_opt(name)
             .await
             .map_err(|source| TlsError::Kube {
@@ -333,58 +366,137 @@ impl Secrets {
             })
     }
 
-    /// Creates `secret`; if another writer created it first, theirs is returned.
-    async fn create_or_get(&self, secret: Secret) -> Result<Secret, TlsError> {
-        let name = secret.name_any();
-        match failpoint::around(
-            "cluster.secret_create",
-            self.api.create(&PostParams::default(), &secret),
-        )
-        .await
-        {
-            Ok(created) => Ok(created),
-            Err(kube::Error::Api(status)) if status.code == 409 => self
-                .get(&name)
-                .await?
-                .ok_or_else(|| TlsError::BadManagedSecret {
-                    name: self.id(&name),
-                    problems: "vanished right after it existed".into(),
-                }),
-            Err(source) => Err(TlsError::Kube {
-                verb: "create",
-                name: self.id(&name),
-                source,
-            }),
+    /// Reads the Secrets named `secrets` and looks up the Certificates named `certificates`
+    /// into `read` (each once).
+    pub(crate) async fn read_into(
+        &self,
+        read: &mut TlsRead,
+        secrets: Vec<String>,
+        certificates: Vec<String>,
+    ) -> Result<(), TlsError> {
+        for name in secrets {
+            if let Entry::Vacant(entry) = read.secrets.entry(name) {
+                let secret = self.get(entry.key()).await?;
+                entry.insert(secret);
+            }
         }
+        for name in certificates {
+            if let Entry::Vacant(entry) = read.certificates.entry(name) {
+                let found = self
+                    .certificates
+                    .get_opt(entry.key())
+                    .await
+                    .map_err(|source| TlsError::Certificate {
+                        verb: "get",
+                        name: self.id(entry.key()),
+                        source,
+                    })?;
+                entry.insert(found.is_some());
+            }
+        }
+        Ok(())
     }
 
-    /// Replaces `old`'s data with `issued` and `ca_pem` (a renewal, a new trust bundle), or
-    /// with `data` (the CA Secret). The resourceVersion of `old` makes a concurrent writer's
-    /// change fail this one (409), to be looked at again next reconcile.
-    async fn overwrite(
+    /// What [`writes::plan`] looks at: the CA Secret first (when it is missing, the member
+    /// certificates a lost CA issued are read too), then the rest.
+    async fn read(
         &self,
         cluster: &EtcdCluster,
-        old: &Secret,
-        issued: &Issued,
-        ca_pem: Option<&str>,
-        data: Option<BTreeMap<String, ByteString>>,
-    ) -> Result<Secret, TlsError> {
-        let name = old.name_any();
-        let mut secret = build::tls_secret(cluster, &name, issued, ca_pem)?;
-        if data.is_some() {
-            secret.data = data;
+        members: &MemberSets<'_>,
+    ) -> Result<TlsRead, TlsError> {
+        let mut read = TlsRead::default();
+        let managed = cluster.spec.tls.as_ref().is_some_and(operator_managed);
+        if managed {
+            let names = crate::observe::cluster_name(cluster);
+            self.read_into(&mut read, vec![ca_secret_name(&names.name)], vec![])
+                .await?;
         }
-        secret.metadata.resource_version = old.metadata.resource_version.clone();
-        failpoint::around(
-            "cluster.secret_replace",
-            self.api.replace(&name, &PostParams::default(), &secret),
+        let ca_missing = managed && read.secrets.values().all(Option::is_none);
+        self.read_into(
+            &mut read,
+            writes::secrets_to_read(cluster, members, ca_missing),
+            writes::certificates_to_read(cluster, members),
         )
-        .await
-        .map_err(|source| TlsError::Kube {
-            verb: "replace",
-            name: self.id(&name),
-            source,
-        })
+        .await?;
+        Ok(read)
+    }
+
+    /// Makes `writes`, in order.
+    pub(crate) async fn perform(&self, writes: &[TlsWrite]) -> Result<Performed, TlsError> {
+        for write in writes {
+            match write {
+                TlsWrite::CreateSecret(secret) => {
+                    let name = secret.name_any();
+                    match failpoint::around(
+                        "cluster.secret_create",
+                        self.secrets.create(&PostParams::default(), secret),
+                    )
+                    .await
+                    {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(status)) if status.code == 409 => {
+                            return Ok(Performed::Raced(name));
+                        }
+                        Err(source) => {
+                            return Err(TlsError::Kube {
+                                verb: "create",
+                                name: self.id(&name),
+                                source,
+                            });
+                        }
+                    }
+                }
+                TlsWrite::ReplaceSecret(secret) => {
+                    let name = secret.name_any();
+                    failpoint::around(
+                        "cluster.secret_replace",
+                        self.secrets.replace(&name, &PostParams::default(), secret),
+                    )
+                    .await
+                    .map_err(|source| TlsError::Kube {
+                        verb: "replace",
+                        name: self.id(&name),
+                        source,
+                    })?;
+                }
+                TlsWrite::CreateCertificate(certificate) => {
+                    let name = certificate.name_any();
+                    match failpoint::around(
+                        "cluster.certificate_create",
+                        self.certificates
+                            .create(&PostParams::default(), certificate),
+                    )
+                    .await
+                    {
+                        // Another writer's is the one wanted too (spec.tls is immutable).
+                        Ok(_) => {}
+                        Err(kube::Error::Api(status)) if status.code == 409 => {}
+                        Err(source) => {
+                            return Err(TlsError::Certificate {
+                                verb: "create",
+                                name: self.id(&name),
+                                source,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Performed::All)
+    }
+}
+
+/// How often a pass plans again after another writer created a Secret it was creating. Two
+/// operator processes racing for the same Secret settle in one round (the second reads the
+/// first's); more means something keeps creating them, which is reported.
+const CREATE_RACES: usize = 3;
+
+fn raced(io: &Io, name: &str) -> TlsError {
+    TlsError::BadManagedSecret {
+        name: io.id(name),
+        problems: format!(
+            "was created by another writer each of the {CREATE_RACES} times this pass created it"
+        ),
     }
 }
 
@@ -442,14 +554,6 @@ fn member_certs(
         .collect()
 }
 
-fn secrets(client: &kube::Client, cluster: &EtcdCluster) -> Secrets {
-    let namespace = cluster.namespace().unwrap_or_default();
-    Secrets {
-        api: Api::namespaced(client.clone(), &namespace),
-        namespace,
-    }
-}
-
 /// The member hosts a certificate you provide must cover: every member known, and the first
 /// `spec.size` member names (what a new cluster starts with).
 pub fn hosts_to_cover(names: &ClusterName, known_members: &[String], size: i32) -> Vec<String> {
@@ -470,6 +574,8 @@ pub fn hosts_to_cover(names: &ClusterName, known_members: &[String], size: i32) 
 /// with `leaf_validity`, but not those of members in `unadopted` (a Pod an older operator
 /// built, without [`build::ANNOTATION_TLS_HASH`]: the planner records the hash first, so the
 /// renewal that follows rolls it).
+///
+/// Reads, plans the writes ([`writes::plan`], pure) and makes them.
 pub async fn prepare(
     client: &kube::Client,
     cluster: &EtcdCluster,
@@ -477,253 +583,20 @@ pub async fn prepare(
     now: OffsetDateTime,
     leaf_validity: Duration,
 ) -> Result<Prepared, TlsError> {
-    let MemberSets {
-        known: known_members,
-        with_volume,
-        pods,
-    } = *members;
-    let Some(tls) = &cluster.spec.tls else {
+    if cluster.spec.tls.is_none() {
         return Ok(Prepared::Ready(Box::default()));
-    };
-    let names = crate::observe::cluster_name(cluster);
-    let secrets = secrets(client, cluster);
-    let mut invalid = Vec::new();
-    let refusal = |field: &str, name: &str, what: &str, problems: &[CertProblem]| FieldError {
-        field: field.to_owned(),
-        message: if problems.is_empty() {
-            format!("Secret {}{what} does not exist", secrets.id(name))
-        } else {
-            format!(
-                "Secret {}{what} {}",
-                secrets.id(name),
-                problems_text(problems)
-            )
-        },
-    };
-
-    // The operator-managed CA.
-    let mut ca: Option<ManagedCa> = None;
-    let mut ca_secret: Option<Secret> = None;
-    if operator_managed(tls) {
-        let name = ca_secret_name(&names.name);
-        match secrets.get(&name).await? {
-            Some(secret) => {
-                let data = data_of(&secret);
-                let problems = certs::check_secret(&data, &Use::ManagedCa, now);
-                if problems.is_empty() {
-                    ca = ManagedCa::from_data(&data);
-                    ca_secret = Some(secret);
-                } else {
-                    invalid.push(refusal(
-                        "spec.tls",
-                        &name,
-                        " (the operator-managed CA)",
-                        &problems,
-                    ));
-                }
-            }
-            None => {
-                // Certificates a lost CA issued: read only when the CA is missing (rare).
-                let mut issued_secrets = Vec::new();
-                for member in known_members {
-                    let member_secret = member_secret_name(member);
-                    if secrets.get(&member_secret).await?.is_some() {
-                        issued_secrets.push(member_secret);
-                    }
-                }
-                match new_ca_allowed(known_members, pods, &issued_secrets) {
-                    Ok(()) => {
-                        let issued = certs::new_ca(&names, now)?;
-                        let secret = build::tls_secret(cluster, &name, &issued, None)?;
-                        let created = secrets.create_or_get(secret).await?;
-                        ca = ManagedCa::from_data(&data_of(&created));
-                    }
-                    Err(why) => invalid.push(FieldError {
-                        field: "spec.tls".into(),
-                        message: format!(
-                            "Secret {} (the operator-managed CA) is missing while {why}: \
-                             restore it (a new CA would cut the members off from each other \
-                             and from the operator)",
-                            secrets.id(&name)
-                        ),
-                    }),
-                }
-            }
+    }
+    let io = Io::new(client, cluster);
+    let mut last_race = String::new();
+    for _ in 0..CREATE_RACES {
+        let read = io.read(cluster, members).await?;
+        let planned = writes::plan(cluster, members, &read, now, leaf_validity)?;
+        match io.perform(&planned.writes).await? {
+            Performed::All => return Ok(planned.prepared),
+            Performed::Raced(name) => last_race = name,
         }
     }
-
-    // Secrets you provide.
-    let hosts = hosts_to_cover(&names, known_members, cluster.spec.size);
-    let mut provided: Vec<(&str, String, Use)> = Vec::new();
-    if let Some(peer) = &tls.peer
-        && let Some(reference) = &peer.secret_ref
-    {
-        provided.push((
-            "spec.tls.peer.secretRef",
-            reference.name.clone(),
-            Use::Peer(hosts.clone()),
-        ));
-    }
-    if let Some(client_tls) = &tls.client {
-        if let Some(reference) = &client_tls.secret_ref {
-            provided.push((
-                "spec.tls.client.secretRef",
-                reference.name.clone(),
-                Use::ClientServing(hosts.clone()),
-            ));
-        }
-        if let Some(reference) = &client_tls.operator_secret_ref {
-            provided.push((
-                "spec.tls.client.operatorSecretRef",
-                reference.name.clone(),
-                Use::OperatorClient,
-            ));
-        }
-    }
-    let mut read: BTreeMap<String, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
-    for (field, name, usage) in provided {
-        match secrets.get(&name).await? {
-            None => invalid.push(refusal(field, &name, "", &[])),
-            Some(secret) => {
-                let data = data_of(&secret);
-                let problems = certs::check_secret(&data, &usage, now);
-                if problems.is_empty() {
-                    read.insert(name, data);
-                } else {
-                    invalid.push(refusal(field, &name, "", &problems));
-                }
-            }
-        }
-    }
-    // Certificates cert-manager issues (crate::cert_manager).
-    let from_cert_manager = crate::cert_manager::prepare(client, cluster, with_volume, now).await?;
-    invalid.extend(from_cert_manager.refusals);
-    let cert_manager_etcd = from_cert_manager.etcd;
-    let expiries: BTreeMap<String, certs::Expiry> = read
-        .iter()
-        .filter_map(|(name, data)| {
-            let pem = String::from_utf8_lossy(data.get(secret_keys::CERT)?).into_owned();
-            Some((name.clone(), certs::expiry_warning_time(&pem)?))
-        })
-        .chain(from_cert_manager.expiries)
-        .collect();
-    // The digest of every Secret a member mounts, whoever writes it: a change of any rolls
-    // the members that mount it.
-    let mut secret_digests: BTreeMap<String, String> = read
-        .iter()
-        .map(|(name, data)| (name.clone(), build::secret_digest(data)))
-        .chain(from_cert_manager.digests)
-        .collect();
-    let mut changes = Vec::new();
-    // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
-    let mut managed_certs: Vec<String> = Vec::new();
-    // How the operator itself connects.
-    let mut etcd = None;
-    if let Some(operator) = cluster.operator_client_secret() {
-        let managed = tls.client.as_ref().is_some_and(|c| c.secret_ref.is_none());
-        let cert_manager = tls
-            .client
-            .as_ref()
-            .is_some_and(|c| c.cert_manager.is_some());
-        if cert_manager {
-            etcd = cert_manager_etcd;
-        } else if managed {
-            if let Some(ca) = &ca {
-                let data = ensure_operator_client(
-                    &secrets,
-                    cluster,
-                    &names,
-                    ca,
-                    now,
-                    leaf_validity,
-                    &mut changes,
-                )
-                .await?;
-                managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
-                etcd = ClientTls::from_secret_data(&data, true).ok();
-            }
-        } else if let Some(data) = read.get(&operator.name) {
-            etcd = ClientTls::from_secret_data(data, operator.present_certificate).ok();
-        }
-    }
-    if !invalid.is_empty() {
-        return Ok(Prepared::Invalid(invalid));
-    }
-    if let Some(ca) = &ca {
-        for member in with_volume {
-            // A Pod an older operator built (no certificate hash) is adopted first, so the
-            // change that follows rolls it.
-            let unadopted = pods
-                .get(member)
-                .is_some_and(|p| !p.annotations().contains_key(build::ANNOTATION_TLS_HASH));
-            let renewal = if unadopted {
-                Renewal::Never
-            } else {
-                Renewal::WhenDue(leaf_validity)
-            };
-            let (name, data, change) =
-                ensure_member_secret(client, cluster, ca, member, now, renewal).await?;
-            if let Some(change) = change {
-                changes.push(change);
-            }
-            managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
-            secret_digests.insert(name, build::secret_digest(&data));
-        }
-    }
-    // The next CA rotation step, once the members rolled onto the current one.
-    if let (Some(managed), Some(secret)) = (&ca, &ca_secret) {
-        let request = cluster
-            .annotations()
-            .get(ROTATE_CA_ANNOTATION)
-            .filter(|v| !v.is_empty());
-        let wanted = request.is_some_and(|r| managed.served_request.as_ref() != Some(r))
-            || certs::renewal_due(&managed.issuing.cert_pem, now);
-        let settled = ca_rotation::members_settled(&member_certs(cluster, pods, &secret_digests));
-        let step = ca_rotation::next_ca_step(managed.phase(), wanted, settled);
-        if let Some(advanced) = managed.advanced(
-            step,
-            || certs::new_ca(&names, now),
-            request.map(String::as_str),
-        )? {
-            secrets
-                .overwrite(
-                    cluster,
-                    secret,
-                    &advanced.issuing,
-                    None,
-                    Some(advanced.to_data()),
-                )
-                .await?;
-            changes.push((
-                CA_ROTATION,
-                match step {
-                    CaStep::StartRotation => format!(
-                        "CA rotation started: a new CA is trusted next to the current one \
-                         (Secret {}); members roll onto the bundle one at a time",
-                        secrets.id(&secret.name_any())
-                    ),
-                    CaStep::SwitchIssuer => "CA rotation: every member trusts both CAs; member \
-                        and client certificates are re-issued by the new CA, members roll"
-                        .to_owned(),
-                    _ => "CA rotation: every member holds a certificate of the new CA; the \
-                          previous CA is no longer trusted, members roll a last time"
-                        .to_owned(),
-                },
-            ));
-        }
-    }
-    // The CA's own renewal is a rotation, started by a pass that finds it due.
-    managed_certs.extend(ca.as_ref().map(|ca| ca.issuing.cert_pem.clone()));
-    let next_renewal = certs::next_renewal(managed_certs.iter().map(String::as_str), now);
-    Ok(Prepared::Ready(Box::new(ClusterTls {
-        etcd,
-        ca,
-        leaf_validity,
-        secret_digests,
-        changes,
-        next_renewal,
-        expiries,
-    })))
+    Err(raced(&io, &last_race))
 }
 
 /// The members [`prepare`] looks at, by name.
@@ -806,66 +679,9 @@ fn issued_of(data: &BTreeMap<String, Vec<u8>>) -> Option<Issued> {
     })
 }
 
-async fn ensure_operator_client(
-    secrets: &Secrets,
-    cluster: &EtcdCluster,
-    names: &ClusterName,
-    ca: &ManagedCa,
-    now: OffsetDateTime,
-    validity: Duration,
-    changes: &mut Vec<(&'static str, String)>,
-) -> Result<BTreeMap<String, Vec<u8>>, TlsError> {
-    let name = operator_client_secret_name(&names.name);
-    let trust = Some(ca.trust_pem.as_str());
-    // The operators read it on every call: changing it needs no restart of anything.
-    let secret = match secrets.get(&name).await? {
-        Some(secret) => match conformance(&data_of(&secret), ca, now) {
-            Conformance::Fine => secret,
-            Conformance::Reissue => {
-                let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
-                let secret = secrets
-                    .overwrite(cluster, &secret, &issued, trust, None)
-                    .await?;
-                changes.push((
-                    CERTIFICATE_RENEWED,
-                    format!(
-                        "Issued a new operators' client certificate in Secret {}",
-                        secrets.id(&name)
-                    ),
-                ));
-                secret
-            }
-            Conformance::NewTrust => {
-                let same =
-                    issued_of(&data_of(&secret)).ok_or_else(|| TlsError::BadManagedSecret {
-                        name: secrets.id(&name),
-                        problems: "has no tls.crt or tls.key".into(),
-                    })?;
-                secrets
-                    .overwrite(cluster, &secret, &same, trust, None)
-                    .await?
-            }
-        },
-        None => {
-            let issued = certs::issue_operator_client(&ca.issuing, names, now, validity)?;
-            let secret = build::tls_secret(cluster, &name, &issued, trust)?;
-            secrets.create_or_get(secret).await?
-        }
-    };
-    let data = data_of(&secret);
-    let problems = certs::check_secret(&data, &Use::OperatorClient, now);
-    if !problems.is_empty() {
-        return Err(TlsError::BadManagedSecret {
-            name: secrets.id(&name),
-            problems: problems_text(&problems),
-        });
-    }
-    Ok(data)
-}
-
 /// Creates `member`'s certificate Secret if it is missing (before its Pod, which mounts it),
-/// renews the one there is when `renewal` allows and it is due, and checks it. Returns the
-/// Secret's name and data, and whether it was renewed.
+/// renews the one there is when `renewal` allows and it is due, and checks it
+/// ([`writes::member_secret`]). Returns the Secret's name and data, and whether it was renewed.
 pub async fn ensure_member_secret(
     client: &kube::Client,
     cluster: &EtcdCluster,
@@ -874,67 +690,23 @@ pub async fn ensure_member_secret(
     now: OffsetDateTime,
     renewal: Renewal,
 ) -> Result<MemberSecret, TlsError> {
-    let names = crate::observe::cluster_name(cluster);
-    let secrets = secrets(client, cluster);
+    let io = Io::new(client, cluster);
     let name = member_secret_name(member);
-    let trust = Some(ca.trust_pem.as_str());
-    let mut change = None;
-    let secret = match (secrets.get(&name).await?, renewal) {
-        (Some(secret), Renewal::Never) => secret,
-        (Some(secret), Renewal::WhenDue(validity)) => {
-            match conformance(&data_of(&secret), ca, now) {
-                Conformance::Fine => secret,
-                Conformance::Reissue => {
-                    let issued = certs::issue_member(&ca.issuing, &names, member, now, validity)?;
-                    change = Some((
-                        CERTIFICATE_RENEWED,
-                        format!(
-                            "Issued a new certificate for member {member} in Secret {}; the \
-                             member rolls onto it when quorum allows",
-                            secrets.id(&name)
-                        ),
-                    ));
-                    secrets
-                        .overwrite(cluster, &secret, &issued, trust, None)
-                        .await?
-                }
-                Conformance::NewTrust => {
-                    let same =
-                        issued_of(&data_of(&secret)).ok_or_else(|| TlsError::BadManagedSecret {
-                            name: secrets.id(&name),
-                            problems: "has no tls.crt or tls.key".into(),
-                        })?;
-                    secrets
-                        .overwrite(cluster, &secret, &same, trust, None)
-                        .await?
-                }
-            }
+    for _ in 0..CREATE_RACES {
+        let existing = io.get(&name).await?;
+        let (write, secret) =
+            writes::member_secret(cluster, ca, member, existing.as_ref(), now, renewal)?;
+        if io.perform(write.as_slice()).await? == Performed::All {
+            return Ok(secret);
         }
-        (None, renewal) => {
-            let validity = match renewal {
-                Renewal::WhenDue(validity) => validity,
-                Renewal::Never => certs::LEAF_VALIDITY,
-            };
-            let issued = certs::issue_member(&ca.issuing, &names, member, now, validity)?;
-            let secret = build::tls_secret(cluster, &name, &issued, trust)?;
-            secrets.create_or_get(secret).await?
-        }
-    };
-    let data = data_of(&secret);
-    let problems = certs::check_secret(&data, &Use::Peer(vec![names.member_host(member)]), now);
-    if problems.is_empty() {
-        Ok((name, data, change))
-    } else {
-        Err(TlsError::BadManagedSecret {
-            name: secrets.id(&name),
-            problems: problems_text(&problems),
-        })
     }
+    Err(raced(&io, &name))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::ca_rotation;
 
     fn now() -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()

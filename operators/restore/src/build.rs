@@ -83,18 +83,28 @@ pub fn seed_pvc(
 }
 
 /// The seed's Pod: the cluster operator's member Pod of a one-member cluster, plus the init
-/// container that prepares its data directory from `snapshot`.
+/// container that prepares its data directory from `snapshot`. It listens as the spec says,
+/// and with `switch_port` (the old members served it: a cluster switched from plaintext to TLS)
+/// also serves `https://` clients on 2378, so clients that use that port keep working after the
+/// restore: the cluster operator grows the other members and the client Service from it alike.
+/// Plaintext clients of a switch not finished are not served (the seed speaks TLS on 2379, where
+/// the restore operator reaches it).
 pub fn seed_pod(
     cluster: &EtcdCluster,
     restore: &EtcdRestore,
     seed: &str,
     snapshot: &Snapshot,
     image: &str,
+    switch_port: bool,
 ) -> Result<Pod, SeedBuildError> {
     let names = build::cluster_name(cluster)?;
     let version = version_of(cluster)?;
     let initial_cluster = vec![(seed.to_owned(), names.peer_url(seed))];
-    let mut pod = build::member_pod(
+    let mut listen = build::spec_listeners(cluster);
+    if switch_port && cluster.client_tls() {
+        listen.client = build::Listen::HttpsWithSwitchPort;
+    }
+    let mut pod = build::member_pod_listening(
         cluster,
         &MemberPod {
             member: seed,
@@ -106,6 +116,7 @@ pub fn seed_pod(
             largest_db_bytes: 0,
             snapshot_before_upgrade: false,
         },
+        listen,
     )?;
     mark(&mut pod.metadata, restore);
     let init = init_container(&names, restore, seed, snapshot, image, version);
@@ -393,6 +404,116 @@ mod tests {
         }
     }
 
+    /// Issue 19: a cluster switched from plaintext to TLS keeps serving TLS clients on 2378 after
+    /// the switch; its restore must not take that port away. The old members' Pods (still there
+    /// when the seed is built, without `force`) show it; the seed then listens there too, which
+    /// the cluster operator carries on to the members it grows and to the client Service.
+    #[test]
+    fn a_restore_keeps_2378_when_the_old_members_served_it() {
+        let mut tls = cluster();
+        tls.spec.tls = serde_json::from_value(serde_json::json!({"client": {}})).unwrap();
+        let old_pod = |listen: build::Listeners| {
+            let member = "main-0";
+            let initial = vec![(
+                member.to_owned(),
+                "http://main-0.main.db.svc:2380".to_owned(),
+            )];
+            build::member_pod_listening(
+                &tls,
+                &MemberPod {
+                    member,
+                    version: EtcdVersion::parse("3.5.35").unwrap(),
+                    initial_cluster: &initial,
+                    state: InitialState::New,
+                    largest_db_bytes: 0,
+                    snapshot_before_upgrade: false,
+                },
+                listen,
+            )
+            .unwrap()
+        };
+        let observed = |pods: Vec<(&str, Pod)>| {
+            let kube = etcd_member::observe::KubeObservation {
+                pods: pods
+                    .into_iter()
+                    .map(|(name, pod)| (name.to_owned(), pod))
+                    .collect(),
+                pvcs: Default::default(),
+                expandable_classes: Default::default(),
+            };
+            crate::observe::cluster_state(&tls, &kube, Some("main-3")).old_pods_serve_switch_port
+        };
+        let listening = |client| build::Listeners {
+            peer: build::Listen::Http,
+            client,
+        };
+        // After the switch, plaintext dropped (2379 and 2378 TLS), or during it (2378 TLS next
+        // to plain 2379): served. A cluster created with TLS, or the seed's own Pod: not.
+        assert!(observed(vec![(
+            "main-0",
+            old_pod(listening(build::Listen::HttpsWithSwitchPort))
+        )]));
+        assert!(observed(vec![(
+            "main-0",
+            old_pod(listening(build::Listen::Dual))
+        )]));
+        assert!(!observed(vec![(
+            "main-0",
+            old_pod(listening(build::Listen::Https))
+        )]));
+        assert!(!observed(vec![(
+            "main-3",
+            old_pod(listening(build::Listen::HttpsWithSwitchPort))
+        )]));
+        assert!(!observed(vec![]));
+
+        let client_urls = |pod: &Pod| -> Vec<String> {
+            pod.spec.as_ref().unwrap().containers[0]
+                .args
+                .clone()
+                .unwrap()
+                .into_iter()
+                .filter(|a| a.contains("-client-urls="))
+                .collect()
+        };
+        let seed = |switch_port| {
+            seed_pod(
+                &tls,
+                &restore(),
+                "main-3",
+                &snapshot(None),
+                "op",
+                switch_port,
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            client_urls(&seed(true)),
+            [
+                "--listen-client-urls=https://0.0.0.0:2379,https://0.0.0.0:2378",
+                "--advertise-client-urls=https://main-3.main.db.svc:2379,https://main-3.main.db.svc:2378",
+            ]
+        );
+        assert_eq!(
+            client_urls(&seed(false)),
+            [
+                "--listen-client-urls=https://0.0.0.0:2379",
+                "--advertise-client-urls=https://main-3.main.db.svc:2379",
+            ]
+        );
+        // Without client TLS there is no such port to keep.
+        let plain = seed_pod(
+            &cluster(),
+            &restore(),
+            "main-3",
+            &snapshot(None),
+            "op",
+            true,
+        )
+        .unwrap();
+        assert!(!client_urls(&plain).concat().contains("2378"));
+    }
+
     #[test]
     fn the_seed_is_a_one_member_cluster_member_with_a_preparing_init_container() {
         let pod = seed_pod(
@@ -401,6 +522,7 @@ mod tests {
             "main-3",
             &snapshot(Some("s3")),
             "op:1",
+            false,
         )
         .unwrap();
         assert_eq!(pod.metadata.name.as_deref(), Some("main-3"));
@@ -476,7 +598,15 @@ mod tests {
     /// secrets reach the seed Pod; without them the Pod is the member Pod's (namespace default).
     #[test]
     fn the_seed_pod_runs_as_the_configured_account_with_pull_secrets() {
-        let plain = seed_pod(&cluster(), &restore(), "main-0", &snapshot(None), "op").unwrap();
+        let plain = seed_pod(
+            &cluster(),
+            &restore(),
+            "main-0",
+            &snapshot(None),
+            "op",
+            false,
+        )
+        .unwrap();
         let mut pod = plain.clone();
         set_seed_identity(&mut pod, None, &[]);
         assert_eq!(pod, plain, "nothing configured, nothing changed");
@@ -502,11 +632,19 @@ mod tests {
 
     #[test]
     fn ambient_credentials_need_no_env_and_a_bad_version_is_named() {
-        let pod = seed_pod(&cluster(), &restore(), "main-0", &snapshot(None), "op").unwrap();
+        let pod = seed_pod(
+            &cluster(),
+            &restore(),
+            "main-0",
+            &snapshot(None),
+            "op",
+            false,
+        )
+        .unwrap();
         assert!(pod.spec.unwrap().init_containers.unwrap()[0].env.is_none());
         let mut bad = cluster();
         bad.spec.version = "3.9".into();
-        let e = seed_pod(&bad, &restore(), "main-0", &snapshot(None), "op").unwrap_err();
+        let e = seed_pod(&bad, &restore(), "main-0", &snapshot(None), "op", false).unwrap_err();
         assert!(e.to_string().contains("spec.version"), "{e}");
     }
 
@@ -514,7 +652,15 @@ mod tests {
     /// it is kept not Ready by a readiness gate until the restore opens it.
     #[test]
     fn the_seed_is_not_ready_until_admitted() {
-        let mut pod = seed_pod(&cluster(), &restore(), "main-0", &snapshot(None), "op").unwrap();
+        let mut pod = seed_pod(
+            &cluster(),
+            &restore(),
+            "main-0",
+            &snapshot(None),
+            "op",
+            false,
+        )
+        .unwrap();
         let gates = pod.spec.as_ref().unwrap().readiness_gates.clone().unwrap();
         assert_eq!(gates[0].condition_type, SEED_ADMITTED_CONDITION);
         assert!(!is_admitted(&pod));

@@ -222,6 +222,10 @@ async fn reconcile_once(restore: &EtcdRestore, ctx: &Context) -> Result<Action, 
         seed_image: &ctx.settings.seed_image,
         seed_service_account: ctx.settings.seed_service_account.as_deref(),
         seed_image_pull_secrets: &ctx.settings.seed_image_pull_secrets,
+        seed_switch_port: observed
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.old_pods_serve_switch_port),
     };
     executor.execute(&step).await?;
     if !matches!(step, Step::Wait(_)) {

@@ -72,6 +72,8 @@ pub struct Executor<'a> {
     pub seed_service_account: Option<&'a str>,
     /// The seed Pod's image pull secrets.
     pub seed_image_pull_secrets: &'a [String],
+    /// The seed serves TLS clients on 2378 too ([`crate::plan::ClusterState::old_pods_serve_switch_port`]).
+    pub seed_switch_port: bool,
 }
 
 impl Executor<'_> {
@@ -191,6 +193,7 @@ impl Executor<'_> {
                     &self.seed()?,
                     snapshot,
                     self.seed_image,
+                    self.seed_switch_port,
                 )?;
                 build::set_seed_identity(
                     &mut pod,

@@ -417,6 +417,14 @@ pub fn cluster_state(
                 )
             })
             .collect(),
+        // Read from the old Pods' etcd flags while they exist: without `force` they are still
+        // there when the seed is built.
+        old_pods_serve_switch_port: kube.pods.iter().filter(|(name, _)| not_seed(name)).any(
+            |(_, pod)| {
+                etcd_member::observe::pod_listeners(pod)
+                    .is_some_and(|listen| listen.client.serves_switch_client_port())
+            },
+        ),
     }
 }
 

@@ -142,6 +142,10 @@ pub struct ClusterState {
     pub old_pods: BTreeMap<String, bool>,
     /// Member PVCs other than the seed's: name → already labelled retained.
     pub old_pvcs: BTreeMap<String, bool>,
+    /// An old member Pod serves `https://` clients on 2378 (a cluster switched from plaintext,
+    /// whose clients may still use that port): the seed serves there too, and so the members
+    /// the cluster operator grows from it (see [`crate::build::seed_pod`]).
+    pub old_pods_serve_switch_port: bool,
 }
 
 /// What the old members' answers prove about their quorum. Fails closed (issue 17, defect 4):

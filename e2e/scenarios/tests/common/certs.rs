@@ -39,16 +39,29 @@ pub fn certificate_resource() -> ApiResource {
     ))
 }
 
-/// The Secrets the stand-in for cert-manager is asked to renew (as `cmctl renew` asks
-/// cert-manager), by name; each is taken off once renewed.
-pub type Renewals = std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
+/// What the test asks of the stand-in for cert-manager.
+#[derive(Debug, Default)]
+pub struct StandInOrders {
+    /// Secrets to renew (as `cmctl renew` asks cert-manager), by name; each is taken off once
+    /// renewed.
+    pub renew: std::collections::BTreeSet<String>,
+    /// Issue from a second CA, with that CA alone in `ca.crt`: the issuer's CA was replaced.
+    pub second_ca: bool,
+    /// Issue certificates near their end: issued 3 hours ago, ending in 30 minutes (a sixth of
+    /// their lifetime is 35 minutes: the operator warns).
+    pub near_end: bool,
+}
+
+/// The orders shared with the stand-in for cert-manager.
+pub type Renewals = std::sync::Arc<std::sync::Mutex<StandInOrders>>;
 
 /// A stand-in for cert-manager's controller (issue 19 allows one): every Certificate in the
 /// namespace whose Secret is missing gets it, issued by a CA of the stand-in's own from the
 /// Certificate's `commonName`, `dnsNames`, `ipAddresses` and `usages`, with `tls.crt`,
 /// `tls.key`, `ca.crt` and the `secretTemplate` labels, as cert-manager's CA issuer writes it.
 /// A Secret named in `renewals` is renewed as cert-manager renews: a new key and certificate
-/// written into the same Secret.
+/// written into the same Secret. With `second_ca`, from a second CA of the stand-in (as after
+/// the issuer's CA was replaced; the same name, another key).
 pub fn cert_manager_stand_in(
     client: kube::Client,
     renewals: Renewals,
@@ -57,18 +70,21 @@ pub fn cert_manager_stand_in(
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
         KeyPair, KeyUsagePurpose, SanType,
     };
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "stand-in cert-manager CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca_params, ca_key);
+    let new_ca = || {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "stand-in cert-manager CA");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
+        (ca_pem, Issuer::new(ca_params, ca_key))
+    };
+    let cas = [new_ca(), new_ca()];
     tokio::spawn(async move {
         let certificates: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), NS, &certificate_resource());
@@ -91,10 +107,18 @@ pub fn cert_manager_stand_in(
                 };
                 let secret_name = spec["secretName"].as_str().unwrap().to_owned();
                 let existing = secrets.get_opt(&secret_name).await.ok().flatten();
-                let renew = renewals.lock().unwrap().contains(&secret_name);
+                let (renew, second_ca, near_end) = {
+                    let orders = renewals.lock().unwrap();
+                    (
+                        orders.renew.contains(&secret_name),
+                        orders.second_ca,
+                        orders.near_end,
+                    )
+                };
                 if existing.is_some() && !renew {
                     continue;
                 }
+                let (ca_pem, issuer) = &cas[usize::from(second_ca)];
                 let mut params = CertificateParams::new(strings("dnsNames")).unwrap();
                 if let Some(cn) = spec["commonName"].as_str() {
                     params.distinguished_name.push(DnType::CommonName, cn);
@@ -117,8 +141,13 @@ pub fn cert_manager_stand_in(
                         _ => None,
                     })
                     .collect();
+                if near_end {
+                    let now = time::OffsetDateTime::now_utc();
+                    params.not_before = now - time::Duration::hours(3);
+                    params.not_after = now + time::Duration::minutes(30);
+                }
                 let key = KeyPair::generate().unwrap();
-                let cert = params.signed_by(&key, &issuer).unwrap();
+                let cert = params.signed_by(&key, issuer).unwrap();
                 let labels: BTreeMap<String, String> =
                     serde_json::from_value(spec["secretTemplate"]["labels"].clone())
                         .unwrap_or_default();
@@ -149,7 +178,7 @@ pub fn cert_manager_stand_in(
                             .await
                             .is_ok()
                         {
-                            renewals.lock().unwrap().remove(&secret_name);
+                            renewals.lock().unwrap().renew.remove(&secret_name);
                         }
                     }
                 }

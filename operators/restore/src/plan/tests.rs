@@ -26,6 +26,7 @@ fn lost_cluster() -> ClusterState {
         next_ordinal: 3,
         old_pods: (0..3).map(|i| (format!("main-{i}"), false)).collect(),
         old_pvcs: (0..3).map(|i| (format!("main-{i}"), false)).collect(),
+        old_pods_serve_switch_port: false,
     }
 }
 

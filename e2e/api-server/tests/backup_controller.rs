@@ -4,69 +4,35 @@
 //! again, a backup left Running by a dead operator is marked Interrupted, a missing Secret fails
 //! with SecretNotFound and an event, and `create-backup --retain 2` keeps two backups.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+use common::{api_server, create_namespace, eventually};
 use etcd_api::{BackupPhase, EtcdBackup, EtcdBackupStatus, EtcdCluster, EtcdClusterStatus};
 use etcd_backup_operator::controller::{self, FIELD_MANAGER, Settings};
 use etcd_backup_operator::create::{CreateBackup, create_backup};
 use etcd_snapshot::SnapshotKey;
 use k8s_apiextensions::CustomResourceDefinition;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as k8s_apiextensions;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use operator_runtime::{Readiness, apply_status};
-use test_support::{EtcdCluster as Etcd, EtcdVersion, LocalKube, S3Server};
+use test_support::{EtcdCluster as Etcd, EtcdVersion, S3Server};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "db";
 const BUCKET: &str = "etcd-backups";
 
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let start = Instant::now();
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(last) if start.elapsed() > timeout => {
-                panic!("{what}: not reached within {timeout:?}; last seen: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
-
-async fn api_server() -> (LocalKube, kube::Client) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let lk = LocalKube::start_api_only(&test_support::localkube_binary().unwrap())
-        .await
-        .unwrap();
-    let kc = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    (lk, kube::Client::try_from(cfg).unwrap())
-}
-
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
 async fn setup(client: &kube::Client, s3: &S3Server) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &from_json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .unwrap();
+    create_namespace(client, NS).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in etcd_api::crd::all() {
         crds.create(&PostParams::default(), &crd).await.unwrap();

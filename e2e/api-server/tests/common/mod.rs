@@ -6,7 +6,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::PostParams;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, PostParams};
 use test_support::LocalKube;
 
 pub async fn api_server() -> (LocalKube, kube::Client) {
@@ -51,4 +52,22 @@ where
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// Installs the operators' CRDs and waits until EtcdClusters are served in `namespace`.
+pub async fn install_crds(client: &kube::Client, namespace: &str) {
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    for crd in etcd_api::crd::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    // Served once a list of the kind works.
+    let clusters: kube::Api<etcd_api::EtcdCluster> =
+        kube::Api::namespaced(client.clone(), namespace);
+    eventually("EtcdCluster served", Duration::from_secs(30), || async {
+        clusters
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use etcd_api::{EtcdCluster, EtcdClusterStatus};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Resource};
 use operator_runtime::events::MAX_NOTE_BYTES;
@@ -16,22 +15,6 @@ use operator_runtime::{Events, apply_status};
 
 const NS: &str = "db";
 const MANAGER: &str = "etcd-cluster-operator";
-
-async fn install_crds(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in etcd_api::crd::all() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    // Served once a list of the kind works.
-    let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), NS);
-    common::eventually("EtcdCluster served", Duration::from_secs(30), || async {
-        clusters
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())
-    })
-    .await;
-}
 
 async fn create_cluster(client: &kube::Client, name: &str) -> EtcdCluster {
     let api: Api<EtcdCluster> = Api::namespaced(client.clone(), NS);
@@ -49,7 +32,7 @@ async fn create_cluster(client: &kube::Client, name: &str) -> EtcdCluster {
 async fn status_apply_and_events_against_the_api_server() {
     let (_lk, client) = common::api_server().await;
     common::create_namespace(&client, NS).await;
-    install_crds(&client).await;
+    common::install_crds(&client, NS).await;
 
     apply_status_writes_status_under_the_field_manager(&client).await;
     events_are_listed_with_reason_and_regarding_object(&client).await;

@@ -1,0 +1,259 @@
+//! Peer trust across a change of CA in the certificate Secrets members mount. Pure.
+//!
+//! Members verify each other on the peer port with the CAs of the `ca.crt` they were started
+//! with (etcd reads its trusted CA file only at start), and present the certificate of their
+//! peer Secret. A member (re)started on a Secret whose certificate comes from a CA its running
+//! peers do not trust, or whose `ca.crt` does not trust theirs, is cut off from them: it never
+//! becomes healthy, the roll stops there with one voter down, and any other restart of an old
+//! member (a crash, an eviction, the next renewal) cuts off one more: quorum is lost. This is
+//! what a CA change without an overlap does: cert-manager renewing from an issuer whose CA was
+//! replaced, or a Secret you provide updated to a certificate and `ca.crt` of a new CA at once.
+//!
+//! The operator-managed CA is changed with an overlap by the operator itself
+//! ([`crate::plan::ca_rotation`]: trust both, then issue from the new, then drop the old), and
+//! every step passes the check below. For the other sources the overlap is in the Secrets
+//! (`ca.crt` with both CAs before any certificate of the new one): the operator checks it.
+//!
+//! Every member Pod records, when it is created, what its peer Secret held (annotation
+//! [`ANNOTATION_PEER_TRUST`]: the fingerprint of the CA that signed its certificate and those of
+//! the CAs in its `ca.crt`). Before a member is rolled onto changed Secrets or its Pod is
+//! created, [`peer_trust_refusals`] checks its peer Secret as it is now against every running
+//! member's record, both ways; a mismatch refuses the cluster (condition and Warning event
+//! naming the Secret, the members and the CAs) before any member restarts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use etcd_api::EtcdCluster;
+use etcd_api::tls::secret_keys;
+use etcd_api::validation::FieldError;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use sha2::{Digest, Sha256};
+use x509_parser::pem::Pem;
+
+use crate::build;
+
+/// Annotation on member Pods of peer-TLS clusters: [`PeerTrust::annotation`] of the peer
+/// certificate Secret the Pod mounted when it was created.
+pub const ANNOTATION_PEER_TRUST: &str = "etcd.operator.rs/peer-trust";
+
+/// Of a peer certificate Secret: the CA that signed its certificate and the CAs of its
+/// `ca.crt`, each by [`fingerprint`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerTrust {
+    /// The CA of `ca.crt` that signed `tls.crt`.
+    pub issuer: String,
+    /// Every CA of `ca.crt`.
+    pub trusted: BTreeSet<String>,
+}
+
+/// A CA certificate's short name: the first 16 hex digits of the SHA-256 of its DER.
+pub fn fingerprint(der: &[u8]) -> String {
+    Sha256::digest(der)
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+fn certificates(pem: &[u8]) -> Vec<Pem> {
+    Pem::iter_from_buffer(pem)
+        .filter_map(Result::ok)
+        .filter(|p| p.label == "CERTIFICATE")
+        .collect()
+}
+
+impl PeerTrust {
+    /// What a certificate Secret's data holds; `None` when `tls.crt` or `ca.crt` does not parse
+    /// or no CA of `ca.crt` signed the certificate (refused by the Secret checks anyway).
+    pub fn of_secret(data: &BTreeMap<String, Vec<u8>>) -> Option<PeerTrust> {
+        let leaves = certificates(data.get(secret_keys::CERT)?);
+        let leaf = leaves.first()?.parse_x509().ok()?;
+        let cas = certificates(data.get(secret_keys::CA)?);
+        let issuer = cas.iter().find(|ca| {
+            ca.parse_x509()
+                .is_ok_and(|ca| leaf.verify_signature(Some(ca.public_key())).is_ok())
+        })?;
+        Some(PeerTrust {
+            issuer: fingerprint(&issuer.contents),
+            trusted: cas.iter().map(|ca| fingerprint(&ca.contents)).collect(),
+        })
+    }
+
+    /// The annotation value: `issuer=<fingerprint> trusts=<fingerprint>,<fingerprint>`.
+    pub fn annotation(&self) -> String {
+        let trusted: Vec<&str> = self.trusted.iter().map(String::as_str).collect();
+        format!("issuer={} trusts={}", self.issuer, trusted.join(","))
+    }
+
+    /// Reads [`Self::annotation`]; `None` when it is not one.
+    pub fn parse(value: &str) -> Option<PeerTrust> {
+        let mut issuer = None;
+        let mut trusted = BTreeSet::new();
+        for part in value.split_whitespace() {
+            match part.split_once('=')? {
+                ("issuer", fp) if !fp.is_empty() => issuer = Some(fp.to_owned()),
+                ("trusts", fps) => {
+                    trusted.extend(fps.split(',').filter(|f| !f.is_empty()).map(str::to_owned))
+                }
+                _ => return None,
+            }
+        }
+        Some(PeerTrust {
+            issuer: issuer?,
+            trusted,
+        })
+    }
+}
+
+/// The Secret `member` mounts for the peer port, if the cluster has peer TLS.
+pub fn peer_secret(cluster: &EtcdCluster, member: &str) -> Option<String> {
+    build::member_tls_volumes(cluster, member)
+        .into_iter()
+        .find(|(volume, _, _)| *volume == build::PEER_TLS_VOLUME)
+        .map(|(_, _, secret)| secret)
+}
+
+/// The [`ANNOTATION_PEER_TRUST`] value a Pod of `member` created now carries, from
+/// `trusts` ([`PeerTrust::of_secret`] by Secret name); `None` without peer TLS or while its
+/// peer Secret is unknown.
+pub fn pod_annotation(
+    cluster: &EtcdCluster,
+    member: &str,
+    trusts: &BTreeMap<String, PeerTrust>,
+) -> Option<String> {
+    let secret = peer_secret(cluster, member)?;
+    trusts.get(&secret).map(PeerTrust::annotation)
+}
+
+/// The field that names the peer certificates' source.
+fn peer_field(cluster: &EtcdCluster) -> &'static str {
+    let peer = cluster.spec.tls.as_ref().and_then(|t| t.peer.as_ref());
+    match peer {
+        Some(p) if p.secret_ref.is_some() => "spec.tls.peer.secretRef",
+        Some(p) if p.cert_manager.is_some() => "spec.tls.peer.certManager",
+        _ => "spec.tls.peer",
+    }
+}
+
+/// Checks the peer certificates members would start on against what the running members
+/// trust and present, before any member restarts (module doc). `pods`: member Pods by member
+/// name; `etcd_members`: the members etcd lists (a member without a Pod gets one next);
+/// `trusts`: [`PeerTrust::of_secret`] of each Secret as it is now; `digests`: the Secrets'
+/// [`build::secret_digest`], to read a Pod created before [`ANNOTATION_PEER_TRUST`] existed:
+/// a Pod whose certificate hash is current runs on the Secrets as they are, any other is not
+/// judged (it is rolled onto the current ones, which are checked).
+///
+/// Judged: each member whose next Pod would start on other peer certificates than its Pod
+/// records (a roll pending), and each etcd member without a running Pod. Each is checked
+/// against every other running Pod with a known record: the new certificate's CA must be
+/// among the CAs that Pod trusts, and the CA of that Pod's certificate among the new `ca.crt`.
+/// One refusal per Secret, naming the members.
+pub fn peer_trust_refusals(
+    cluster: &EtcdCluster,
+    pods: &BTreeMap<String, Pod>,
+    etcd_members: &[String],
+    trusts: &BTreeMap<String, PeerTrust>,
+    digests: &BTreeMap<String, String>,
+) -> Vec<FieldError> {
+    if !cluster.peer_tls() {
+        return vec![];
+    }
+    let wanted = |member: &str| -> Option<(String, &PeerTrust)> {
+        let secret = peer_secret(cluster, member)?;
+        let trust = trusts.get(&secret)?;
+        Some((secret, trust))
+    };
+    let running: BTreeMap<&str, &Pod> = pods
+        .iter()
+        .filter(|(_, pod)| pod.metadata.deletion_timestamp.is_none())
+        .map(|(member, pod)| (member.as_str(), pod))
+        .collect();
+    // What each running Pod runs on, when known.
+    let recorded: BTreeMap<&str, PeerTrust> = running
+        .iter()
+        .filter_map(|(member, pod)| {
+            let annotations = pod.annotations();
+            if let Some(value) = annotations.get(ANNOTATION_PEER_TRUST) {
+                return Some((*member, PeerTrust::parse(value)?));
+            }
+            let current = build::member_tls_hash(cluster, member, digests)?;
+            if annotations.get(build::ANNOTATION_TLS_HASH) == Some(&current) {
+                Some((*member, wanted(member)?.1.clone()))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut judged: Vec<&str> = running
+        .keys()
+        .copied()
+        .filter(|member| {
+            wanted(member).is_some_and(|(_, trust)| recorded.get(member) != Some(trust))
+        })
+        .collect();
+    judged.extend(
+        etcd_members
+            .iter()
+            .map(String::as_str)
+            .filter(|member| !running.contains_key(member)),
+    );
+    // By Secret: a Secret you provide is every member's.
+    let mut refused: BTreeMap<String, (PeerTrust, BTreeSet<&str>, BTreeSet<&str>)> =
+        BTreeMap::new();
+    for member in judged {
+        let Some((secret, new)) = wanted(member) else {
+            continue;
+        };
+        for (other, theirs) in recorded.iter().filter(|(other, _)| **other != member) {
+            let not_accepting = !theirs.trusted.contains(&new.issuer);
+            let not_trusted = !new.trusted.contains(&theirs.issuer);
+            if not_accepting || not_trusted {
+                let entry = refused
+                    .entry(secret.clone())
+                    .or_insert_with(|| (new.clone(), BTreeSet::new(), BTreeSet::new()));
+                if not_accepting {
+                    entry.1.insert(*other);
+                }
+                if not_trusted {
+                    entry.2.insert(*other);
+                }
+            }
+        }
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let list = |members: &BTreeSet<&str>| members.iter().copied().collect::<Vec<_>>().join(", ");
+    refused
+        .into_iter()
+        .map(|(secret, (new, not_accepting, not_trusted))| {
+            let mut why = Vec::new();
+            if !not_accepting.is_empty() {
+                why.push(format!(
+                    "its certificate is signed by CA {} that members {} do not trust",
+                    new.issuer,
+                    list(&not_accepting)
+                ));
+            }
+            if !not_trusted.is_empty() {
+                why.push(format!(
+                    "its ca.crt does not trust the CA of the certificates members {} present",
+                    list(&not_trusted)
+                ));
+            }
+            FieldError {
+                field: peer_field(cluster).to_owned(),
+                message: format!(
+                    "Secret {namespace}/{secret}: {}: a member started on it would be cut off \
+                     from its peers, so no member is restarted. A CA changes with an overlap, \
+                     each step rolled onto every member before the next: ca.crt with both CAs, \
+                     then certificates of the new CA, then ca.crt with the new CA alone; put \
+                     back what the members run on until then",
+                    why.join("; and ")
+                ),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
