@@ -871,14 +871,14 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
     }
 
     println!(
-        "\n{:<40} {:<8} {:>12} {:>8} {:>6} {:>12}",
+        "\n{:<48} {:<8} {:>12} {:>8} {:>6} {:>12}",
         "scenario", "outcome", "converged in", "ops", "lost", "linearizable"
     );
     let mut failures = Vec::new();
     for row in &rows {
         let outcome = if row.outcome.is_ok() { "ok" } else { "FAILED" };
         println!(
-            "{:<40} {outcome:<8} {:>10.1} s {:>8} {:>6} {:>12}",
+            "{:<48} {outcome:<8} {:>10.1} s {:>8} {:>6} {:>12}",
             row.scenario,
             row.converged.as_secs_f64(),
             row.report.checked.operations,
