@@ -25,11 +25,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::desired::Desired;
 use crate::execute::{ExecError, Executor};
-use crate::metrics::{ClusterLabels, Metrics};
+use crate::metrics::{ClusterLabels, Metrics, PassClock, PassStep};
 use crate::observe::{self, ObserveError, UnhealthySince};
 use crate::plan::objects::ObjectKind;
 use crate::plan::tls_switch::SwitchWait;
@@ -389,6 +389,16 @@ enum Members {
     Listed,
 }
 
+impl Members {
+    /// How the pass's log line names it.
+    fn name(self) -> &'static str {
+        match self {
+            Members::Stored => "stored",
+            Members::Listed => "listed",
+        }
+    }
+}
+
 /// What a pass ended with.
 enum Pass {
     Done(Requeue),
@@ -400,13 +410,59 @@ enum Pass {
 /// list (so an action is never planned from a store that has not yet seen our own last write).
 /// An idle, converged cluster thus costs no API request (issue 24).
 async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
-    match reconcile_pass(cluster, ctx, Members::Stored).await? {
+    match timed_pass(cluster, ctx, Members::Stored).await? {
         Pass::Done(requeue) => Ok(requeue),
-        Pass::ListFirst => match reconcile_pass(cluster, ctx, Members::Listed).await? {
+        Pass::ListFirst => match timed_pass(cluster, ctx, Members::Listed).await? {
             Pass::Done(requeue) => Ok(requeue),
             // A listed pass never asks for a list.
             Pass::ListFirst => Ok(Requeue::requeue(Duration::from_secs(1))),
         },
+    }
+}
+
+/// [`reconcile_pass`], timed step by step: the step histogram, and one debug line per pass
+/// (`pass`: where the Pods came from, the action planned, the outcome, each step's
+/// milliseconds) that says where a reconcile's time goes (`make bench` prints them).
+async fn timed_pass(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    members: Members,
+) -> Result<Pass, ReconcileError> {
+    let mut clock = PassClock::start();
+    let mut planned = None;
+    let result = reconcile_pass(cluster, ctx, members, &mut clock, &mut planned).await;
+    ctx.metrics.record_pass(&clock);
+    let outcome = match &result {
+        // kube's Action shows only as Debug: `Action { requeue_after: Some(200ms) }`.
+        Ok(Pass::Done(requeue)) => format!("{requeue:?}")
+            .replace("Action { requeue_after: ", "requeue ")
+            .replace(" }", ""),
+        Ok(Pass::ListFirst) => "list first".to_owned(),
+        Err(error) => error.reason().to_owned(),
+    };
+    debug!(
+        pods = members.name(),
+        action = planned.as_deref().unwrap_or("none"),
+        outcome,
+        total_ms = clock.total().as_secs_f64() * 1000.0,
+        steps = %clock,
+        "pass"
+    );
+    result
+}
+
+/// The action's kind, as the pass's log line names it: `AddLearner`, `Wait:SeedStarting`.
+fn action_label(action: &Action) -> String {
+    fn variant(debug: String) -> String {
+        debug
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+    match action {
+        Action::Wait(reason) => format!("Wait:{}", variant(format!("{reason:?}"))),
+        other => variant(format!("{other:?}")),
     }
 }
 
@@ -450,9 +506,15 @@ async fn reconcile_pass(
     cluster: &EtcdCluster,
     ctx: &Context,
     members: Members,
+    clock: &mut PassClock,
+    planned: &mut Option<String>,
 ) -> Result<Pass, ReconcileError> {
     // Observe.
     let (kube, members) = observe_members(cluster, ctx, members).await?;
+    clock.lap(match members {
+        Members::Stored => PassStep::PodsFromStores,
+        Members::Listed => PassStep::PodsListed,
+    });
     // TLS first: the Secrets a member needs exist and are sound before anything acts, and the
     // operator's own client certificate is needed to observe a TLS cluster at all.
     let known_members = observe::known_members(cluster, &kube);
@@ -476,6 +538,7 @@ async fn reconcile_pass(
         crate::tls::Prepared::Ready(tls) => (*tls, None),
         crate::tls::Prepared::Invalid(errors) => (crate::tls::ClusterTls::default(), Some(errors)),
     };
+    clock.lap(PassStep::Tls);
     let mut tls = tls;
     // While a plaintext cluster is switched to TLS, the operator keeps plain HTTP until every
     // member serves https:// clients (plan/tls_switch.rs).
@@ -494,6 +557,7 @@ async fn reconcile_pass(
         let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
         view = observe::observe_etcd(pool, &all, ctx.etcd_timeout, etcd_tls).await;
     }
+    clock.lap(PassStep::Etcd);
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
     observed.wall_clock = Some(jiff::Timestamp::now().as_second());
     observed.tls_hashes = kube
@@ -529,9 +593,12 @@ async fn reconcile_pass(
             .normal(&cluster.object_ref(&()), reason, note.clone())
             .await;
     }
+    clock.lap(PassStep::Tls);
     observed.cluster_version =
         observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
+    clock.lap(PassStep::ClusterVersion);
     observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;
+    clock.lap(PassStep::V2Snapshots);
     ctx.compactions
         .fill(&cluster.uid().unwrap_or_default(), &mut observed);
 
@@ -547,6 +614,7 @@ async fn reconcile_pass(
         (None, Err(errors)) => Action::Refuse(errors.clone()),
         (None, Ok(desired)) => plan::next_action_for(&observed, desired, &ctx.policy),
     };
+    *planned = Some(action_label(&action));
     if members == Members::Stored && !matches!(action, Action::Converged) {
         return Ok(Pass::ListFirst);
     }
@@ -607,6 +675,7 @@ async fn reconcile_pass(
         housekeeping = write_cluster_objects(ctx, &executor, *voters, switch_port, pvcs)
             .await
             .err();
+        clock.lap(PassStep::Objects);
     }
     if acts {
         match ensure_scheduled_backup(ctx, &executor).await {
@@ -622,7 +691,9 @@ async fn reconcile_pass(
                 housekeeping.get_or_insert(error);
             }
         }
+        clock.lap(PassStep::BackupSchedule);
         executed = executor.execute(&action).await;
+        clock.lap(PassStep::Action);
         let uid = cluster.uid().unwrap_or_default();
         match (&executed, &action) {
             (Ok(()), Action::CompactKeyspace { revision }) => {
@@ -762,6 +833,7 @@ async fn reconcile_pass(
             }
         }
     }
+    clock.lap(PassStep::Report);
     match executed {
         // etcd refuses a membership change for ~5 s after the previous one (etcd-facts.md):
         // ask again soon, so the change lands close to when etcd allows it, then back off.
@@ -1051,6 +1123,32 @@ mod reason_tests {
                 error.reason()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod pass_tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_names_its_action_by_kind_and_a_wait_by_its_reason() {
+        let add = Action::AddLearner {
+            member: "main-1".into(),
+            peer_url: "http://main-1.main.default.svc:2380".into(),
+        };
+        assert_eq!(action_label(&add), "AddLearner");
+        assert_eq!(action_label(&Action::Converged), "Converged");
+        assert_eq!(
+            action_label(&Action::Wait(WaitReason::LearnerCatchingUp {
+                member: "main-1".into()
+            })),
+            "Wait:LearnerCatchingUp"
+        );
+        assert_eq!(
+            action_label(&Action::Wait(WaitReason::SeedStarting)),
+            "Wait:SeedStarting"
+        );
+        assert_eq!(action_label(&Action::Refuse(vec![])), "Refuse");
     }
 }
 
