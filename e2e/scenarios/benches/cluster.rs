@@ -196,6 +196,15 @@ fn operator_passes(env: &Env, name: &str, start: jiff::Timestamp) -> Vec<PassLin
         })
         .collect();
     passes.sort_by(|a, b| a.start.total_cmp(&b.start));
+    if passes.is_empty() {
+        // E.g. an operator binary built before the pass lines: localkube runs the operators
+        // next to the localkube binary it was given (LOCALKUBE_BIN, else test-support's own
+        // workspace's target/debug).
+        println!(
+            "no `pass` lines of {name} among the cluster operator's {} log lines",
+            logs.lines().count()
+        );
+    }
     passes
 }
 
@@ -509,9 +518,11 @@ fn report(operator: &[Round], by_hand: &[Round]) -> Figure {
     println!(
         "The ratio contains what Kubernetes and the operator add to etcd's own steps: the API \
          round trips and watch delays, Pod scheduling and start (localkube's node agent), the \
-         member's DNS name resolving, the operator's observe → act → requeue cycle (0.2 s after a \
-         member add or an opened serving gate, 1 s after other steps; 2 s while the seed starts \
-         or a learner catches up; 0.5 s while etcd answers \"unhealthy cluster\", which it does \
+         member's DNS name resolving (a joining member's etcd resolves the members' peer URLs, \
+         its own among them, and retries every second until the cluster DNS has its new Pod: \
+         seconds of a round, in its log as \"failed to resolve URL Host\"), the operator's observe → act → requeue cycle (0.2 s after a \
+         member add or an opened serving gate, 1 s after other steps; 0.5 s while the seed \
+         starts or a learner catches up; 0.5 s while etcd answers \"unhealthy cluster\", which it does \
          until every voter has been connected for 5 s, where the by-hand side retries every \
          {poll} ms; 10 s while a member is unhealthy), and status \
          polling by both sides every {poll} ms.",
@@ -622,12 +633,22 @@ fn passes_report(operator: &[Round]) -> String {
     }
     let mut order: Vec<usize> = (0..operator.len()).collect();
     order.sort_by(|a, b| operator[*a].total.cmp(&operator[*b].total));
+    // The median round, and the slowest when it is another (what an outlier waited on).
+    let mut shown: Vec<(&str, usize)> = Vec::new();
     if let Some(median) = order.get(order.len() / 2) {
-        let round = &operator[*median];
+        shown.push(("median", *median));
+    }
+    if let Some(slowest) = order.last()
+        && shown.iter().all(|(_, i)| i != slowest)
+    {
+        shown.push(("slowest", *slowest));
+    }
+    for (which, index) in shown {
+        let round = &operator[index];
         let _ = writeln!(
             out,
-            "\npasses of the median round (round {}, {:.2} s): start s, took ms, pods, action, outcome, steps ms",
-            median + 1,
+            "\npasses of the {which} round (round {}, {:.2} s): start s, took ms, pods, action, outcome, steps ms",
+            index + 1,
             round.total.as_secs_f64()
         );
         for p in &round.passes {
