@@ -782,22 +782,26 @@ impl Executor<'_> {
     /// Sets the serving condition of `member`'s Pod (its readiness gate,
     /// [`build::SERVING_CONDITION`]).
     async fn set_serving(&self, member: &str, serving: bool) -> Result<(), ExecError> {
+        failpoint::around("cluster.pod_serving", self.patch_serving(member, serving)).await
+    }
+
+    /// [`Executor::set_serving`] without its failpoint (a new Pod's gate, opened as part of its
+    /// creation: the crash points of `cluster.pod_create` bound that step).
+    async fn patch_serving(&self, member: &str, serving: bool) -> Result<(), ExecError> {
         // Serialized as Kubernetes writes times (RFC 3339, whole seconds).
         let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             jiff::Timestamp::now(),
         ))
         .unwrap_or_default();
-        failpoint::around(
-            "cluster.pod_serving",
-            self.api::<Pod>().patch_status(
+        self.api::<Pod>()
+            .patch_status(
                 member,
                 &PatchParams::default(),
                 &Patch::Strategic(build::serving_patch(serving, &now)),
-            ),
-        )
-        .await
-        .map(|_| ())
-        .map_err(ExecError::kube("patch status of", "Pod", member))
+            )
+            .await
+            .map(|_| ())
+            .map_err(ExecError::kube("patch status of", "Pod", member))
     }
 
     /// Waits, at most [`DRAIN_WAIT`], until the client Service's EndpointSlices no longer route
@@ -936,6 +940,16 @@ impl Executor<'_> {
             create_if_absent(&self.api::<Pod>(), "Pod", &pod),
         )
         .await?;
+        // Its serving gate at once (a status can only be written once the Pod exists): opening
+        // it is what the next pass would plan first (`OpenServingGate`), and that pass cost
+        // about half a second per member while a cluster formed (`make bench`). The Pod is
+        // Ready only once its readiness probe passes too. A crash or a failed write here leaves
+        // a new Pod with its gate closed, which the next pass opens.
+        if crate::observe::serving_gate(&pod).is_some()
+            && let Err(error) = self.patch_serving(member, true).await
+        {
+            tracing::warn!(%error, member, "opening the new Pod's serving gate failed; the next pass opens it");
+        }
         Ok(())
     }
 
