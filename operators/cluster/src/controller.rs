@@ -470,9 +470,13 @@ async fn timed_pass(
     ctx.metrics.record_pass(&clock);
     let outcome = match &result {
         // kube's Action shows only as Debug: `Action { requeue_after: Some(200ms) }`.
-        Ok(Pass::Done(requeue)) => format!("{requeue:?}")
-            .replace("Action { requeue_after: ", "requeue ")
-            .replace(" }", ""),
+        Ok(Pass::Done(requeue)) => {
+            let shown = format!("{requeue:?}");
+            let after = shown
+                .trim_start_matches("Action { requeue_after: ")
+                .trim_end_matches(" }");
+            format!("requeue {after}")
+        }
         Ok(Pass::ListFirst(_)) => "list first".to_owned(),
         Err(error) => error.reason().to_owned(),
     };

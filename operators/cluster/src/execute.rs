@@ -782,26 +782,31 @@ impl Executor<'_> {
     /// Sets the serving condition of `member`'s Pod (its readiness gate,
     /// [`build::SERVING_CONDITION`]).
     async fn set_serving(&self, member: &str, serving: bool) -> Result<(), ExecError> {
-        failpoint::around("cluster.pod_serving", self.patch_serving(member, serving)).await
-    }
-
-    /// [`Executor::set_serving`] without its failpoint (a new Pod's gate, opened as part of its
-    /// creation: the crash points of `cluster.pod_create` bound that step).
-    async fn patch_serving(&self, member: &str, serving: bool) -> Result<(), ExecError> {
-        // Serialized as Kubernetes writes times (RFC 3339, whole seconds).
-        let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            jiff::Timestamp::now(),
-        ))
-        .unwrap_or_default();
-        self.api::<Pod>()
-            .patch_status(
+        failpoint::around(
+            "cluster.pod_serving",
+            self.api::<Pod>().patch_status(
                 member,
                 &PatchParams::default(),
-                &Patch::Strategic(build::serving_patch(serving, &now)),
-            )
-            .await
-            .map(|_| ())
-            .map_err(ExecError::kube("patch status of", "Pod", member))
+                &serving_patch(serving),
+            ),
+        )
+        .await
+        .map(|_| ())
+        .map_err(ExecError::kube("patch status of", "Pod", member))
+    }
+
+    /// Opens a new Pod's serving gate, right after its creation (a failpoint of its own: every
+    /// side-effect call site has one, and a crash between the two leaves a new Pod with its
+    /// gate closed, which the next pass opens).
+    async fn open_new_pod_serving(&self, member: &str) -> Result<(), ExecError> {
+        failpoint::around(
+            "cluster.new_pod_serving",
+            self.api::<Pod>()
+                .patch_status(member, &PatchParams::default(), &serving_patch(true)),
+        )
+        .await
+        .map(|_| ())
+        .map_err(ExecError::kube("patch status of", "Pod", member))
     }
 
     /// Waits, at most [`DRAIN_WAIT`], until the client Service's EndpointSlices no longer route
@@ -946,7 +951,7 @@ impl Executor<'_> {
         // Ready only once its readiness probe passes too. A crash or a failed write here leaves
         // a new Pod with its gate closed, which the next pass opens.
         if crate::observe::serving_gate(&pod).is_some()
-            && let Err(error) = self.patch_serving(member, true).await
+            && let Err(error) = self.open_new_pod_serving(member).await
         {
             tracing::warn!(%error, member, "opening the new Pod's serving gate failed; the next pass opens it");
         }
@@ -970,6 +975,17 @@ impl Executor<'_> {
             source,
         }
     }
+}
+
+/// The strategic-merge patch that sets a member Pod's serving condition (its readiness gate,
+/// [`build::SERVING_CONDITION`]) to `serving`, stamped now (as Kubernetes writes times: RFC 3339,
+/// whole seconds).
+fn serving_patch(serving: bool) -> Patch<serde_json::Value> {
+    let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ))
+    .unwrap_or_default();
+    Patch::Strategic(build::serving_patch(serving, &now))
 }
 
 #[cfg(test)]
