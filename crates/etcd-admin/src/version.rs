@@ -50,22 +50,53 @@ pub async fn cluster_versions_tls(
     timeout: Duration,
     tls: Option<&ClientTls>,
 ) -> Vec<Result<String, AdminError>> {
+    ask_each(endpoints, "/version", tls, move |endpoint, tls| async move {
+        cluster_version_tls(&endpoint, timeout, tls.as_ref()).await
+    })
+    .await
+}
+
+/// [`v2_snapshots_saved_tls`] of each of `endpoints` (in `endpoints` order), all asked at once,
+/// each bounded by `timeout`: a silent member costs one timeout, not one per member after it.
+pub async fn v2_snapshots_saved_each_tls(
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<&ClientTls>,
+) -> Vec<Result<u64, AdminError>> {
+    ask_each(
+        endpoints,
+        "/metrics",
+        tls,
+        move |endpoint, tls| async move {
+            v2_snapshots_saved_tls(&endpoint, timeout, tls.as_ref()).await
+        },
+    )
+    .await
+}
+
+/// `ask` of every endpoint at once (each its own task); the answers in `endpoints` order. `path`
+/// names the request in the error of one that did not complete.
+async fn ask_each<T, F, Fut>(
+    endpoints: &[String],
+    path: &str,
+    tls: Option<&ClientTls>,
+    ask: F,
+) -> Vec<Result<T, AdminError>>
+where
+    T: Send + 'static,
+    F: Fn(String, Option<ClientTls>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, AdminError>> + Send + 'static,
+{
     let mut asked = tokio::task::JoinSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
-        let endpoint = endpoint.clone();
-        let tls = tls.cloned();
-        asked.spawn(async move {
-            (
-                index,
-                cluster_version_tls(&endpoint, timeout, tls.as_ref()).await,
-            )
-        });
+        let answer = ask(endpoint.clone(), tls.cloned());
+        asked.spawn(async move { (index, answer.await) });
     }
-    let mut answers: Vec<Result<String, AdminError>> = endpoints
+    let mut answers: Vec<Result<T, AdminError>> = endpoints
         .iter()
         .map(|endpoint| {
             Err(AdminError::Incomplete {
-                op: format!("GET {endpoint}/version"),
+                op: format!("GET {endpoint}{path}"),
                 detail: "the request did not complete".to_owned(),
             })
         })

@@ -288,3 +288,36 @@ async fn cluster_versions_are_read_at_once_and_a_silent_member_costs_one_timeout
         "the reads were not concurrent: {took:?} for three silent members of {timeout:?} each"
     );
 }
+
+/// The v2-snapshot counters of several members are read at once: three silent members (a
+/// stopped etcd) cost one timeout together, not one each, and the member that answers is read.
+#[tokio::test]
+async fn v2_snapshot_counters_are_read_at_once_and_a_silent_member_costs_one_timeout() {
+    let cluster = EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap();
+    let silent: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut endpoints = vec![cluster.member(1).unwrap().client_url()];
+    endpoints.extend(
+        silent
+            .iter()
+            .map(|l| format!("http://{}", l.local_addr().unwrap())),
+    );
+    let timeout = Duration::from_secs(1);
+    let started = Instant::now();
+    let answers = etcd_admin::v2_snapshots_saved_each_tls(&endpoints, timeout, None).await;
+    let took = started.elapsed();
+    eprintln!("{} v2 snapshot counters read in {took:?}", endpoints.len());
+    assert_eq!(answers.len(), 4);
+    assert!(answers[0].is_ok(), "{answers:?}");
+    for answer in &answers[1..] {
+        assert!(
+            matches!(answer, Err(etcd_admin::AdminError::Timeout { .. })),
+            "{answer:?}"
+        );
+    }
+    assert!(
+        took < 2 * timeout,
+        "the reads were not concurrent: {took:?} for three silent members of {timeout:?} each"
+    );
+}

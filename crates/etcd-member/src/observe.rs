@@ -188,17 +188,41 @@ pub async fn observe_etcd(
     etcd_admin::observe_pooled(pool, scope, endpoints, timeout, tls).await
 }
 
+/// How long each member gets to answer `GET /metrics` in [`observe_v2_snapshots`]. etcd answers
+/// it without raft (some 100-200 KiB); a member slower than this is stuck or going away, and
+/// waiting the whole etcd timeout (5 s by default) for it only delays the pass. A read that
+/// misses it is left out like one that failed (the planner waits, and the next pass asks again).
+pub const METRICS_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// For each Pod built to take a v2 snapshot before an upgrade (see
 /// [`crate::state::PvcState::snapshot_before_upgrade`]): whether its etcd saved one since it
-/// started, from the member's metrics. Only those Pods are asked ([`v2_snapshot_urls`]); an
-/// unanswered question leaves `false` (the planner waits).
+/// started, from the member's metrics. Only those Pods are asked ([`v2_snapshot_urls`]), all at
+/// once, each for at most [`METRICS_READ_TIMEOUT`] (or `timeout` if shorter); an unanswered
+/// question leaves `false` (the planner waits).
 pub async fn observe_v2_snapshots(
     observed: &mut crate::state::Observed,
     timeout: Duration,
     tls: Option<&etcd_admin::ClientTls>,
 ) {
-    for (name, url) in v2_snapshot_urls(observed) {
-        match etcd_admin::v2_snapshots_saved_tls(&url, timeout, tls).await {
+    let asked = v2_snapshot_urls(observed);
+    if asked.is_empty() {
+        return;
+    }
+    let urls: Vec<String> = asked.iter().map(|(_, url)| url.clone()).collect();
+    let reads =
+        etcd_admin::v2_snapshots_saved_each_tls(&urls, timeout.min(METRICS_READ_TIMEOUT), tls)
+            .await;
+    record_v2_snapshots(observed, asked.into_iter().map(|(name, _)| name).zip(reads));
+}
+
+/// Records each member's answer to [`observe_v2_snapshots`]: a member that saved a v2 snapshot
+/// since its etcd started; a failed read changes nothing (`false` stays: the planner waits).
+fn record_v2_snapshots(
+    observed: &mut crate::state::Observed,
+    reads: impl IntoIterator<Item = (String, Result<u64, etcd_admin::AdminError>)>,
+) {
+    for (name, read) in reads {
+        match read {
             Ok(saved) => {
                 if let Some(pod) = observed.pods.get_mut(&name) {
                     pod.v2_snapshot_saved = saved > 0;
@@ -235,4 +259,42 @@ pub async fn observe_cluster_version(
         })
         .collect();
     lowest_cluster_version(&answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{Build, cluster, name};
+
+    /// Each answer lands on its own member's Pod: a snapshot saved sets it, none saved (the Pod
+    /// restarted since) clears it, a read that failed or timed out changes nothing, and an
+    /// answer for a Pod that is gone is dropped.
+    #[test]
+    fn each_v2_snapshot_answer_lands_on_its_own_pod() {
+        let mut observed = cluster(3, "3.5.35").pods(&[0, 1, 2]);
+        if let Some(pod) = observed.pods.get_mut(&name(2)) {
+            pod.v2_snapshot_saved = true;
+        }
+        let failed = || {
+            Err(etcd_admin::AdminError::Incomplete {
+                op: "GET http://main-1:2379/metrics".into(),
+                detail: "timed out".into(),
+            })
+        };
+        record_v2_snapshots(
+            &mut observed,
+            [
+                (name(0), Ok(1)),
+                (name(1), failed()),
+                (name(2), Ok(0)),
+                (name(7), Ok(3)),
+            ],
+        );
+        let saved = |o| observed.pods.get(&name(o)).map(|p| p.v2_snapshot_saved);
+        assert_eq!(saved(0), Some(true));
+        assert_eq!(saved(1), Some(false), "unanswered: the planner waits");
+        assert_eq!(saved(2), Some(false), "restarted since: none saved");
+        assert_eq!(saved(7), None);
+        assert!(METRICS_READ_TIMEOUT < Duration::from_secs(5));
+    }
 }

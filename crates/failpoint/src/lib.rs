@@ -70,6 +70,7 @@ pub const ALL: &[&str] = &[
     "cluster.pod_mark_tls_reverted",
     "cluster.pvc_resize",
     "cluster.pod_serving",
+    "cluster.new_pod_serving",
     "cluster.member_defragment",
     "cluster.compact",
     "cluster.nospace_disarm",

@@ -509,6 +509,7 @@ fn full() -> Vec<Case> {
         ("cluster.member_add", ScaleUp),
         ("cluster.pvc_create", ScaleUp),
         ("cluster.pod_create", ScaleUp),
+        ("cluster.new_pod_serving", ScaleUp),
         ("cluster.member_promote", ScaleUp),
         ("cluster.peer_service_apply", ScaleUp),
         ("cluster.client_service_apply", ScaleUp),

@@ -25,11 +25,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use operator_runtime::{Events, FailureBackoff, NamespaceClaims, Readiness, apply_status};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::desired::Desired;
 use crate::execute::{ExecError, Executor};
-use crate::metrics::{ClusterLabels, Metrics};
+use crate::metrics::{ClusterLabels, Metrics, PassClock, PassStep};
 use crate::observe::{self, ObserveError, UnhealthySince};
 use crate::plan::objects::ObjectKind;
 use crate::plan::tls_switch::SwitchWait;
@@ -389,24 +389,120 @@ enum Members {
     Listed,
 }
 
+impl Members {
+    /// How the pass's log line names it.
+    fn name(self) -> &'static str {
+        match self {
+            Members::Stored => "stored",
+            Members::Listed => "listed",
+        }
+    }
+}
+
 /// What a pass ended with.
 enum Pass {
     Done(Requeue),
-    /// The stores showed something to do: plan again from a fresh list before acting.
-    ListFirst,
+    /// The stores showed something to do: plan again from a fresh list before acting, with
+    /// what this pass read from etcd.
+    ListFirst(Box<EtcdReads>),
+}
+
+/// What a pass from the stores read from etcd, handed to the pass from a fresh list that
+/// follows it at once in the same reconcile: that pass asks etcd again only when its list
+/// changes whom to ask or how ([`EtcdReads::answer`]). Every acting reconcile asked etcd twice
+/// within milliseconds (each member's status, the quorum-confirmed member list, every member's
+/// `/version`), while nothing of ours acted in between: a reconcile of one cluster never runs
+/// beside another of the same cluster. The list only brings the Kubernetes side up to our own
+/// last write; etcd's side is as fresh as it would be a few milliseconds later.
+#[derive(Debug)]
+struct EtcdReads {
+    /// The endpoints asked (before the members added by hand were added to them).
+    endpoints: Vec<String>,
+    /// The TLS they were asked with.
+    tls: Option<etcd_admin::ClientTls>,
+    /// Their answers.
+    view: etcd_admin::ClusterView,
+    /// etcd's cluster version, as read after them.
+    cluster_version: Option<(u64, u64)>,
+}
+
+impl EtcdReads {
+    /// The reads, if they were made of exactly `endpoints` with `tls`: a Pod the list shows
+    /// and the stores did not (our own Pod just created), or other TLS, is asked anew.
+    fn answer(
+        self,
+        endpoints: &[String],
+        tls: Option<&etcd_admin::ClientTls>,
+    ) -> Option<(etcd_admin::ClusterView, Option<(u64, u64)>)> {
+        (self.endpoints == endpoints && self.tls.as_ref() == tls)
+            .then_some((self.view, self.cluster_version))
+    }
 }
 
 /// One reconcile: a pass from the stores; when it finds anything to do, a pass from a fresh
 /// list (so an action is never planned from a store that has not yet seen our own last write).
 /// An idle, converged cluster thus costs no API request (issue 24).
 async fn reconcile_once(cluster: &EtcdCluster, ctx: &Context) -> Result<Requeue, ReconcileError> {
-    match reconcile_pass(cluster, ctx, Members::Stored).await? {
+    match timed_pass(cluster, ctx, Members::Stored, None).await? {
         Pass::Done(requeue) => Ok(requeue),
-        Pass::ListFirst => match reconcile_pass(cluster, ctx, Members::Listed).await? {
-            Pass::Done(requeue) => Ok(requeue),
-            // A listed pass never asks for a list.
-            Pass::ListFirst => Ok(Requeue::requeue(Duration::from_secs(1))),
-        },
+        Pass::ListFirst(reads) => {
+            match timed_pass(cluster, ctx, Members::Listed, Some(*reads)).await? {
+                Pass::Done(requeue) => Ok(requeue),
+                // A listed pass never asks for a list.
+                Pass::ListFirst(_) => Ok(Requeue::requeue(Duration::from_secs(1))),
+            }
+        }
+    }
+}
+
+/// [`reconcile_pass`], timed step by step: the step histogram, and one debug line per pass
+/// (`pass`: where the Pods came from, the action planned, the outcome, each step's
+/// milliseconds) that says where a reconcile's time goes (`make bench` prints them).
+async fn timed_pass(
+    cluster: &EtcdCluster,
+    ctx: &Context,
+    members: Members,
+    reads: Option<EtcdReads>,
+) -> Result<Pass, ReconcileError> {
+    let mut clock = PassClock::start();
+    let mut planned = None;
+    let result = reconcile_pass(cluster, ctx, members, reads, &mut clock, &mut planned).await;
+    ctx.metrics.record_pass(&clock);
+    let outcome = match &result {
+        // kube's Action shows only as Debug: `Action { requeue_after: Some(200ms) }`.
+        Ok(Pass::Done(requeue)) => {
+            let shown = format!("{requeue:?}");
+            let after = shown
+                .trim_start_matches("Action { requeue_after: ")
+                .trim_end_matches(" }");
+            format!("requeue {after}")
+        }
+        Ok(Pass::ListFirst(_)) => "list first".to_owned(),
+        Err(error) => error.reason().to_owned(),
+    };
+    debug!(
+        pods = members.name(),
+        action = planned.as_deref().unwrap_or("none"),
+        outcome,
+        total_ms = clock.total().as_secs_f64() * 1000.0,
+        steps = %clock,
+        "pass"
+    );
+    result
+}
+
+/// The action's kind, as the pass's log line names it: `AddLearner`, `Wait:SeedStarting`.
+fn action_label(action: &Action) -> String {
+    fn variant(debug: String) -> String {
+        debug
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+    match action {
+        Action::Wait(reason) => format!("Wait:{}", variant(format!("{reason:?}"))),
+        other => variant(format!("{other:?}")),
     }
 }
 
@@ -450,9 +546,16 @@ async fn reconcile_pass(
     cluster: &EtcdCluster,
     ctx: &Context,
     members: Members,
+    reads: Option<EtcdReads>,
+    clock: &mut PassClock,
+    planned: &mut Option<String>,
 ) -> Result<Pass, ReconcileError> {
     // Observe.
     let (kube, members) = observe_members(cluster, ctx, members).await?;
+    clock.lap(match members {
+        Members::Stored => PassStep::PodsFromStores,
+        Members::Listed => PassStep::PodsListed,
+    });
     // TLS first: the Secrets a member needs exist and are sound before anything acts, and the
     // operator's own client certificate is needed to observe a TLS cluster at all.
     let known_members = observe::known_members(cluster, &kube);
@@ -476,6 +579,7 @@ async fn reconcile_pass(
         crate::tls::Prepared::Ready(tls) => (*tls, None),
         crate::tls::Prepared::Invalid(errors) => (crate::tls::ClusterTls::default(), Some(errors)),
     };
+    clock.lap(PassStep::Tls);
     let mut tls = tls;
     // While a plaintext cluster is switched to TLS, the operator keeps plain HTTP until every
     // member serves https:// clients (plan/tls_switch.rs).
@@ -487,13 +591,21 @@ async fn reconcile_pass(
     let endpoints = observe::endpoints_to_ask(cluster, &kube);
     let uid = cluster.uid().unwrap_or_default();
     let pool = (&ctx.etcd_clients, uid.as_str());
-    let mut view = observe::observe_etcd(pool, &endpoints, ctx.etcd_timeout, etcd_tls).await;
-    let unasked = observe::unasked_client_urls(&endpoints, &view);
-    if !unasked.is_empty() {
-        // Members added by hand: ask them too, so they are judged by their own answer.
-        let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
-        view = observe::observe_etcd(pool, &all, ctx.etcd_timeout, etcd_tls).await;
-    }
+    let (view, cluster_version) = match reads.and_then(|r| r.answer(&endpoints, etcd_tls)) {
+        Some((view, cluster_version)) => (view, Some(cluster_version)),
+        None => {
+            let mut view =
+                observe::observe_etcd(pool, &endpoints, ctx.etcd_timeout, etcd_tls).await;
+            let unasked = observe::unasked_client_urls(&endpoints, &view);
+            if !unasked.is_empty() {
+                // Members added by hand: ask them too, so they are judged by their own answer.
+                let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
+                view = observe::observe_etcd(pool, &all, ctx.etcd_timeout, etcd_tls).await;
+            }
+            (view, None)
+        }
+    };
+    clock.lap(PassStep::Etcd);
     let mut observed = observe::to_observed(cluster, &kube, &view, &ctx.unhealthy, Instant::now());
     observed.wall_clock = Some(jiff::Timestamp::now().as_second());
     observed.tls_hashes = kube
@@ -554,9 +666,14 @@ async fn reconcile_pass(
             .normal(&cluster.object_ref(&()), reason, note.clone())
             .await;
     }
-    observed.cluster_version =
-        observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await;
+    clock.lap(PassStep::Tls);
+    observed.cluster_version = match cluster_version {
+        Some(read) => read,
+        None => observe::observe_cluster_version(&view, ctx.etcd_timeout, etcd_tls).await,
+    };
+    clock.lap(PassStep::ClusterVersion);
     observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;
+    clock.lap(PassStep::V2Snapshots);
     ctx.compactions
         .fill(&cluster.uid().unwrap_or_default(), &mut observed);
 
@@ -572,8 +689,14 @@ async fn reconcile_pass(
         (None, Err(errors)) => Action::Refuse(errors.clone()),
         (None, Ok(desired)) => plan::next_action_for(&observed, desired, &ctx.policy),
     };
+    *planned = Some(action_label(&action));
     if members == Members::Stored && !matches!(action, Action::Converged) {
-        return Ok(Pass::ListFirst);
+        return Ok(Pass::ListFirst(Box::new(EtcdReads {
+            endpoints,
+            tls: etcd_tls.cloned(),
+            view,
+            cluster_version: observed.cluster_version,
+        })));
     }
     // Only an action that acts, or a restore's wait, writes the cluster's objects: both come
     // from a valid spec.
@@ -632,6 +755,7 @@ async fn reconcile_pass(
         housekeeping = write_cluster_objects(ctx, &executor, *voters, switch_port, pvcs)
             .await
             .err();
+        clock.lap(PassStep::Objects);
     }
     if acts {
         match ensure_scheduled_backup(ctx, &executor).await {
@@ -647,7 +771,9 @@ async fn reconcile_pass(
                 housekeeping.get_or_insert(error);
             }
         }
+        clock.lap(PassStep::BackupSchedule);
         executed = executor.execute(&action).await;
+        clock.lap(PassStep::Action);
         let uid = cluster.uid().unwrap_or_default();
         match (&executed, &action) {
             (Ok(()), Action::CompactKeyspace { revision }) => {
@@ -787,6 +913,7 @@ async fn reconcile_pass(
             }
         }
     }
+    clock.lap(PassStep::Report);
     match executed {
         // etcd refuses a membership change for ~5 s after the previous one (etcd-facts.md):
         // ask again soon, so the change lands close to when etcd allows it, then back off.
@@ -944,6 +1071,9 @@ const CONVERGED_RESYNC: Duration = Duration::from_secs(30);
 /// converged pass reads only etcd (its Kubernetes objects come from the watch caches).
 const NEAR_QUOTA_RESYNC: Duration = Duration::from_secs(5);
 
+/// How often a member that is starting (the seed, or a learner before it answers) is looked at.
+const MEMBER_STARTING_LOOK: Duration = Duration::from_millis(500);
+
 /// When to look again if nothing changes in the API meanwhile; `near_quota`: some member's
 /// database is near the backend quota.
 fn requeue_after(action: &Action, near_quota: bool) -> Duration {
@@ -970,9 +1100,14 @@ fn requeue_after(action: &Action, near_quota: bool) -> Duration {
         | Action::DisarmNoSpace { .. }
         | Action::DeletePvc { .. } => Duration::from_secs(1),
         Action::Wait(reason) => match reason {
-            WaitReason::SeedStarting
-            | WaitReason::LearnerCatchingUp { .. }
-            | WaitReason::PodTerminating { .. }
+            // A starting member answers etcd seconds before its Pod turns Ready (the readiness
+            // probe runs every 5 s), and nothing else in the API changes meanwhile: only a look
+            // finds it. At 2 s the first learner's promotion waited a second on average where
+            // by hand it follows in 0.1 s (`make bench`). While it lasts (seconds; minutes for a
+            // learner copying a large database) a look costs a Pod list and one status per
+            // member.
+            WaitReason::SeedStarting | WaitReason::LearnerCatchingUp { .. } => MEMBER_STARTING_LOOK,
+            WaitReason::PodTerminating { .. }
             | WaitReason::PodNotReady { .. }
             | WaitReason::V2SnapshotPending { .. } => Duration::from_secs(2),
             // A member settling on its new peer URL, or a Pod coming back, during the switch to
@@ -1086,6 +1221,76 @@ mod reason_tests {
 }
 
 #[cfg(test)]
+mod pass_tests {
+    use super::*;
+
+    /// The listed pass takes the stored pass's etcd answers only when it would ask the same
+    /// endpoints with the same TLS: a Pod the stores had not seen yet (ours, just created) or
+    /// other TLS material is asked anew.
+    #[test]
+    fn the_listed_pass_reuses_etcd_answers_only_for_the_same_endpoints_and_tls() {
+        let endpoints = vec![
+            "http://main-0.main.db.svc:2379".to_owned(),
+            "http://main-1.main.db.svc:2379".to_owned(),
+        ];
+        let tls = etcd_admin::ClientTls {
+            ca_pem: "ca".into(),
+            identity: None,
+        };
+        let reads = |tls: Option<&etcd_admin::ClientTls>| EtcdReads {
+            endpoints: endpoints.clone(),
+            tls: tls.cloned(),
+            view: etcd_admin::ClusterView::default(),
+            cluster_version: Some((3, 6)),
+        };
+        assert_eq!(
+            reads(None).answer(&endpoints, None),
+            Some((etcd_admin::ClusterView::default(), Some((3, 6))))
+        );
+        assert!(reads(Some(&tls)).answer(&endpoints, Some(&tls)).is_some());
+        let mut grown = endpoints.clone();
+        grown.push("http://main-2.main.db.svc:2379".to_owned());
+        assert_eq!(reads(None).answer(&grown, None), None, "a new Pod");
+        assert_eq!(
+            reads(None).answer(&endpoints[..1], None),
+            None,
+            "a Pod gone"
+        );
+        assert_eq!(reads(None).answer(&endpoints, Some(&tls)), None, "TLS now");
+        let other = etcd_admin::ClientTls {
+            ca_pem: "other ca".into(),
+            identity: None,
+        };
+        assert_eq!(
+            reads(Some(&tls)).answer(&endpoints, Some(&other)),
+            None,
+            "other CA"
+        );
+    }
+
+    #[test]
+    fn a_pass_names_its_action_by_kind_and_a_wait_by_its_reason() {
+        let add = Action::AddLearner {
+            member: "main-1".into(),
+            peer_url: "http://main-1.main.default.svc:2380".into(),
+        };
+        assert_eq!(action_label(&add), "AddLearner");
+        assert_eq!(action_label(&Action::Converged), "Converged");
+        assert_eq!(
+            action_label(&Action::Wait(WaitReason::LearnerCatchingUp {
+                member: "main-1".into()
+            })),
+            "Wait:LearnerCatchingUp"
+        );
+        assert_eq!(
+            action_label(&Action::Wait(WaitReason::SeedStarting)),
+            "Wait:SeedStarting"
+        );
+        assert_eq!(action_label(&Action::Refuse(vec![])), "Refuse");
+    }
+}
+
+#[cfg(test)]
 mod applied_tests {
     use super::*;
 
@@ -1195,6 +1400,30 @@ mod requeue_tests {
             peer_url: "http://main-1.main.default.svc:2380".into(),
         };
         assert!(requeue_after(&add, false) < Duration::from_secs(1));
+    }
+
+    /// A starting seed or learner is looked at every half second (nothing in the API says
+    /// when its etcd answers); a member that is unhealthy, or a quorum lost, keeps its slower
+    /// look.
+    #[test]
+    fn a_starting_member_is_looked_at_every_half_second() {
+        let learner = WaitReason::LearnerCatchingUp {
+            member: "main-1".into(),
+        };
+        for reason in [WaitReason::SeedStarting, learner] {
+            assert_eq!(
+                requeue_after(&Action::Wait(reason.clone()), false),
+                Duration::from_millis(500),
+                "{reason:?}"
+            );
+        }
+        let unhealthy = WaitReason::MemberUnhealthy {
+            member: "main-1".into(),
+        };
+        assert_eq!(
+            requeue_after(&Action::Wait(unhealthy), false),
+            Duration::from_secs(10)
+        );
     }
 
     /// A converged cluster whose database is near its quota is looked at every 5 s instead of

@@ -28,9 +28,15 @@
 //!   7 days), else 0
 //! - `etcd_operator_etcd_dials_total` — connections to etcd members the observations opened
 //!   (one per member while the member stays; each reconcile used to open its own)
+//! - `etcd_operator_reconcile_step_duration_seconds{step}` — how long each step of a reconcile
+//!   pass took ([`PassStep`]: reading the member Pods, asking etcd, the action, the status
+//!   write...); with the pass's debug log line (`pass`, [`PassClock`]) it says where a
+//!   reconcile's time goes
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use etcd_admin::ClusterView;
 use operator_runtime::ReconcileMetrics;
@@ -38,6 +44,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::naming::ClusterName;
@@ -54,6 +61,8 @@ pub struct Metrics {
     pub clusters: ClusterMetrics,
     /// Connections to etcd members opened by the observations (`etcd_operator_etcd_dials_total`).
     pub etcd_dials: Counter,
+    /// How long each step of a pass took (`etcd_operator_reconcile_step_duration_seconds`).
+    pub steps: Family<StepLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Metrics {
@@ -67,11 +76,158 @@ impl Metrics {
             "Connections to etcd members the cluster operator's observations opened",
             etcd_dials.clone(),
         );
+        let steps: Family<StepLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(step_histogram);
+        registry.register(
+            "reconcile_step_duration_seconds",
+            "How long each step of a cluster operator's reconcile pass took",
+            steps.clone(),
+        );
         Metrics {
             reconciles,
             clusters: ClusterMetrics::register(registry),
             etcd_dials,
+            steps,
         }
+    }
+
+    /// Observes every step `clock` timed in the step histogram.
+    pub fn record_pass(&self, clock: &PassClock) {
+        for (step, took) in &clock.steps {
+            self.steps
+                .get_or_create(&StepLabels {
+                    step: step.name().to_owned(),
+                })
+                .observe(took.as_secs_f64());
+        }
+    }
+}
+
+/// 1 ms .. ~16 s: a step is an API request, a few etcd calls (5 s timeouts) or nothing.
+fn step_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+/// Labels of the step histogram.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    /// [`PassStep::name`].
+    pub step: String,
+}
+
+/// The steps of one reconcile pass, in the order they run (a closed set: the `step` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PassStep {
+    /// The member Pods and PVCs from the watches' stores (no request).
+    PodsFromStores,
+    /// The member Pods and PVCs listed from the API server.
+    PodsListed,
+    /// The TLS Secrets read (and issued when missing).
+    Tls,
+    /// etcd asked: every member's status and the member list from a member in quorum.
+    Etcd,
+    /// etcd's cluster version (`GET /version` of every member that answered).
+    ClusterVersion,
+    /// v2 snapshots before a 3.5 → 3.6 upgrade (only the Pods built to take one are asked).
+    V2Snapshots,
+    /// The cluster's Services, budget, NetworkPolicy and PVC owners written.
+    Objects,
+    /// The `spec.backup` schedule.
+    BackupSchedule,
+    /// The one planned action.
+    Action,
+    /// The status written (when it changed) and the events published.
+    Report,
+}
+
+impl PassStep {
+    /// Every step, in order.
+    pub const ALL: [PassStep; 10] = [
+        PassStep::PodsFromStores,
+        PassStep::PodsListed,
+        PassStep::Tls,
+        PassStep::Etcd,
+        PassStep::ClusterVersion,
+        PassStep::V2Snapshots,
+        PassStep::Objects,
+        PassStep::BackupSchedule,
+        PassStep::Action,
+        PassStep::Report,
+    ];
+
+    /// The `step` label and the key in the pass's log line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PassStep::PodsFromStores => "pods_from_stores",
+            PassStep::PodsListed => "pods_listed",
+            PassStep::Tls => "tls",
+            PassStep::Etcd => "etcd",
+            PassStep::ClusterVersion => "cluster_version",
+            PassStep::V2Snapshots => "v2_snapshots",
+            PassStep::Objects => "objects",
+            PassStep::BackupSchedule => "backup_schedule",
+            PassStep::Action => "action",
+            PassStep::Report => "report",
+        }
+    }
+}
+
+/// The time each step of one pass took, measured lap by lap: [`PassClock::lap`] after each step
+/// charges the time since the previous lap (or the start) to that step. Displayed as the pass's
+/// log line shows it: `etcd=41.2 action=12.0 ...` (milliseconds, steps in the order run).
+#[derive(Clone, Debug)]
+pub struct PassClock {
+    started: Instant,
+    last: Instant,
+    steps: Vec<(PassStep, Duration)>,
+}
+
+impl PassClock {
+    /// A clock started now.
+    pub fn start() -> PassClock {
+        let now = Instant::now();
+        PassClock {
+            started: now,
+            last: now,
+            steps: Vec::new(),
+        }
+    }
+
+    /// `step` just ended: it took the time since the previous lap.
+    pub fn lap(&mut self, step: PassStep) {
+        let now = Instant::now();
+        self.charge(step, now.saturating_duration_since(self.last));
+        self.last = now;
+    }
+
+    /// Adds `took` to `step` (a step run twice in a pass is one entry).
+    pub fn charge(&mut self, step: PassStep, took: Duration) {
+        match self.steps.iter_mut().find(|(s, _)| *s == step) {
+            Some((_, total)) => *total += took,
+            None => self.steps.push((step, took)),
+        }
+    }
+
+    /// Since the start.
+    pub fn total(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The steps timed so far, in the order first run.
+    pub fn steps(&self) -> &[(PassStep, Duration)] {
+        &self.steps
+    }
+}
+
+impl fmt::Display for PassClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (step, took)) in self.steps.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{}={:.1}", step.name(), took.as_secs_f64() * 1000.0)?;
+        }
+        Ok(())
     }
 }
 

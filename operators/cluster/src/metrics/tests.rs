@@ -337,6 +337,9 @@ fn the_chart_lists_every_series_this_operator_exposes() {
         .reconciles
         .reconciled(std::time::Duration::from_millis(1), Some("Failed"));
     metrics.reconciles.action("MemberAdded");
+    let mut clock = PassClock::start();
+    clock.lap(PassStep::Etcd);
+    metrics.record_pass(&clock);
     let observed = cluster(1, V35).members(vec![healthy(0, V35, true)]);
     metrics
         .clusters
@@ -393,4 +396,31 @@ fn certificates_not_renewed_by_the_operator_are_exported_by_secret_and_dropped_w
         line(&text, &format!("{expiry}{{{}}}", id("peer-tls"))),
         None
     );
+}
+
+/// A pass's clock charges each step the time since the previous lap, adds up a step run twice,
+/// keeps the order steps first ran in, and shows milliseconds as the pass's log line does.
+#[test]
+fn a_pass_clock_charges_each_step_its_own_time() {
+    let mut clock = PassClock::start();
+    clock.charge(
+        PassStep::PodsListed,
+        std::time::Duration::from_micros(1_500),
+    );
+    clock.charge(PassStep::Etcd, std::time::Duration::from_millis(40));
+    clock.charge(PassStep::Tls, std::time::Duration::from_millis(2));
+    clock.charge(PassStep::Etcd, std::time::Duration::from_millis(2));
+    assert_eq!(clock.to_string(), "pods_listed=1.5 etcd=42.0 tls=2.0");
+    let before = clock.steps().len();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    clock.lap(PassStep::Action);
+    let (step, took) = clock.steps()[before];
+    assert_eq!(step, PassStep::Action);
+    assert!(took >= std::time::Duration::from_millis(5), "{took:?}");
+    assert!(clock.total() >= took);
+    // Every step has its own label.
+    let mut names: Vec<&str> = PassStep::ALL.iter().map(|s| s.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), PassStep::ALL.len());
 }
