@@ -703,6 +703,27 @@ pub async fn ensure_member_secret(
     Err(raced(&io, &name))
 }
 
+/// The four phases of a rotation from `from` to `to`, as [`ManagedCa::advanced`] steps through
+/// them: `from` alone, trusting both (`from` issues), trusting both (`to` issues), `to` alone.
+#[cfg(test)]
+pub(crate) fn rotation_phases(from: &Issued, to: &Issued) -> [ManagedCa; 4] {
+    #![allow(clippy::unwrap_used)]
+    let stable_from = ManagedCa::new(from.clone());
+    let trusting = stable_from
+        .advanced(CaStep::StartRotation, || Ok(to.clone()), None)
+        .unwrap()
+        .unwrap();
+    let issuing = trusting
+        .advanced(CaStep::SwitchIssuer, || unreachable!(), None)
+        .unwrap()
+        .unwrap();
+    let stable_to = issuing
+        .advanced(CaStep::DropPrevious, || unreachable!(), None)
+        .unwrap()
+        .unwrap();
+    [stable_from, trusting, issuing, stable_to]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -858,19 +879,7 @@ mod tests {
         let validity = certs::LEAF_VALIDITY;
         let by_a = certs::issue_member(&a, &names(), "main-0", now(), validity).unwrap();
         let by_b = certs::issue_member(&b, &names(), "main-0", now(), validity).unwrap();
-        let stable_a = ManagedCa::new(a.clone());
-        let trusting = stable_a
-            .advanced(CaStep::StartRotation, || Ok(b.clone()), None)
-            .unwrap()
-            .unwrap();
-        let issuing = trusting
-            .advanced(CaStep::SwitchIssuer, || unreachable!(), None)
-            .unwrap()
-            .unwrap();
-        let stable_b = issuing
-            .advanced(CaStep::DropPrevious, || unreachable!(), None)
-            .unwrap()
-            .unwrap();
+        let [stable_a, trusting, issuing, stable_b] = rotation_phases(&a, &b);
         let bundle = trusting.trust_pem.clone();
         let cases = [
             (

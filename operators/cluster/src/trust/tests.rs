@@ -3,7 +3,6 @@ use super::*;
 use crate::certs::{self, Issued};
 use crate::naming::ClusterName;
 use crate::tls::ManagedCa;
-use etcd_member::plan::ca_rotation::CaStep;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use time::OffsetDateTime;
 
@@ -242,19 +241,7 @@ fn every_step_of_the_operator_managed_ca_rotation_passes() {
     let cluster = tls_cluster(serde_json::json!({}));
     let a = certs::new_ca(&names(), now()).unwrap();
     let b = certs::new_ca(&names(), now()).unwrap();
-    let stable_a = ManagedCa::new(a.clone());
-    let trusting = stable_a
-        .advanced(CaStep::StartRotation, || Ok(b.clone()), None)
-        .unwrap()
-        .unwrap();
-    let issuing = trusting
-        .advanced(CaStep::SwitchIssuer, || unreachable!(), None)
-        .unwrap()
-        .unwrap();
-    let stable_b = issuing
-        .advanced(CaStep::DropPrevious, || unreachable!(), None)
-        .unwrap()
-        .unwrap();
+    let [stable_a, trusting, issuing, stable_b] = crate::tls::rotation_phases(&a, &b);
     let at = |ca: &ManagedCa| -> Secrets {
         secrets(
             &members()
