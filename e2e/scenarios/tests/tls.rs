@@ -23,15 +23,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::certs::{
-    Renewals, cert_manager_stand_in, certificate_resource, install_certificate_crd,
-    near_expiry_copy, not_after, secret_text as text,
+    Renewals, cert_manager_stand_in, certificate_resource, install_certificate_crd, not_after,
+    plant_near_expiry, secret_text as text,
 };
 use common::*;
 use etcd_api::{BackupArtifact, BackupPhase, EtcdRestore, RestorePhase};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::api::{DynamicObject, ListParams};
 
 const V36: &str = "3.6.16";
 const STEP: Duration = Duration::from_secs(240);
@@ -799,7 +799,7 @@ const TLS_MEMBERS: [&str; 3] = ["main-tls-0", "main-tls-1", "main-tls-2"];
 
 /// Issue 19, renewal, with the lifetimes the operator really uses (so its margin does not
 /// depend on how fast a loaded machine rolls): the certificates of `due` are replaced in their
-/// Secrets by ones signed by the cluster's CA but near their end ([`near_expiry_copy`]). The
+/// Secrets by ones signed by the cluster's CA but near their end ([`plant_near_expiry`]). The
 /// operator must re-issue each with its full lifetime and roll exactly those members, each
 /// once, one at a time (the caller's `watch` checks the fewest Ready at the end); each then
 /// serves its new certificate on a fresh handshake. The other members are not restarted.
@@ -813,18 +813,7 @@ async fn due_certificates_are_renewed(env: &Env, watch: &ReadyWatch, due: &[&str
     let mut planted = BTreeMap::new();
     for member in due {
         let name = format!("{member}-tls");
-        let mut secret = secrets.get(&name).await.unwrap();
-        let (cert, key) = near_expiry_copy(&text(&secret, "tls.crt"), &ca);
-        let data = secret.data.get_or_insert_with(BTreeMap::new);
-        data.insert(
-            "tls.crt".into(),
-            k8s_openapi::ByteString(cert.clone().into_bytes()),
-        );
-        data.insert("tls.key".into(), k8s_openapi::ByteString(key.into_bytes()));
-        secrets
-            .replace(&name, &PostParams::default(), &secret)
-            .await
-            .unwrap();
+        let cert = plant_near_expiry(&secrets, &name, &ca).await;
         planted.insert((*member).to_owned(), cert);
     }
     let deadline = tokio::time::Instant::now() + STEP;

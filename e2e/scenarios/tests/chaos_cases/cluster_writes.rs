@@ -42,13 +42,13 @@
 use super::*;
 
 use crate::common::certs::{
-    cert_manager_stand_in, certificate_resource, install_certificate_crd, near_expiry_copy,
-    not_after, secret_text,
+    cert_manager_stand_in, certificate_resource, install_certificate_crd, not_after,
+    plant_near_expiry, secret_text,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::DynamicObject;
 
 /// Every case of this part, in table order: the ones on [`CLUSTER`] first.
 pub(super) fn cases() -> Vec<Case> {
@@ -521,19 +521,7 @@ async fn renew_case(armed: &Armed<'_>, own: &Own, case: &Case) -> (Result<(), St
     let mut planted = None;
     let restarted = armed
         .crash_and_restart(STEP, async || {
-            let mut secret = secrets.get(&secret_name).await.unwrap();
-            let (cert, key) = near_expiry_copy(&secret_text(&secret, "tls.crt"), &ca);
-            let data = secret.data.get_or_insert_with(BTreeMap::new);
-            data.insert(
-                "tls.crt".into(),
-                k8s_openapi::ByteString(cert.clone().into_bytes()),
-            );
-            data.insert("tls.key".into(), k8s_openapi::ByteString(key.into_bytes()));
-            secrets
-                .replace(&secret_name, &PostParams::default(), &secret)
-                .await
-                .unwrap();
-            planted = Some(cert);
+            planted = Some(plant_near_expiry(&secrets, &secret_name, &ca).await);
         })
         .await;
     let restarted = match restarted {

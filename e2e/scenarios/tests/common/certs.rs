@@ -188,6 +188,24 @@ pub fn cert_manager_stand_in(
     })
 }
 
+/// Replaces the certificate and key in Secret `name` by a [`near_expiry_copy`] of its
+/// certificate, signed by `ca`; returns the planted certificate (PEM).
+pub async fn plant_near_expiry(secrets: &Api<Secret>, name: &str, ca: &Secret) -> String {
+    let mut secret = secrets.get(name).await.unwrap();
+    let (cert, key) = near_expiry_copy(&secret_text(&secret, "tls.crt"), ca);
+    let data = secret.data.get_or_insert_with(BTreeMap::new);
+    data.insert(
+        "tls.crt".into(),
+        k8s_openapi::ByteString(cert.clone().into_bytes()),
+    );
+    data.insert("tls.key".into(), k8s_openapi::ByteString(key.into_bytes()));
+    secrets
+        .replace(name, &PostParams::default(), &secret)
+        .await
+        .unwrap();
+    cert
+}
+
 /// A copy of the certificate `current_pem` (its subject and SANs) signed by the cluster's CA
 /// but near its end: issued an hour ago, ending in ten minutes. What a real observer sees of a
 /// certificate nearing expiry; the operator must find it due and re-issue it.
