@@ -118,7 +118,12 @@ async fn dns_answers_from_live_services_and_endpoint_slices() {
     })
     .await;
     assert_eq!(answers(&etcd), vec!["A 10.0.0.10"]);
-    let published = ask_udp(server, "etcd-pub.default.svc.cluster.local.", RecordType::A).await;
+    // etcd-pub's slice was created after etcd's, so seeing etcd's does not mean it has arrived.
+    let published = eventually("etcd-pub's A record", Duration::from_secs(30), || async {
+        let m = ask_udp(server, "etcd-pub.default.svc.cluster.local.", RecordType::A).await;
+        (!m.answers.is_empty()).then_some(m)
+    })
+    .await;
     assert_eq!(answers(&published), vec!["A 10.0.1.10"]);
     let published = ask_udp(
         server,
