@@ -144,8 +144,10 @@ async fn without_quorum_there_is_no_membership_and_nothing_hangs() {
         let began = Instant::now();
         let view = observe(&endpoints, timeout).await;
         let took = began.elapsed();
+        // Bounded by its two steps' timeouts; the slack is for a loaded machine's late timers,
+        // and stays below etcd's own 7 s request timeout, which an unbounded call would wait.
         assert!(
-            took < 2 * timeout + Duration::from_millis(500),
+            took < 2 * timeout + Duration::from_secs(3),
             "observe took {took:?}"
         );
         assert_eq!(view.membership, None, "{view:#?}");

@@ -16,6 +16,20 @@ use test_support::{EtcdCluster, EtcdVersion, S3Server, Tools};
 
 const BUCKET: &str = "etcd-backups";
 
+/// Per-request timeout of the etcd clients that fill the databases and stream their snapshots.
+/// The harness's default ([`test_support::etcd::CLIENT_TIMEOUT`], 5 s) bounds the whole
+/// Snapshot call, a stream of megabytes that waits on the S3 upload it feeds; on a loaded CI
+/// machine sharing its disk with the e2e tests that took its backup sibling past 5 s
+/// (operators/backup/tests/execute.rs, BULK_TIMEOUT).
+const BULK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A client of the one-member cluster for bulk writes and snapshot streams ([`BULK_TIMEOUT`]).
+async fn bulk_client(etcd: &EtcdCluster) -> etcd_client::Client {
+    test_support::etcd::connect_with_timeout(&etcd.endpoints(), BULK_TIMEOUT)
+        .await
+        .unwrap()
+}
+
 /// Pseudo-random (incompressible) bytes.
 fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
@@ -145,7 +159,7 @@ async fn round_trip(count: usize, value_len: usize, restore: bool) -> (u32, u64)
         async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
         s3_with_bucket()
     );
-    let mut client = etcd.client().await.unwrap();
+    let mut client = bulk_client(&etcd).await;
     let revision = fill_etcd(&mut client, count, value_len).await;
 
     let key = SnapshotKey::new(std::time::SystemTime::now(), revision as u64, "uid-1")
@@ -233,7 +247,7 @@ async fn corrupted_etcd_stream_is_aborted() {
         async { EtcdCluster::start(EtcdVersion::V3_5, 1).await.unwrap() },
         s3_with_bucket()
     );
-    let mut client = etcd.client().await.unwrap();
+    let mut client = bulk_client(&etcd).await;
     fill_etcd(&mut client, 80, 100 * 1024).await; // ~8 MiB: the corruption lands in part 2
     let source = snapshot_stream(&mut client).await.unwrap();
     let mut offset = 0usize;
@@ -574,7 +588,7 @@ async fn dropped_upload_is_aborted_in_the_background() {
     let start = Instant::now();
     while pending_uploads(&s3).await.is_empty() {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < Duration::from_secs(60),
             "the upload never started"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -586,7 +600,7 @@ async fn dropped_upload_is_aborted_in_the_background() {
     let start = Instant::now();
     while !pending_uploads(&s3).await.is_empty() {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < Duration::from_secs(60),
             "the pending upload was never aborted"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
