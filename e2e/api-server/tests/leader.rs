@@ -1,6 +1,9 @@
 //! Leader election against a real API server: two contenders on one Lease, hand-over on release,
 //! take-over after a holder stops renewing, and loss when someone overwrites the Lease.
-//! Short timings (2 s lease, 1.5 s renew deadline, 0.3 s retry) keep the file at ~15 s.
+//! Short timings (5 s lease, 4 s renew deadline, 0.5 s retry) keep the file under a minute.
+//! Shorter ones (2 s, 1.5 s, 0.3 s) gave a renewal 1.5 s to succeed on a loaded CI machine,
+//! where the API server's etcd shares its disk with every other test: one slow fsync there and
+//! a holder lost its lease in the middle of a case.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -15,9 +18,9 @@ use kube::api::PostParams;
 use operator_runtime::{Leadership, LeaseConfig, LeaseError, acquire, acquire_on_own_thread};
 
 const NS: &str = "operators";
-const LEASE_DURATION: Duration = Duration::from_secs(2);
-const RENEW_DEADLINE: Duration = Duration::from_millis(1500);
-const RETRY_PERIOD: Duration = Duration::from_millis(300);
+const LEASE_DURATION: Duration = Duration::from_secs(5);
+const RENEW_DEADLINE: Duration = Duration::from_secs(4);
+const RETRY_PERIOD: Duration = Duration::from_millis(500);
 
 fn config(lease: &str, identity: &str) -> LeaseConfig {
     LeaseConfig {
@@ -224,7 +227,10 @@ async fn exactly_one_leads_and_release_hands_over(client: &kube::Client) {
     let spec = lease(client, "handover").await.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some(next.identity()));
     assert_eq!(spec.lease_transitions, Some(1));
-    assert_eq!(spec.lease_duration_seconds, Some(2));
+    assert_eq!(
+        spec.lease_duration_seconds,
+        Some(LEASE_DURATION.as_secs() as i32)
+    );
     next.release().await;
     assert_eq!(
         holder(client, "handover").await,

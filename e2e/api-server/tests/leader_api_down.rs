@@ -12,10 +12,12 @@ use operator_runtime::{LeaseConfig, acquire};
 async fn lost_resolves_once_renewal_failed_past_the_renew_deadline() {
     let (lk, client) = common::api_server().await;
     common::create_namespace(&client, "operators").await;
-    let renew_deadline = Duration::from_millis(1500);
-    let retry_period = Duration::from_millis(300);
+    // Not shorter: a renewal must not miss its deadline on a loaded CI machine (the API
+    // server's etcd shares its disk with the other tests) before the API server is stopped.
+    let renew_deadline = Duration::from_secs(4);
+    let retry_period = Duration::from_millis(500);
     let config = LeaseConfig {
-        lease_duration: Duration::from_secs(2),
+        lease_duration: Duration::from_secs(5),
         renew_deadline,
         retry_period,
         ..LeaseConfig::new("operators", "unreachable", "pod-a")

@@ -10,7 +10,9 @@
 //! resume its next write goes first, before the renewal notices the new holder. Without the
 //! fence that write lands (shown failing first: "the stale leader wrote after pod-new took the
 //! Lease"); with it the process exits at the fence without sending it.
-//! Short timings (2 s lease, 1.5 s renew deadline) keep the file at a few seconds.
+//! Short timings (5 s lease, 4 s renew deadline) keep the file at seconds; shorter ones (2 s,
+//! 1.5 s) could lose the child its lease to one slow renewal on a loaded CI machine before the
+//! case began.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -36,9 +38,9 @@ const READS: Duration = Duration::from_millis(50);
 
 fn config(identity: &str) -> LeaseConfig {
     LeaseConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
-        retry_period: Duration::from_millis(300),
+        lease_duration: Duration::from_secs(5),
+        renew_deadline: Duration::from_secs(4),
+        retry_period: Duration::from_millis(500),
         ..LeaseConfig::new(NS, LEASE, identity)
     }
 }
