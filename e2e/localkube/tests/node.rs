@@ -61,7 +61,7 @@ spec:
       echo "sa-ns=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
       test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token-present
       echo "hostname=$(hostname)"
-      (sleep 6; touch /work/ready) &
+      (sleep 15; touch /work/ready) &
       exec sleep 3600
     env:
     - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
@@ -78,7 +78,9 @@ spec:
 "#,
     );
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
-    // Running but not yet Ready: the EndpointSlice lists the pod as not ready.
+    // Running but not yet Ready: the EndpointSlice lists the pod as not ready. That state lasts
+    // until the container touches /work/ready, 15 s after it starts: the EndpointSlice
+    // controller must publish it before then (a few seconds under CI load; 6 s left too little).
     let running = wait_until("envtest Running", POD_TIMEOUT, || async {
         let p = pods.get("envtest").await.map_err(|e| e.to_string())?;
         let status = p.status.clone().unwrap_or_default();
@@ -290,7 +292,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: writer}
 spec:
-  terminationGracePeriodSeconds: 20
+  terminationGracePeriodSeconds: 60
   containers:
   - name: main
     image: busybox
@@ -312,19 +314,24 @@ spec:
     wait_pod_ready(&client, "default", "stubborn", POD_TIMEOUT).await;
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
 
-    // SIGTERM first: the trap runs and the pod goes well before its 20 s grace period.
+    // SIGTERM first: the trap runs and the pod goes well before its 60 s grace period (a long
+    // one, so that a loaded machine's slow deletion is not mistaken for the SIGKILL at its end).
     let started = Instant::now();
     pods.delete("writer", &DeleteParams::default())
         .await
         .unwrap();
-    wait_until("writer gone", Duration::from_secs(30), || async {
+    wait_until("writer gone", Duration::from_secs(90), || async {
         match pods.get_opt("writer").await {
             Ok(None) => Ok(()),
             other => Err(format!("{:?}", other.map(|p| p.map(|p| p.status)))),
         }
     })
     .await;
-    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "gone only after {:?}: at the grace period's SIGKILL, not on SIGTERM",
+        started.elapsed()
+    );
     // SIGKILL at the grace period for a process that ignores SIGTERM.
     let started = Instant::now();
     pods.delete("stubborn", &DeleteParams::default())

@@ -207,7 +207,7 @@ async fn dns_answers_from_live_services_and_endpoint_slices() {
         ]),
     )
     .await;
-    eventually("etcd-1 once ready", Duration::from_secs(5), || async {
+    eventually("etcd-1 once ready", Duration::from_secs(30), || async {
         let m = ask_udp(
             server,
             "etcd-1.etcd.default.svc.cluster.local.",
@@ -225,18 +225,19 @@ async fn dns_answers_from_live_services_and_endpoint_slices() {
         .delete("web", &Default::default())
         .await
         .unwrap();
-    eventually("web to be gone", Duration::from_secs(5), || async {
+    eventually("web to be gone", Duration::from_secs(30), || async {
         let m = ask_udp(server, "web.default.svc.cluster.local.", RecordType::A).await;
         (m.metadata.response_code == ResponseCode::NXDomain).then_some(())
     })
     .await;
 
-    // Without an upstream, outside names are refused at once.
+    // Without an upstream, outside names are refused at once: well within the 5 s a client
+    // waits for an answer (the bound leaves a loaded machine seconds).
     let started = Instant::now();
     let outside = ask_udp(server, "example.com.", RecordType::A).await;
     assert_eq!(outside.metadata.response_code, ResponseCode::Refused);
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_secs(3),
         "refusal took {:?}",
         started.elapsed()
     );
@@ -249,7 +250,7 @@ async fn dns_answers_from_live_services_and_endpoint_slices() {
     create_slice(&client, slice("big-abc", "big", json!(many))).await;
     let full = eventually(
         "big's 60 records over TCP",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || async {
             let m = ask_tcp(server, "big.default.svc.cluster.local.", RecordType::A).await;
             (m.answers.len() == 60).then_some(m)
@@ -364,7 +365,7 @@ async fn glibc_resolves_through_the_search_list_and_forwards_outside_names() {
     std::fs::write(
         &resolv_conf,
         format!(
-            "nameserver {}\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+            "nameserver {}\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 timeout:10\n",
             block.ip(1)
         ),
     )
@@ -405,7 +406,9 @@ async fn glibc_resolves_through_the_search_list_and_forwards_outside_names() {
         assert!(ok && out.contains("10.0.0.10"), "{name}: {out}");
     }
 
-    // Without publishNotReadyAddresses a not-ready peer does not resolve, quickly.
+    // Without publishNotReadyAddresses a not-ready peer does not resolve, quickly: every name
+    // of the search list answered at once, none left to glibc's 10 s timeout (resolv.conf
+    // above; the bound leaves a loaded machine seconds for the processes and the queries).
     let started = Instant::now();
     let (ok, out) = tokio::task::spawn_blocking({
         let resolv_conf = resolv_conf.clone();
@@ -418,7 +421,7 @@ async fn glibc_resolves_through_the_search_list_and_forwards_outside_names() {
         "a not-ready endpoint without publishNotReadyAddresses resolved: {out}"
     );
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(8),
         "took {:?}",
         started.elapsed()
     );
@@ -441,15 +444,19 @@ async fn glibc_resolves_through_the_search_list_and_forwards_outside_names() {
         }),
     )
     .await;
-    let (ok, out) = eventually("glibc to resolve the alias", Duration::from_secs(5), || {
-        let resolv_conf = resolv_conf.clone();
-        async move {
-            let (ok, out) = tokio::task::spawn_blocking(move || getent(&resolv_conf, "alias"))
-                .await
-                .unwrap();
-            ok.then_some((ok, out))
-        }
-    })
+    let (ok, out) = eventually(
+        "glibc to resolve the alias",
+        Duration::from_secs(30),
+        || {
+            let resolv_conf = resolv_conf.clone();
+            async move {
+                let (ok, out) = tokio::task::spawn_blocking(move || getent(&resolv_conf, "alias"))
+                    .await
+                    .unwrap();
+                ok.then_some((ok, out))
+            }
+        },
+    )
     .await;
     assert!(ok && out.contains("192.0.2.7"), "{out}");
     let cname = ask_udp(server, "alias.default.svc.cluster.local.", RecordType::A).await;

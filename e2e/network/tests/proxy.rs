@@ -193,7 +193,7 @@ async fn proxy_scenario() {
     .await;
     eventually(
         "the refusing endpoint in rotation",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || async {
             // Two connections cover both endpoints; both must still reach "a".
             let first = greeting(web_addr).await?;
@@ -207,7 +207,7 @@ async fn proxy_scenario() {
     set_endpoints(&client, "web-abc", json!([endpoint("10.255.0.2", false)])).await;
     eventually(
         "connections to be rejected",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || async {
             let started = Instant::now();
             let mut stream = TcpStream::connect(web_addr).await.ok()?;
@@ -230,7 +230,7 @@ async fn proxy_scenario() {
         .unwrap();
     eventually(
         "the web address to be removed",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || async { (!on_lo(web_ip) && TcpStream::connect(web_addr).await.is_err()).then_some(()) },
     )
     .await;

@@ -124,7 +124,7 @@ async fn owner_process_role() {
         .await
         .unwrap();
     let log = dir.path().join("c.log");
-    let grandchild = eventually(Duration::from_secs(10), "the child's pid", || async {
+    let grandchild = eventually(Duration::from_secs(30), "the child's pid", || async {
         stdout_lines(&log).first().cloned()
     })
     .await;
@@ -183,7 +183,7 @@ async fn a_killed_owner_leaves_nothing_running() {
     owner.wait().unwrap();
     // PR_SET_PDEATHSIG: the pod's processes die with their owner; the veth with the netns.
     eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         "the pod processes to die",
         || async { pids.iter().all(|p| process_gone(*p)).then_some(()) },
     )

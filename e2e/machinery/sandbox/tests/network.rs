@@ -81,7 +81,7 @@ async fn pods_have_own_ips_and_reach_each_other_the_host_and_services() {
 
     // Host → pods.
     for (pod, want) in [(&a, "pod-a"), (&b, "pod-b")] {
-        let got = eventually(Duration::from_secs(10), "the pod's server", || async {
+        let got = eventually(Duration::from_secs(30), "the pod's server", || async {
             fetch_from_host(pod.ip(), 2379).await
         })
         .await;

@@ -89,10 +89,10 @@ pub fn stdout_lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The container's stdout lines once it has printed `ready` (failing the test after 10 s).
+/// The container's stdout lines once it has printed `ready` (failing the test after 30 s).
 pub async fn lines_until_ready(log: &Path) -> Vec<String> {
     eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         "the container's output",
         || async {
             let lines = stdout_lines(log);
