@@ -134,8 +134,11 @@ async fn scheduled_backups_are_retained_and_an_on_demand_backup_restores() {
         (failed.status.as_str(), failed.reason.as_str()),
         ("True", "SecretNotFound")
     );
-    let events = env.events_for("main-no-secret").await.join("\n");
-    assert!(events.contains("SecretNotFound"), "{events}");
+    // The event follows the status (see wait_events).
+    env.wait_events("main-no-secret", "naming SecretNotFound", STEP, |events| {
+        events.iter().any(|e| e.contains("SecretNotFound"))
+    })
+    .await;
     // `kubectl get etcdbackup` answers why without a describe.
     let table = env.kubectl(&["get", "etcdbackup", "main-no-secret", "-n", NS]);
     assert!(
@@ -391,10 +394,18 @@ async fn per_cluster_schedule(env: &Env, s3: &aws_sdk_s3::Client, written_revisi
         .collect();
     assert_eq!(after, newest, "no EtcdBackup goes with spec.backup");
     assert_eq!(list_keys(s3, PER_CLUSTER_PREFIX).await, newest);
-    let events = env.events_for(CLUSTER).await.join("\n");
-    for reason in ["BackupScheduleCreated", "BackupScheduleRemoved"] {
-        assert!(events.contains(reason), "no {reason} event: {events}");
-    }
+    // The operator publishes BackupScheduleRemoved after its last delete: wait for it.
+    env.wait_events(
+        CLUSTER,
+        "BackupScheduleCreated and BackupScheduleRemoved",
+        STEP,
+        |events| {
+            ["BackupScheduleCreated", "BackupScheduleRemoved"]
+                .iter()
+                .all(|reason| events.iter().any(|e| e.starts_with(&format!("{reason}:"))))
+        },
+    )
+    .await;
     eprintln!("spec.backup part: {:.1} s", started.elapsed().as_secs_f64());
 }
 

@@ -183,8 +183,11 @@ spec:
     .await;
     let pods = env.kubectl(&["get", "pods", "-n", NS, "-o", "name"]);
     assert!(!pods.contains("nosecret"), "{pods}");
-    let events = env.events_for("nosecret").await.join("\n");
-    assert!(events.contains("missing-serving"), "{events}");
+    // The event follows the status (see wait_events).
+    env.wait_events("nosecret", "naming missing-serving", STEP, |events| {
+        events.iter().any(|e| e.contains("missing-serving"))
+    })
+    .await;
 
     backup_and_restore_over_tls(&env, &https_url, tls).await;
     check_cert_manager_cluster(&env).await;
@@ -317,11 +320,18 @@ async fn start_cert_manager_cluster(env: &Env) -> (tokio::task::JoinHandle<()>, 
         "a member Pod before its certificates: {pods}\n{:?}",
         waiting.status
     );
-    let events = env.events_for(CM).await.join("\n");
-    assert!(
-        events.contains("WaitingForCertManager") && events.contains(&format!("{CM}-0-peer-tls")),
-        "{events}"
-    );
+    // The event follows the status (see wait_events).
+    let peer_certificate = format!("{CM}-0-peer-tls");
+    env.wait_events(
+        CM,
+        "WaitingForCertManager naming the first peer Certificate",
+        STEP,
+        |events| {
+            let events = events.join("\n");
+            events.contains("WaitingForCertManager") && events.contains(&peer_certificate)
+        },
+    )
+    .await;
     let renewals = Renewals::default();
     (
         cert_manager_stand_in(env.client.clone(), renewals.clone()),
@@ -652,6 +662,8 @@ fn tls_hash(pod: &Pod) -> Option<String> {
 struct ReadyWatch {
     fewest: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     pods: std::sync::Arc<std::sync::Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>>,
+    /// Lists completed so far.
+    lists: std::sync::Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -661,7 +673,8 @@ impl ReadyWatch {
         let pods_seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
         let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
         let selector = format!("etcd.operator.rs/cluster={cluster}");
-        let (seen, uids) = (fewest.clone(), pods_seen.clone());
+        let lists = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (seen, uids, listed) = (fewest.clone(), pods_seen.clone(), lists.clone());
         let task = tokio::spawn(async move {
             loop {
                 if let Ok(list) = pods
@@ -678,6 +691,7 @@ impl ReadyWatch {
                                 .insert(uid.clone());
                         }
                     }
+                    listed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
@@ -685,12 +699,23 @@ impl ReadyWatch {
         ReadyWatch {
             fewest,
             pods: pods_seen,
+            lists,
             task,
         }
     }
 
-    /// The Pods (UIDs) seen per member since the last call; starts the next count.
-    fn take_pods(&self) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    /// The Pods (UIDs) seen per member since the last call; starts the next count. Waits for
+    /// a list begun after the call first: the lists run on their own every 250 ms (slower
+    /// under load), and the caller has just seen, by a read of its own, the Pods it will count.
+    async fn take_pods(&self) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+        use std::sync::atomic::Ordering;
+        let from = self.lists.load(Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        // The list running now may have begun before the call: the one after it did not.
+        while self.lists.load(Ordering::SeqCst) < from + 2 && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         std::mem::take(&mut *self.pods.lock().unwrap())
     }
 
@@ -728,12 +753,12 @@ async fn rolled_since(env: &Env, member: &str, before: &(String, Option<String>)
 
 /// Checks the Pods `watch` saw since `before` was taken: the members of `rolled` had exactly
 /// one new Pod each (rolled once), the others none.
-fn assert_rolled_once(
+async fn assert_rolled_once(
     watch: &ReadyWatch,
     before: &BTreeMap<String, (String, Option<String>)>,
     rolled: &[String],
 ) {
-    let seen = watch.take_pods();
+    let seen = watch.take_pods().await;
     for (member, (uid, _)) in before {
         let mut uids = seen.get(member).cloned().unwrap_or_default();
         uids.insert(uid.clone());
@@ -809,7 +834,7 @@ async fn due_certificates_are_renewed(env: &Env, watch: &ReadyWatch, due: &[&str
     let ca = secrets.get("main-tls-ca").await.unwrap();
     let members: Vec<String> = TLS_MEMBERS.iter().map(|m| (*m).to_owned()).collect();
     let before = member_pods(env, &members).await;
-    watch.take_pods();
+    watch.take_pods().await;
     let mut planted = BTreeMap::new();
     for member in due {
         let name = format!("{member}-tls");
@@ -849,7 +874,7 @@ async fn due_certificates_are_renewed(env: &Env, watch: &ReadyWatch, due: &[&str
     }
     env.wait_available("main-tls", 3, V36, STEP).await;
     let due_names: Vec<String> = due.iter().map(|m| (*m).to_owned()).collect();
-    assert_rolled_once(watch, &before, &due_names);
+    assert_rolled_once(watch, &before, &due_names).await;
     for member in due {
         let cert = text(
             &secrets.get(&format!("{member}-tls")).await.unwrap(),
@@ -914,7 +939,7 @@ async fn cert_manager_renewals_roll_the_members(env: &Env, renewals: &Renewals) 
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     env.wait_available(CM, 3, V36, STEP).await;
-    assert_rolled_once(&watch, &before, &rolled);
+    assert_rolled_once(&watch, &before, &rolled).await;
     let fewest_ready = watch.stop();
     assert!(
         fewest_ready >= 2,
@@ -964,31 +989,30 @@ async fn cert_manager_ca_change_without_overlap_is_refused(env: &Env, renewals: 
         orders.second_ca = true;
         orders.renew.insert(secret.clone());
     }
-    let refused = env
-        .wait_status(
-            CM,
-            "refused for a certificate of an untrusted CA",
-            STEP,
-            |c| {
-                c.status.as_ref().is_some_and(|s| {
-                    s.conditions.iter().any(|c| {
-                        c.type_ == "Degraded"
-                            && c.status == "True"
-                            && c.message.contains("spec.tls.peer.certManager")
-                            && c.message.contains(&format!("Secret {NS}/{secret}"))
-                            && c.message
-                                .contains(&format!("members {CM}-0, {CM}-2 do not trust"))
-                    })
+    env.wait_status(
+        CM,
+        "refused for a certificate of an untrusted CA",
+        STEP,
+        |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Degraded"
+                        && c.status == "True"
+                        && c.message.contains("spec.tls.peer.certManager")
+                        && c.message.contains(&format!("Secret {NS}/{secret}"))
+                        && c.message
+                            .contains(&format!("members {CM}-0, {CM}-2 do not trust"))
                 })
-            },
-        )
-        .await;
-    let events = env.events_for(CM).await.join("\n");
-    assert!(
-        events.contains(&secret) && events.contains("do not trust"),
-        "{events}\n{:?}",
-        refused.status
-    );
+            })
+        },
+    )
+    .await;
+    // The event follows the status (see wait_events).
+    env.wait_events(CM, "naming the untrusted Secret", STEP, |events| {
+        let events = events.join("\n");
+        events.contains(&secret) && events.contains("do not trust")
+    })
+    .await;
     // Refused, not rolled: the clients keep writing on the members as they were.
     let acknowledged = clients.acknowledged();
     wait_acknowledged(&clients, acknowledged + 20).await;
@@ -1015,31 +1039,29 @@ async fn cert_manager_ca_change_without_overlap_is_refused(env: &Env, renewals: 
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     env.wait_available(CM, 3, V36, STEP).await;
-    let warned = env
-        .wait_status(CM, "CertificatesNearExpiry", STEP, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                let degraded = s
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == "Degraded" && c.status == "True");
-                !degraded
-                    && s.conditions.iter().any(|c| {
-                        c.type_ == "CertificatesNearExpiry"
-                            && c.status == "True"
-                            && c.reason == "CertificateNearExpiry"
-                            && c.message.contains(&format!("Secret {NS}/{secret} ends at"))
-                    })
-            })
+    env.wait_status(CM, "CertificatesNearExpiry", STEP, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            let degraded = s
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Degraded" && c.status == "True");
+            !degraded
+                && s.conditions.iter().any(|c| {
+                    c.type_ == "CertificatesNearExpiry"
+                        && c.status == "True"
+                        && c.reason == "CertificateNearExpiry"
+                        && c.message.contains(&format!("Secret {NS}/{secret} ends at"))
+                })
         })
-        .await;
-    let events = env.events_for(CM).await.join("\n");
-    assert!(
+    })
+    .await;
+    // The event follows the status (see wait_events).
+    env.wait_events(CM, "CertificateNearExpiry for the Secret", STEP, |events| {
         events
-            .lines()
-            .any(|e| e.starts_with("CertificateNearExpiry:") && e.contains(&secret)),
-        "{events}\n{:?}",
-        warned.status
-    );
+            .iter()
+            .any(|e| e.starts_with("CertificateNearExpiry:") && e.contains(&secret))
+    })
+    .await;
     let series = format!(
         "etcd_operator_cluster_certificate_near_expiry{{namespace=\"{NS}\",name=\"{CM}\",secret=\"{secret}\"}} 1"
     );
@@ -1053,7 +1075,7 @@ async fn cert_manager_ca_change_without_overlap_is_refused(env: &Env, renewals: 
             .collect::<Vec<_>>()
             .join("\n")
     );
-    assert_rolled_once(&watch, &before, &[member]);
+    assert_rolled_once(&watch, &before, &[member]).await;
     let fewest_ready = watch.stop();
     assert!(
         fewest_ready >= 2,
@@ -1351,7 +1373,7 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
     let switched = started.elapsed();
     env.wait_available("plain", 3, V36, STEP).await;
     // Two rolls per member (onto both schemes, then onto TLS-only peers), no more.
-    for (member, uids) in watch.take_pods() {
+    for (member, uids) in watch.take_pods().await {
         assert_eq!(uids.len(), 3, "{member}: Pods {uids:?}");
     }
     // etcd's member list, through the plaintext client port: every peer URL is https://…:2382.
@@ -1395,7 +1417,7 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
         Workload::start_prefixed(https_url.clone(), Some(tls.clone()), "history-drop/k");
     wait_acknowledged(&tls_clients, 20).await;
     let before = member_pods(&env, &members).await;
-    watch.take_pods();
+    watch.take_pods().await;
     let drop_started = tokio::time::Instant::now();
     env.kubectl(&[
         "annotate",
@@ -1424,7 +1446,7 @@ async fn a_running_plaintext_cluster_is_switched_to_tls_without_losing_quorum_or
     .await;
     let dropped = drop_started.elapsed();
     env.wait_available("plain", 3, V36, STEP).await;
-    assert_rolled_once(&watch, &before, &members);
+    assert_rolled_once(&watch, &before, &members).await;
     // Plaintext clients are refused from now on.
     let refused = tokio::time::timeout(Duration::from_secs(10), async {
         let mut plain = etcd_client::Client::connect([url.clone()], None).await?;

@@ -303,6 +303,34 @@ impl Env {
             .collect()
     }
 
+    /// Waits until the events about `name` (as [`Env::events_for`] gives them) satisfy
+    /// `check`, and returns them. An operator writes its status before it publishes the events
+    /// of the same pass, so a status just seen says nothing about its event: read the event
+    /// with this, never once right after a `wait_status`.
+    pub async fn wait_events(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let events = self.events_for(name).await;
+            if check(&events) {
+                return events;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "{name}: no event {what} after {timeout:?}; its events:\n{}\n{}",
+                    events.join("\n"),
+                    self.diagnostics()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// The ClusterIP URL of the cluster's client Service (the host reaches ClusterIPs through
     /// localkube's proxy).
     pub async fn client_url(&self, name: &str) -> String {
