@@ -896,7 +896,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         if !row.report.lost.is_empty() || !row.report.linearizable() {
             failures.push(format!("{}: {}", row.scenario, row.report));
             // The evidence: the violation (or the first lost writes) and the whole history.
-            if let test_support::linearizability::Verdict::NotLinearizable(v) =
+            if let e2e_harness::linearizability::Verdict::NotLinearizable(v) =
                 &row.report.checked.verdict
             {
                 failures.push(v.to_string());
