@@ -9,7 +9,7 @@
 #                       version is the image's org.opencontainers.image.version label)
 # Each is rebuilt only when an input is newer than its tarball (the operators rebuild often, weed
 # and etcd never), so a second run takes a second. The scenarios' harness imports them all
-# (crates/test-support/src/localkube.rs) when LOCALKUBE_NODE=kubelet.
+# (e2e/harness/src/localkube.rs) when LOCALKUBE_NODE=kubelet.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)

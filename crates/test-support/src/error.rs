@@ -112,7 +112,8 @@ pub enum HarnessError {
 }
 
 impl HarnessError {
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+    /// An I/O error with what was being done (also for the e2e harness, `e2e/harness`).
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         HarnessError::Io {
             context: context.into(),
             source,

@@ -17,11 +17,10 @@
 //!   the [`bench::Figure`]s each records for the combined table `bench-report` prints.
 //! - [`kube_tools`]: [`KubeClients`], kubectl + helm of one [`KubePair`].
 //! - [`monitoring`]: the chart's alert and dashboard queries and the metric names in them.
-//! - [`history`]: a client history of a key-value store (operations with invocation and
-//!   response times, outcome ok, failed or unknown), its [`history::Recorder`], and the
-//!   lost-acknowledged-write check. [`linearizability`]: a Porcupine-style checker of such a
-//!   history against a register per key (pure). [`kv_workload`]: concurrent etcd clients that
-//!   record one and check it at the end (the e2e scenarios' clients).
+//!
+//! What only the tests that need Kubernetes use (localkube started per test, the RBAC usage check
+//! on its audit log, the clients' history and its linearizability check) is the e2e harness,
+//! `e2e/harness`: no test of `crates/` or `operators/` starts a kube-apiserver.
 //!
 //! Every process logs to a file in a temp dir. If a test panics, dropping a component prints the
 //! last 40 lines of each of its logs to stderr under the process name; `KEEP_TEST_DIRS=1` keeps the
@@ -56,14 +55,9 @@ pub mod addr;
 pub mod bench;
 pub mod error;
 pub mod etcd;
-pub mod history;
 pub mod kube_tools;
-pub mod kv_workload;
-pub mod linearizability;
-pub mod localkube;
 pub mod monitoring;
 pub mod process;
-pub mod rbac_usage;
 pub mod s3;
 pub mod tools;
 
@@ -71,6 +65,5 @@ pub use addr::{AddressBlock, PortLease};
 pub use error::HarnessError;
 pub use etcd::{ClusterState, EtcdCluster, EtcdMember, EtcdMemberConfig};
 pub use kube_tools::KubeClients;
-pub use localkube::{LocalKube, localkube_binary};
 pub use s3::S3Server;
 pub use tools::{EtcdVersion, KubePair, MissingBinary, Tools};

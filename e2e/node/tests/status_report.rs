@@ -8,19 +8,19 @@
 //! "broken pipe" for 30 s).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use e2e_harness::LocalKube;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use localkube_node::status_report::patch_pod_status;
 use localkube_podspec::status::{ObservedContainer, ObservedState, PodObservation, pod_status};
-use test_support::LocalKube;
 
 const GATE: &str = "example.com/admitted";
 
 #[tokio::test]
 async fn a_readiness_gate_opened_meanwhile_survives_the_agents_status_write() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let lk = LocalKube::start_api_only(&test_support::localkube_binary().unwrap())
+    let lk = LocalKube::start_api_only(&e2e_harness::localkube_binary().unwrap())
         .await
         .unwrap();
     let kc = kube::config::Kubeconfig::read_from(lk.kubeconfig()).unwrap();

@@ -198,7 +198,7 @@ fn operator_passes(env: &Env, name: &str, start: jiff::Timestamp) -> Vec<PassLin
     passes.sort_by(|a, b| a.start.total_cmp(&b.start));
     if passes.is_empty() {
         // E.g. an operator binary built before the pass lines: localkube runs the operators
-        // next to the localkube binary it was given (LOCALKUBE_BIN, else test-support's own
+        // next to the localkube binary it was given (LOCALKUBE_BIN, else e2e-harness's own
         // workspace's target/debug).
         println!(
             "no `pass` lines of {name} among the cluster operator's {} log lines",

@@ -441,10 +441,10 @@ fn operator_requests(
         let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        let Some((account, _)) = test_support::rbac_usage::used_by(&event) else {
+        let Some((account, _)) = e2e_harness::rbac_usage::used_by(&event) else {
             continue;
         };
-        if test_support::rbac_usage::operator_of(&account, &["cluster", "backup", "restore"])
+        if e2e_harness::rbac_usage::operator_of(&account, &["cluster", "backup", "restore"])
             .as_deref()
             != Some("cluster")
         {

@@ -95,6 +95,14 @@
 //!   completion to S3 and drops its answer; the backup must not end Failed with its object in
 //!   place, nor Succeeded without one (checked by listing).
 //!
+//! One runner ([`operator_crashed_at_failpoints_converges_after_restart`]) drives the table:
+//! for each case it prepares what the case needs, unarmed and not timed ([`prepare`], a
+//! cluster of the case's own), starts the clients, runs the case and records its row. A
+//! failpoint case is handed an [`Armed`], whose [`Armed::crash_and_restart`] is the sequence
+//! they all share (armed, the case's change, the crash, the restart without the failpoint);
+//! the case then waits for the converged state it names and checks it. The table is built
+//! from lists of failpoints and their trigger, [`both_sides`] of each.
+//!
 //! `cargo nextest run` runs a representative subset ([`SUBSET`]); `make chaos` sets
 //! `CHAOS_FULL=1` and runs every failpoint these actions reach, on both sides, printing one
 //! table: scenario, outcome, time to converge, operations checked, acknowledged writes lost,
@@ -472,6 +480,16 @@ const fn case(failpoint: &'static str, when: &'static str, trigger: Trigger) -> 
     }
 }
 
+/// A case on each side (`before`, `after`) of every failpoint of `points`, in their order.
+fn both_sides(points: &[(&'static str, Trigger)]) -> Vec<Case> {
+    points
+        .iter()
+        .flat_map(|&(failpoint, trigger)| {
+            ["before", "after"].map(|when| case(failpoint, when, trigger))
+        })
+        .collect()
+}
+
 /// `spec.backup.schedule` in the backup-schedule cases: never due during a run (the cases
 /// check the objects, not the runs, which the backup scenario covers).
 const BACKUP_SCHEDULE: &str = "0 0 1 1 *";
@@ -504,8 +522,7 @@ const NOT_IN_TABLE: &[(&str, &str)] = &[];
 /// Every failpoint the triggers reach, on both sides ([`NOT_IN_TABLE`] lists the others).
 fn full() -> Vec<Case> {
     use Trigger::*;
-    let mut cases = Vec::new();
-    for (failpoint, trigger) in [
+    let mut cases = both_sides(&[
         ("cluster.member_add", ScaleUp),
         ("cluster.pvc_create", ScaleUp),
         ("cluster.pod_create", ScaleUp),
@@ -548,11 +565,7 @@ fn full() -> Vec<Case> {
         // own (the switch is one way), which [`CLUSTER`]'s later cases never see.
         ("cluster.member_update", TlsSwitch),
         ("cluster.pod_mark_tls_reverted", TlsRevert),
-    ] {
-        for when in ["before", "after"] {
-            cases.push(case(failpoint, when, trigger));
-        }
-    }
+    ]);
     cases.extend(cluster_writes::cases());
     cases.push(case(
         "process.kill_voter_during_catch_up",
@@ -580,16 +593,12 @@ fn full() -> Vec<Case> {
     cases.push(case("net.slow_member_during_backup", "", SlowMemberBackup));
     // NOSPACE: after the slow-member cases (its compaction and defragmentations shrink the
     // database they scale their limit to), and the quota it sets stays for the cases after.
-    for failpoint in [
-        "cluster.compact",
-        "cluster.member_defragment",
-        "cluster.pod_serving",
-        "cluster.nospace_disarm",
-    ] {
-        for when in ["before", "after"] {
-            cases.push(case(failpoint, when, NoSpace));
-        }
-    }
+    cases.extend(both_sides(&[
+        ("cluster.compact", NoSpace),
+        ("cluster.member_defragment", NoSpace),
+        ("cluster.pod_serving", NoSpace),
+        ("cluster.nospace_disarm", NoSpace),
+    ]));
     cases.push(case(
         "process.sigstop_leader_operator",
         "",
@@ -762,44 +771,33 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             };
         let clients =
             Workload::start_prefixed(clients_url, clients_tls, &format!("history/{index}/k"));
+        // What every failpoint case arms, crashes and restarts (Armed::crash_and_restart).
+        let armed = Armed {
+            env: &env,
+            deployment: &deployment,
+            operator: &operator,
+            case,
+            index,
+        };
         let (outcome, converged) = match case.trigger {
             Trigger::ScaleUp
             | Trigger::ScaleDown
             | Trigger::FlipReclaimPolicy
             | Trigger::SetBackupSchedule
-            | Trigger::RemoveBackupSchedule => {
-                cluster_case(&env, &deployment, &operator, &mut cluster, case).await
-            }
-            Trigger::NoSpace => no_space_case(&env, &deployment, &operator, &cluster, case).await,
+            | Trigger::RemoveBackupSchedule => cluster_case(&armed, &mut cluster).await,
+            Trigger::NoSpace => no_space_case(&armed, &cluster).await,
             Trigger::SetNetworkPolicy
             | Trigger::RemoveNetworkPolicy
             | Trigger::AdoptPod
             | Trigger::RenewCertificate
             | Trigger::CertManagerCluster
             | Trigger::UpgradeWithV2Snapshot
-            | Trigger::GrowVolumes => {
-                cluster_writes::run(
-                    &env,
-                    &deployment,
-                    &operator,
-                    &mut cluster,
-                    own.as_ref(),
-                    case,
-                )
-                .await
-            }
+            | Trigger::GrowVolumes => cluster_writes::run(&armed, &mut cluster, own.as_ref()).await,
             Trigger::TlsSwitch | Trigger::TlsRevert | Trigger::TlsRevertCompletes => {
-                let target = switched.as_ref().unwrap();
-                tls_switch_case(&env, &deployment, &operator, target, case).await
+                tls_switch_case(&armed, switched.as_ref().unwrap()).await
             }
-            Trigger::Backup => {
-                let s3 = s3.as_ref().unwrap();
-                backup_case(&env, s3, &deployment, &operator, case, index).await
-            }
-            Trigger::RestoreNew => {
-                let revision = source.unwrap();
-                restore_case(&env, &deployment, &operator, case, index, revision).await
-            }
+            Trigger::Backup => backup_case(&armed, s3.as_ref().unwrap()).await,
+            Trigger::RestoreNew => restore_case(&armed, source.unwrap()).await,
             Trigger::StopMember | Trigger::KillDuringCatchUp => {
                 process_case(&env, &mut cluster, case).await
             }
@@ -838,13 +836,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             | Trigger::BackupInterrupted
             | Trigger::BackupPartStuck
             | Trigger::ScheduledRun => {
-                let armed = Armed {
-                    deployment: &deployment,
-                    operator: &operator,
-                    case,
-                    index,
-                };
-                last_failpoint_case(&env, s3.as_ref().unwrap(), &armed, &cluster, source).await
+                last_failpoint_case(&armed, s3.as_ref().unwrap(), &cluster, source).await
             }
         };
         let report = clients.finish().await;
@@ -896,7 +888,7 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         if !row.report.lost.is_empty() || !row.report.linearizable() {
             failures.push(format!("{}: {}", row.scenario, row.report));
             // The evidence: the violation (or the first lost writes) and the whole history.
-            if let test_support::linearizability::Verdict::NotLinearizable(v) =
+            if let e2e_harness::linearizability::Verdict::NotLinearizable(v) =
                 &row.report.checked.verdict
             {
                 failures.push(v.to_string());
@@ -984,48 +976,40 @@ async fn prepare(env: &Env, cluster: &mut Cluster, case: &Case) {
 /// A spec change of the cluster with the cluster operator armed. Timed from the crash: the
 /// restart without the failpoint (a rollout, then the Lease the crashed process still held)
 /// counts.
-async fn cluster_case(
-    env: &Env,
-    deployment: &str,
-    operator: &str,
-    cluster: &mut Cluster,
-    case: &Case,
-) -> (Result<(), String>, Duration) {
-    let scenario = format!("{}:{}", case.failpoint, case.when);
+async fn cluster_case(armed: &Armed<'_>, cluster: &mut Cluster) -> CaseResult {
+    let (env, case) = (armed.env, armed.case);
     let before = Snapshot::take(env, cluster).await;
     let objects_before = namespace_objects(env);
-    set_failpoint(env, deployment, operator, Some(&scenario));
-    match case.trigger {
-        Trigger::ScaleUp => cluster.size += 1,
-        Trigger::ScaleDown => cluster.size -= 1,
-        Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
-        Trigger::SetBackupSchedule => cluster.backup_schedule = true,
-        Trigger::RemoveBackupSchedule => cluster.backup_schedule = false,
-        _ => unreachable!("not a crash of the cluster operator"),
-    }
-    env.apply(&cluster.yaml()).unwrap();
-    let crashed = wait_crash(env, operator).await;
-    let restarted = Instant::now();
-    set_failpoint(env, deployment, operator, None);
-    let outcome = match crashed {
-        Err(e) => Err(e),
-        Ok(()) => {
-            env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-                .await;
-            let schedule = match case.trigger {
-                Trigger::SetBackupSchedule | Trigger::RemoveBackupSchedule => {
-                    wait_schedule(env, cluster.backup_schedule).await
-                }
-                _ => Ok(()),
-            };
-            let after = Snapshot::take(env, cluster).await;
-            schedule
-                .and_then(|()| check(&before, &after, cluster, case))
-                .and_then(|()| {
-                    check_schedule_objects(&objects_before, &namespace_objects(env), case)
-                })
-        }
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            match case.trigger {
+                Trigger::ScaleUp => cluster.size += 1,
+                Trigger::ScaleDown => cluster.size -= 1,
+                Trigger::FlipReclaimPolicy => cluster.delete_pvcs = !cluster.delete_pvcs,
+                Trigger::SetBackupSchedule => cluster.backup_schedule = true,
+                Trigger::RemoveBackupSchedule => cluster.backup_schedule = false,
+                _ => unreachable!("not a crash of the cluster operator"),
+            }
+            env.apply(&cluster.yaml()).unwrap();
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
     };
+    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
+        .await;
+    let schedule = match case.trigger {
+        Trigger::SetBackupSchedule | Trigger::RemoveBackupSchedule => {
+            wait_schedule(env, cluster.backup_schedule).await
+        }
+        _ => Ok(()),
+    };
+    let after = Snapshot::take(env, cluster).await;
+    let outcome = schedule
+        .and_then(|()| check(&before, &after, cluster, case))
+        .and_then(|()| check_schedule_objects(&objects_before, &namespace_objects(env), case));
     (outcome, restarted.elapsed())
 }
 
@@ -1278,9 +1262,7 @@ async fn process_case(
         }
         _ => unreachable!("not a process fault"),
     };
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     let mut expected = before;
     if let Some(victim) = &may_be_replaced
         && after.members.get(victim) != expected.members.get(victim)
@@ -1309,15 +1291,7 @@ async fn operator_cut_case(
         .and_then(|s| s.pod_ip)
         .unwrap();
     let operator = operator_pid(env, "etcd-cluster-operator");
-    nft(
-        operator,
-        &format!(
-            "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
-             add rule inet chaos out ip daddr {ip} drop; \
-             add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
-             add rule inet chaos in ip saddr {ip} drop"
-        ),
-    );
+    cut_off(operator, &ip);
     let cut = Instant::now();
     let hold = Duration::from_secs(DEAD_AFTER_SECONDS + 30);
     let mut removed = None;
@@ -1373,9 +1347,7 @@ async fn operator_cut_case(
             healed.elapsed(),
         );
     }
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     (check(&before, &after, cluster, case), healed.elapsed())
 }
 
@@ -1398,15 +1370,7 @@ async fn partition_case(
         .collect();
     let pid = member_pid(&victim, &uid).unwrap();
     let set = peers.join(", ");
-    nft(
-        pid,
-        &format!(
-            "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
-             add rule inet chaos out ip daddr {{ {set} }} drop; \
-             add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
-             add rule inet chaos in ip saddr {{ {set} }} drop"
-        ),
-    );
+    cut_off(pid, &format!("{{ {set} }}"));
     let cut = Instant::now();
     let mut removed = None;
     // The cut must be real: the victim itself loses its leader (etcd's Status, asked on its own
@@ -1445,9 +1409,7 @@ async fn partition_case(
             healed.elapsed(),
         );
     }
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     (check(&before, &after, cluster, case), healed.elapsed())
 }
 
@@ -1459,7 +1421,6 @@ async fn slow_member_case(
     cluster: &mut Cluster,
     case: &Case,
 ) -> (Result<(), String>, Duration) {
-    let uid = cluster_uid(env, cluster.name).await;
     let before = Snapshot::take(env, cluster).await;
     // The leader: it sends the new learner its snapshot and log, so the limit is on that path.
     let status = env
@@ -1475,9 +1436,7 @@ async fn slow_member_case(
         .find(|m| m.leader)
         .map(|m| m.name.clone())
         .unwrap_or_else(|| before.pods.iter().next_back().unwrap().clone());
-    let ips = pod_ips(env, cluster.name).await;
-    let db_size = member_db_size(&ips[&victim]).await;
-    let pid = member_pid(&victim, &uid).unwrap();
+    let (pid, db_size) = etcd_of(env, cluster, &victim).await;
     let background = background_bits(pid).await;
     let rate = slow_rate(db_size, background);
     eprintln!(
@@ -1515,6 +1474,45 @@ async fn slow_member_case(
     (check(&before, &after, cluster, case), converged)
 }
 
+/// A voting follower of `cluster` from its status: its name and client URL.
+async fn voting_follower(env: &Env, cluster: &Cluster) -> (String, String) {
+    let status = env
+        .clusters()
+        .get(cluster.name)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    status
+        .members
+        .iter()
+        .find(|m| !m.leader && !m.learner)
+        .map(|m| (m.name.clone(), m.client_url.clone().unwrap()))
+        .unwrap()
+}
+
+/// The etcd process of `member` (its pid on the node) and its database size.
+async fn etcd_of(env: &Env, cluster: &Cluster, member: &str) -> (u32, i64) {
+    let uid = cluster_uid(env, cluster.name).await;
+    let ips = pod_ips(env, cluster.name).await;
+    let db_size = member_db_size(&ips[member]).await;
+    (member_pid(member, &uid).unwrap(), db_size)
+}
+
+/// An on-demand backup `name` of [`CLUSTER`] from the member at `client_url` alone
+/// (`spec.endpoints`; the key's cluster part kept by the cluster label).
+fn backup_from_member(name: &str, client_url: &str) -> String {
+    on_demand_backup(name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
+        .replace(
+            &format!("metadata: {{name: {name}}}"),
+            &format!("metadata: {{name: {name}, labels: {{etcd.operator.rs/cluster: {CLUSTER}}}}}"),
+        )
+        .replace(
+            &format!("clusterName: {CLUSTER}"),
+            &format!("endpoints: [\"{client_url}\"]"),
+        )
+}
+
 /// One follower slowed by a bandwidth limit ([`slow_rate`] of its database) while an on-demand
 /// backup streams from it (`spec.endpoints`: that member's client URL, the key's cluster part
 /// kept by the cluster label): it must end Succeeded with its verified object, and the member's
@@ -1527,38 +1525,14 @@ async fn slow_member_backup_case(
     index: usize,
 ) -> (Result<(), String>, Duration) {
     let name = format!("chaos-backup-{index}");
-    let uid = cluster_uid(env, cluster.name).await;
     let before = objects(s3, BACKUP_PREFIX).await;
-    let status = env
-        .clusters()
-        .get(cluster.name)
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default();
     // A follower: the backup operator prefers one (the leader is busiest) on equal revisions.
-    let (victim, client_url) = status
-        .members
-        .iter()
-        .find(|m| !m.leader && !m.learner)
-        .map(|m| (m.name.clone(), m.client_url.clone().unwrap()))
-        .unwrap();
-    let ips = pod_ips(env, cluster.name).await;
-    let db_size = member_db_size(&ips[&victim]).await;
-    let pid = member_pid(&victim, &uid).unwrap();
+    let (victim, client_url) = voting_follower(env, cluster).await;
+    let (pid, db_size) = etcd_of(env, cluster, &victim).await;
     let rate = slow_rate(db_size, background_bits(pid).await);
     limit_egress(pid, rate);
     let started = Instant::now();
-    let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
-        .replace(
-            &format!("metadata: {{name: {name}}}"),
-            &format!("metadata: {{name: {name}, labels: {{etcd.operator.rs/cluster: {CLUSTER}}}}}"),
-        )
-        .replace(
-            &format!("clusterName: {CLUSTER}"),
-            &format!("endpoints: [\"{client_url}\"]"),
-        );
-    env.apply(&yaml).unwrap();
+    env.apply(&backup_from_member(&name, &client_url)).unwrap();
     let backup = wait_backup_finished(env, &name).await;
     let converged = started.elapsed();
     let shaped = lift_egress_limit(pid);
@@ -1637,9 +1611,7 @@ async fn upgrade_kill_case(
     signal_pid(pid, "KILL");
     eprintln!("chaos: {victim} (etcd pid {pid}, still on {old_tag}) killed during the roll");
     let killed = Instant::now();
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     (check(&before, &after, cluster, case), killed.elapsed())
 }
 
@@ -1846,6 +1818,21 @@ fn audit_writes(
     writes
 }
 
+/// Where the cases' S3 proxies listen and what they pass to: the node's address as Pods see it
+/// (the S3 Pod's hostIP), and the S3 Pod itself (`podIP:port`).
+async fn s3_pod_addresses(env: &Env) -> (String, String) {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let pod = pods.get("s3").await.unwrap();
+    let status = pod.status.clone().unwrap();
+    let port = pod.spec.as_ref().unwrap().containers[0]
+        .ports
+        .as_ref()
+        .unwrap()[0]
+        .container_port;
+    let upstream = format!("{}:{port}", status.pod_ip.unwrap());
+    (status.host_ip.unwrap(), upstream)
+}
+
 /// An on-demand backup through [`answer_losing_proxy`] (silent for `silence` after losing the
 /// answer); timed from its creation to its final phase.
 async fn ambiguous_complete_case(
@@ -1857,18 +1844,8 @@ async fn ambiguous_complete_case(
     use std::sync::atomic::Ordering;
     let name = format!("chaos-backup-{index}");
     let before = objects(s3, BACKUP_PREFIX).await;
-    // The proxy listens on the node's address as Pods see it (the S3 Pod's hostIP) and passes
-    // connections to the S3 Pod itself.
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
-    let pod = pods.get("s3").await.unwrap();
-    let status = pod.status.clone().unwrap();
-    let port = pod.spec.as_ref().unwrap().containers[0]
-        .ports
-        .as_ref()
-        .unwrap()[0]
-        .container_port;
-    let upstream = format!("{}:{port}", status.pod_ip.unwrap());
-    let (endpoint, lost) = answer_losing_proxy(&status.host_ip.unwrap(), upstream, silence).await;
+    let (host_ip, upstream) = s3_pod_addresses(env).await;
+    let (endpoint, lost) = answer_losing_proxy(&host_ip, upstream, silence).await;
     let yaml =
         on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET).replace(S3_ENDPOINT, &endpoint);
     let started = Instant::now();
@@ -2175,6 +2152,20 @@ fn operator_pid(env: &Env, name: &str) -> u32 {
     panic!("no {name} process under localkube {parent}");
 }
 
+/// Drops every packet between the network namespace of `pid` and `addresses` (an address, or
+/// an nftables set `{ a, b }`), both ways, in the table `inet chaos`.
+fn cut_off(pid: u32, addresses: &str) {
+    nft(
+        pid,
+        &format!(
+            "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
+             add rule inet chaos out ip daddr {addresses} drop; \
+             add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+             add rule inet chaos in ip saddr {addresses} drop"
+        ),
+    );
+}
+
 /// Runs `nft <commands>` in the network namespace of `pid`.
 fn nft(pid: u32, commands: &str) {
     let out = std::process::Command::new("nsenter")
@@ -2393,26 +2384,22 @@ async fn member_list(env: &Env, cluster: &str) -> Option<etcd_client::MemberList
 
 /// An on-demand EtcdBackup with the backup operator armed; timed from the crash to the backup's
 /// final phase.
-async fn backup_case(
-    env: &Env,
-    s3: &aws_sdk_s3::Client,
-    deployment: &str,
-    operator: &str,
-    case: &Case,
-    index: usize,
-) -> (Result<(), String>, Duration) {
-    let scenario = format!("{}:{}", case.failpoint, case.when);
-    let name = format!("chaos-backup-{index}");
+async fn backup_case(armed: &Armed<'_>, s3: &aws_sdk_s3::Client) -> CaseResult {
+    let env = armed.env;
+    let scenario = armed.scenario();
+    let name = format!("chaos-backup-{}", armed.index);
     let before = objects(s3, BACKUP_PREFIX).await;
-    set_failpoint(env, deployment, operator, Some(&scenario));
-    env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
-        .unwrap();
-    let crashed = wait_crash(env, operator).await;
-    let restarted = Instant::now();
-    set_failpoint(env, deployment, operator, None);
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            env.apply(&on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET))
+                .unwrap();
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
+    };
     let backup = wait_backup_finished(env, &name).await;
     let converged = restarted.elapsed();
     (
@@ -2508,26 +2495,21 @@ async fn check_backup(
 
 /// An EtcdRestore into a new one-member cluster with the restore operator armed; timed from the
 /// crash to the new cluster Available. The new cluster is deleted afterwards.
-async fn restore_case(
-    env: &Env,
-    deployment: &str,
-    operator: &str,
-    case: &Case,
-    index: usize,
-    source_revision: i64,
-) -> (Result<(), String>, Duration) {
-    let scenario = format!("{}:{}", case.failpoint, case.when);
-    let name = format!("chaos-restore-{index}");
-    let target = format!("chaos-restored-{index}");
+async fn restore_case(armed: &Armed<'_>, source_revision: i64) -> CaseResult {
+    let env = armed.env;
+    let name = format!("chaos-restore-{}", armed.index);
+    let target = format!("chaos-restored-{}", armed.index);
     let pvcs_before = pvc_names(env).await;
-    set_failpoint(env, deployment, operator, Some(&scenario));
-    env.apply(&restore_yaml(&name, &target)).unwrap();
-    let crashed = wait_crash(env, operator).await;
-    let restarted = Instant::now();
-    set_failpoint(env, deployment, operator, None);
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            env.apply(&restore_yaml(&name, &target)).unwrap();
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
+    };
     let outcome = check_restore(env, &name, &target, source_revision, &pvcs_before).await;
     let converged = restarted.elapsed();
     // Free the machine for the next case (the restored cluster's PVC stays: Retain).
@@ -2538,33 +2520,26 @@ async fn restore_case(
 /// NOSPACE on [`CLUSTER`] with the cluster operator armed: filled until etcd refuses writes,
 /// then the crash. Timed from the crash to the alarm cleared ([`no_space_cleared`]) and the
 /// cluster Available.
-async fn no_space_case(
-    env: &Env,
-    deployment: &str,
-    operator: &str,
-    cluster: &Cluster,
-    case: &Case,
-) -> (Result<(), String>, Duration) {
-    let scenario = format!("{}:{}", case.failpoint, case.when);
+async fn no_space_case(armed: &Armed<'_>, cluster: &Cluster) -> CaseResult {
+    let (env, case) = (armed.env, armed.case);
     let before = Snapshot::take(env, cluster).await;
     let url = env.client_url(cluster.name).await;
-    set_failpoint(env, deployment, operator, Some(&scenario));
-    let filled = Instant::now();
-    if let Err(e) = fill_until_no_space(&url).await {
-        set_failpoint(env, deployment, operator, None);
-        return (Err(e), Duration::ZERO);
-    }
-    eprintln!(
-        "chaos: {} filled to NOSPACE in {:.1?}",
-        cluster.name,
-        filled.elapsed()
-    );
-    let crashed = wait_crash(env, operator).await;
-    let restarted = Instant::now();
-    set_failpoint(env, deployment, operator, None);
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            let filled = Instant::now();
+            fill_until_no_space(&url).await?;
+            eprintln!(
+                "chaos: {} filled to NOSPACE in {:.1?}",
+                cluster.name,
+                filled.elapsed()
+            );
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
+    };
     let deadline = Instant::now() + STEP;
     let cleared = loop {
         match no_space_cleared(env, cluster, &url).await {
@@ -2750,123 +2725,114 @@ async fn tls_cluster(env: &Env, index: usize) -> Cluster {
     cluster
 }
 
+/// The armed operator's revert set up: waits until a member's peer URL moved to `https://`,
+/// then cuts that member, from the operator ([`Trigger::TlsRevert`]) or from every client Pod
+/// but its peers ([`Trigger::TlsRevertCompletes`]).
+async fn cut_first_switched_member(env: &Env, target: &Cluster, case: &Case) -> Result<(), String> {
+    let deadline = Instant::now() + 2 * STEP;
+    let victim = loop {
+        let moved = member_list(env, target.name).await.and_then(|list| {
+            list.members()
+                .iter()
+                .find(|m| m.peer_urls().iter().any(|u| u.starts_with("https://")))
+                .map(|m| m.name().to_owned())
+        });
+        if moved.is_some() || Instant::now() > deadline {
+            break moved;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let Some(victim) = victim else {
+        return Err(format!(
+            "no peer URL moved to https:// within {:?}",
+            2 * STEP
+        ));
+    };
+    if case.trigger == Trigger::TlsRevertCompletes {
+        let uid = cluster_uid(env, target.name).await;
+        let Some(pid) = member_pid(&victim, &uid) else {
+            return Err(format!("no etcd process of {victim} to cut"));
+        };
+        // Its client ports closed to every Pod but its peers: the operator (this process and
+        // the next, whatever its Pod IP) finds it silent; the node (the kubelet's probes,
+        // the Service proxy) and its peers still reach it.
+        let ips = pod_ips(env, target.name).await;
+        let mut allowed: Vec<String> = ips
+            .iter()
+            .filter(|(name, _)| **name != victim)
+            .map(|(_, ip)| ip.clone())
+            .collect();
+        let route = in_netns(pid, "ip", &["route", "show", "default"]);
+        let gateway = route
+            .split_whitespace()
+            .skip_while(|word| *word != "via")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no default route in {victim}'s namespace: {route}"));
+        allowed.push(gateway.to_owned());
+        let allowed = allowed.join(", ");
+        nft(
+            pid,
+            &format!(
+                "add table inet chaos; add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
+                 add rule inet chaos in tcp dport {{ 2379, {SWITCH_CLIENT_TLS_PORT} }} ip saddr != {{ {allowed} }} drop"
+            ),
+        );
+        eprintln!(
+            "chaos: {victim} (etcd pid {pid}), whose peer URL moved to https://, closed to \
+             clients but {allowed}"
+        );
+    } else {
+        let ip = pod_ips(env, target.name).await[&victim].clone();
+        let pid = operator_pid(env, "etcd-cluster-operator");
+        cut_off(pid, &ip);
+        eprintln!(
+            "chaos: the cluster operator (pid {pid}) cut from {victim} ({ip}), whose peer URL \
+             moved to https://"
+        );
+    }
+    Ok(())
+}
+
 /// `spec.tls` set on `target` with the cluster operator armed (for [`Trigger::TlsRevert`], the
 /// armed operator cut from the first member on an `https://` peer URL until it crashes). Timed
 /// from the crash to every member switched ([`switched_to_tls`]) and Available.
-async fn tls_switch_case(
-    env: &Env,
-    deployment: &str,
-    operator: &str,
-    target: &Cluster,
-    case: &Case,
-) -> (Result<(), String>, Duration) {
-    let scenario = format!("{}:{}", case.failpoint, case.when);
+async fn tls_switch_case(armed: &Armed<'_>, target: &Cluster) -> CaseResult {
+    let (env, case) = (armed.env, armed.case);
     let before = Snapshot::take(env, target).await;
-    set_failpoint(env, deployment, operator, Some(&scenario));
-    env.kubectl(&[
-        "patch",
-        "etcdcluster",
-        target.name,
-        "-n",
-        NS,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
-    ]);
-    // Two rolls per member and a MemberUpdate each: longer than one STEP on a busy machine.
-    let mut patience = 2 * STEP;
     let reverts = matches!(
         case.trigger,
         Trigger::TlsRevert | Trigger::TlsRevertCompletes
     );
-    if reverts {
-        let deadline = Instant::now() + 2 * STEP;
-        let victim = loop {
-            let moved = member_list(env, target.name).await.and_then(|list| {
-                list.members()
-                    .iter()
-                    .find(|m| m.peer_urls().iter().any(|u| u.starts_with("https://")))
-                    .map(|m| m.name().to_owned())
-            });
-            if moved.is_some() || Instant::now() > deadline {
-                break moved;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let Some(victim) = victim else {
-            set_failpoint(env, deployment, operator, None);
-            return (
-                Err(format!(
-                    "no peer URL moved to https:// within {:?}",
-                    2 * STEP
-                )),
-                Duration::ZERO,
-            );
-        };
-        if case.trigger == Trigger::TlsRevertCompletes {
-            let uid = cluster_uid(env, target.name).await;
-            let Some(pid) = member_pid(&victim, &uid) else {
-                set_failpoint(env, deployment, operator, None);
-                return (
-                    Err(format!("no etcd process of {victim} to cut")),
-                    Duration::ZERO,
-                );
-            };
-            // Its client ports closed to every Pod but its peers: the operator (this process and
-            // the next, whatever its Pod IP) finds it silent; the node (the kubelet's probes,
-            // the Service proxy) and its peers still reach it.
-            let ips = pod_ips(env, target.name).await;
-            let mut allowed: Vec<String> = ips
-                .iter()
-                .filter(|(name, _)| **name != victim)
-                .map(|(_, ip)| ip.clone())
-                .collect();
-            let route = in_netns(pid, "ip", &["route", "show", "default"]);
-            let gateway = route
-                .split_whitespace()
-                .skip_while(|word| *word != "via")
-                .nth(1)
-                .unwrap_or_else(|| panic!("no default route in {victim}'s namespace: {route}"));
-            allowed.push(gateway.to_owned());
-            let allowed = allowed.join(", ");
-            nft(
-                pid,
-                &format!(
-                    "add table inet chaos; add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
-                     add rule inet chaos in tcp dport {{ 2379, {SWITCH_CLIENT_TLS_PORT} }} ip saddr != {{ {allowed} }} drop"
-                ),
-            );
-            eprintln!(
-                "chaos: {victim} (etcd pid {pid}), whose peer URL moved to https://, closed to \
-                 clients but {allowed}"
-            );
-        } else {
-            let ip = pod_ips(env, target.name).await[&victim].clone();
-            let pid = operator_pid(env, "etcd-cluster-operator");
-            nft(
-                pid,
-                &format!(
-                    "add table inet chaos; add chain inet chaos out {{ type filter hook output priority 0 ; }}; \
-                     add rule inet chaos out ip daddr {ip} drop; \
-                     add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
-                     add rule inet chaos in ip saddr {ip} drop"
-                ),
-            );
-            eprintln!(
-                "chaos: the cluster operator (pid {pid}) cut from {victim} ({ip}), whose peer URL \
-                 moved to https://"
-            );
-        }
-        // The revert comes REVERT_AFTER after the operator first finds it silent.
-        patience = STEP + REVERT_AFTER;
-    }
-    let crashed = wait_crash_within(env, operator, patience).await;
-    let restarted = Instant::now();
+    // Two rolls per member and a MemberUpdate each: longer than one STEP on a busy machine.
+    // The revert comes REVERT_AFTER after the operator first finds it silent.
+    let patience = if reverts {
+        STEP + REVERT_AFTER
+    } else {
+        2 * STEP
+    };
     // The new operator Pod has a network namespace of its own: the cut goes with the old one.
-    set_failpoint(env, deployment, operator, None);
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
+    let restarted = armed
+        .crash_and_restart(patience, async || {
+            env.kubectl(&[
+                "patch",
+                "etcdcluster",
+                target.name,
+                "-n",
+                NS,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
+            ]);
+            if reverts {
+                cut_first_switched_member(env, target, case).await?;
+            }
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
+    };
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
     // The restarted operator waits REVERT_AFTER again before it completes a revert.
     let deadline = Instant::now() + 2 * STEP + REVERT_AFTER;
@@ -3204,12 +3170,7 @@ fn set_failpoint(env: &Env, deployment: &str, operator: &str, value: Option<&str
 }
 
 /// Waits until a container of the operator with the component label `operator` exited with the
-/// failpoint's code.
-async fn wait_crash(env: &Env, operator: &str) -> Result<(), String> {
-    wait_crash_within(env, operator, STEP).await
-}
-
-/// [`wait_crash`], for a failpoint that takes longer than [`STEP`] to reach.
+/// failpoint's code, at most `timeout`.
 async fn wait_crash_within(env: &Env, operator: &str, timeout: Duration) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -3248,6 +3209,75 @@ fn failpoint_exit_code() -> i32 {
     86
 }
 
+/// What a case's row holds: its outcome, and how long it took to converge.
+type CaseResult = (Result<(), String>, Duration);
+
+/// A failpoint case as the runner hands it to its trigger: the operator to arm and where the
+/// case's objects are named. Built once per case by [`operator_crashed_at_failpoints_converges_after_restart`].
+struct Armed<'a> {
+    env: &'a Env,
+    /// `deployment.apps/<name>` of the operator (unused by the Job's cases, which arm the Job).
+    deployment: &'a str,
+    /// Its component label selector.
+    operator: &'a str,
+    case: &'a Case,
+    /// The case's index in the table: names its objects.
+    index: usize,
+}
+
+impl Armed<'_> {
+    /// `<failpoint>:<side>`, the value of `ETCD_OPERATOR_FAILPOINT`.
+    fn scenario(&self) -> String {
+        format!("{}:{}", self.case.failpoint, self.case.when)
+    }
+
+    /// Arms the operator's Deployment (`true`) or disarms it ([`set_failpoint`]).
+    fn set(&self, armed: bool) {
+        let scenario = self.scenario();
+        set_failpoint(
+            self.env,
+            self.deployment,
+            self.operator,
+            armed.then_some(scenario.as_str()),
+        );
+    }
+
+    /// The sequence every failpoint case runs: armed, the case's change (`act`), the crash (at
+    /// most `patience`), the restart without the failpoint. Returns when the restart began,
+    /// or the case's row when the failpoint was not reached: `act`'s error (disarmed at once,
+    /// not timed), or no crash within `patience` (timed to the restart).
+    async fn crash_and_restart(
+        &self,
+        patience: Duration,
+        act: impl AsyncFnOnce() -> Result<(), String>,
+    ) -> Result<Instant, CaseResult> {
+        self.crash_and_restart_then(patience, act, || {}).await
+    }
+
+    /// [`Armed::crash_and_restart`], with `at_crash` run right after the crash, before the
+    /// operator is restarted (a fault the armed run needed lifted first).
+    async fn crash_and_restart_then(
+        &self,
+        patience: Duration,
+        act: impl AsyncFnOnce() -> Result<(), String>,
+        at_crash: impl FnOnce(),
+    ) -> Result<Instant, CaseResult> {
+        self.set(true);
+        if let Err(e) = act().await {
+            self.set(false);
+            return Err((Err(e), Duration::ZERO));
+        }
+        let crashed = wait_crash_within(self.env, self.operator, patience).await;
+        let restarted = Instant::now();
+        at_crash();
+        self.set(false);
+        match crashed {
+            Ok(()) => Ok(restarted),
+            Err(e) => Err((Err(e), restarted.elapsed())),
+        }
+    }
+}
+
 /// What a case compares before and after.
 struct Snapshot {
     /// etcd member name -> ID (hex), from etcd itself.
@@ -3262,6 +3292,13 @@ struct Snapshot {
 }
 
 impl Snapshot {
+    /// [`Snapshot::take`] once `cluster` is Available at its size and version ([`STEP`] at most).
+    async fn once_available(env: &Env, cluster: &Cluster) -> Snapshot {
+        env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
+            .await;
+        Snapshot::take(env, cluster).await
+    }
+
     async fn take(env: &Env, cluster: &Cluster) -> Snapshot {
         let url = env.client_url(cluster.name).await;
         Snapshot::take_at(env, cluster, &url, None).await
@@ -3441,8 +3478,7 @@ fn every_case_has_a_name_of_its_own() {
 /// they leave [`LOST`] without quorum, as the restores over it need it.
 fn last_failpoint_cases() -> Vec<Case> {
     use Trigger::*;
-    let mut cases = Vec::new();
-    for (failpoint, trigger) in [
+    both_sides(&[
         ("restore.seed_pod_delete", RestoreSeedFails),
         ("restore.seed_pvc_delete", RestoreSeedFails),
         ("restore.hold", RestoreOverLost),
@@ -3454,50 +3490,16 @@ fn last_failpoint_cases() -> Vec<Case> {
         ("backup.backup_create", ScheduledRun),
         ("backup.retention_s3_delete", ScheduledRun),
         ("backup.retention_backup_delete", ScheduledRun),
-    ] {
-        for when in ["before", "after"] {
-            cases.push(case(failpoint, when, trigger));
-        }
-    }
-    cases
-}
-
-/// A case of this group and the operator its failpoint is in.
-struct Armed<'a> {
-    /// `deployment.apps/<name>` of the operator (unused by the Job's cases, which arm the Job).
-    deployment: &'a str,
-    /// Its component label selector.
-    operator: &'a str,
-    case: &'a Case,
-    /// The case's index in the table: names its objects.
-    index: usize,
-}
-
-impl Armed<'_> {
-    /// `<failpoint>:<side>`, the value of `ETCD_OPERATOR_FAILPOINT`.
-    fn scenario(&self) -> String {
-        format!("{}:{}", self.case.failpoint, self.case.when)
-    }
-
-    /// Arms the operator's Deployment (`Some`) or disarms it.
-    fn set(&self, env: &Env, armed: bool) {
-        let scenario = self.scenario();
-        set_failpoint(
-            env,
-            self.deployment,
-            self.operator,
-            armed.then_some(scenario.as_str()),
-        );
-    }
+    ])
 }
 
 async fn last_failpoint_case(
-    env: &Env,
-    s3: &aws_sdk_s3::Client,
     armed: &Armed<'_>,
+    s3: &aws_sdk_s3::Client,
     cluster: &Cluster,
     source_revision: Option<i64>,
-) -> (Result<(), String>, Duration) {
+) -> CaseResult {
+    let env = armed.env;
     let restores = matches!(
         armed.case.trigger,
         Trigger::RestoreOverLost | Trigger::RestoreSeedFails
@@ -3507,15 +3509,13 @@ async fn last_failpoint_case(
         env.kubectl(&["delete", "etcdcluster", LOST, "-n", NS, "--wait=false"]);
     }
     match armed.case.trigger {
-        Trigger::RestoreOverLost => {
-            restore_over_lost_case(env, armed, source_revision.unwrap()).await
-        }
-        Trigger::RestoreSeedFails => failed_seed_case(env, s3, armed).await,
+        Trigger::RestoreOverLost => restore_over_lost_case(armed, source_revision.unwrap()).await,
+        Trigger::RestoreSeedFails => failed_seed_case(armed, s3).await,
         Trigger::BackupTimesOut | Trigger::BackupInterrupted => {
-            backup_abort_case(env, s3, armed, cluster).await
+            backup_abort_case(armed, s3, cluster).await
         }
-        Trigger::BackupPartStuck => stuck_part_case(env, s3, armed).await,
-        Trigger::ScheduledRun => scheduled_run_case(env, s3, armed).await,
+        Trigger::BackupPartStuck => stuck_part_case(armed, s3).await,
+        Trigger::ScheduledRun => scheduled_run_case(armed, s3).await,
         other => unreachable!("{other:?} is not in this group"),
     }
 }
@@ -3643,27 +3643,26 @@ fn restore_over_lost_yaml(name: &str, source: &str) -> String {
 /// A restore of the source backup over [`LOST`] with the restore operator armed; timed from
 /// the crash to the restore Succeeded, [`LOST`] Available at full size serving the restored
 /// revision, and the old members retired ([`old_members_retired`]).
-async fn restore_over_lost_case(
-    env: &Env,
-    armed: &Armed<'_>,
-    source_revision: i64,
-) -> (Result<(), String>, Duration) {
+async fn restore_over_lost_case(armed: &Armed<'_>, source_revision: i64) -> CaseResult {
+    let env = armed.env;
     lose_quorum(env).await;
     let name = format!("chaos-restore-{}", armed.index);
     let old = members_of(env, LOST).await;
     let pvcs_before = pvc_names(env).await;
-    armed.set(env, true);
-    env.apply(&restore_over_lost_yaml(
-        &name,
-        "    backupRef: {name: chaos-source}\n",
-    ))
-    .unwrap();
-    let crashed = wait_crash(env, armed.operator).await;
-    let restarted = Instant::now();
-    armed.set(env, false);
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            env.apply(&restore_over_lost_yaml(
+                &name,
+                "    backupRef: {name: chaos-source}\n",
+            ))
+            .unwrap();
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
+    };
     let restored =
         check_restore_at_size(env, &name, LOST, LOST_SIZE, source_revision, &pvcs_before).await;
     let outcome = match restored {
@@ -3743,32 +3742,31 @@ async fn tampered_source(env: &Env, s3: &aws_sdk_s3::Client) -> String {
 /// A restore over [`LOST`] from the tampered object with the original's SHA-256, the restore
 /// operator armed at the seed's removal; timed from the crash to the restore Failed and
 /// everything it built gone ([`seed_removed`]).
-async fn failed_seed_case(
-    env: &Env,
-    s3: &aws_sdk_s3::Client,
-    armed: &Armed<'_>,
-) -> (Result<(), String>, Duration) {
+async fn failed_seed_case(armed: &Armed<'_>, s3: &aws_sdk_s3::Client) -> CaseResult {
+    let env = armed.env;
     lose_quorum(env).await;
     let sha256 = tampered_source(env, s3).await;
     let name = format!("chaos-restore-{}", armed.index);
     let before = members_of(env, LOST).await;
     let pvcs_before = pvc_names(env).await;
-    armed.set(env, true);
-    env.apply(&restore_over_lost_yaml(
-        &name,
-        &format!(
-            "    s3: {{bucket: {BUCKET}, key: {TAMPERED_KEY}, endpoint: \"{S3_ENDPOINT}\", \
-             region: us-east-1, forcePathStyle: true, credentialsSecretRef: {{name: {S3_SECRET}}}}}\n    \
-             sha256: {sha256}\n"
-        ),
-    ))
-    .unwrap();
-    let crashed = wait_crash(env, armed.operator).await;
-    let restarted = Instant::now();
-    armed.set(env, false);
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            env.apply(&restore_over_lost_yaml(
+                &name,
+                &format!(
+                    "    s3: {{bucket: {BUCKET}, key: {TAMPERED_KEY}, endpoint: \"{S3_ENDPOINT}\", \
+                     region: us-east-1, forcePathStyle: true, credentialsSecretRef: {{name: {S3_SECRET}}}}}\n    \
+                     sha256: {sha256}\n"
+                ),
+            ))
+            .unwrap();
+            Ok(())
+        })
+        .await;
+    let restarted = match restarted {
+        Ok(at) => at,
+        Err(not_reached) => return not_reached,
+    };
     let outcome = seed_removed(env, &name, &before, &pvcs_before).await;
     (outcome, restarted.elapsed())
 }
@@ -3883,11 +3881,11 @@ const ABORT_TIMEOUT_SECONDS: u64 = 10;
 /// is SIGKILLed once the upload exists ([`Trigger::BackupInterrupted`]). Timed from the crash
 /// at the failpoint to the backup's final phase and the next backup's success.
 async fn backup_abort_case(
-    env: &Env,
-    s3: &aws_sdk_s3::Client,
     armed: &Armed<'_>,
+    s3: &aws_sdk_s3::Client,
     cluster: &Cluster,
-) -> (Result<(), String>, Duration) {
+) -> CaseResult {
+    let env = armed.env;
     let name = format!("chaos-backup-{}", armed.index);
     // At least a mebibyte to stream, whatever the cases before wrote.
     write_keys(
@@ -3897,73 +3895,68 @@ async fn backup_abort_case(
     )
     .await;
     let before = objects(s3, BACKUP_PREFIX).await;
-    let uid = cluster_uid(env, cluster.name).await;
-    let status = env
-        .clusters()
-        .get(cluster.name)
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default();
-    let (victim, client_url) = status
-        .members
-        .iter()
-        .find(|m| !m.leader && !m.learner)
-        .map(|m| (m.name.clone(), m.client_url.clone().unwrap()))
-        .unwrap();
-    let ips = pod_ips(env, cluster.name).await;
-    let db_size = member_db_size(&ips[&victim]).await;
-    let pid = member_pid(&victim, &uid).unwrap();
+    let (victim, client_url) = voting_follower(env, cluster).await;
+    let (pid, db_size) = etcd_of(env, cluster, &victim).await;
     let database_bits = u64::try_from(db_size).unwrap_or(0) * 8;
     let rate = database_bits / ABORT_STREAM.as_secs() + 2 * background_bits(pid).await;
-    armed.set(env, true);
-    limit_egress(pid, rate);
     let timeout = match armed.case.trigger {
         Trigger::BackupTimesOut => ABORT_TIMEOUT_SECONDS,
         _ => 120,
     };
     // From the slowed follower alone (given the whole cluster the operator may pick another).
-    let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
-        .replace(
-            &format!("metadata: {{name: {name}}}"),
-            &format!("metadata: {{name: {name}, labels: {{etcd.operator.rs/cluster: {CLUSTER}}}}}"),
-        )
-        .replace(
-            &format!("clusterName: {CLUSTER}"),
-            &format!("endpoints: [\"{client_url}\"]"),
-        )
+    let yaml = backup_from_member(&name, &client_url)
         .replace("timeoutSeconds: 120", &format!("timeoutSeconds: {timeout}"));
-    env.apply(&yaml).unwrap();
-    let killed = if armed.case.trigger == Trigger::BackupInterrupted {
-        Some(kill_backup_operator_once_uploading(env, s3, &name).await)
-    } else {
-        None
-    };
-    let crashed = wait_crash(env, armed.operator).await;
-    let restarted = Instant::now();
-    let shaped = lift_egress_limit(pid);
-    armed.set(env, false);
+    let mut killed = None;
+    let mut shaped = String::new();
+    let restarted = armed
+        .crash_and_restart_then(
+            STEP,
+            async || {
+                limit_egress(pid, rate);
+                env.apply(&yaml).unwrap();
+                if armed.case.trigger == Trigger::BackupInterrupted {
+                    killed = Some(kill_backup_operator_once_uploading(env, s3, &name).await);
+                }
+                Ok(())
+            },
+            || shaped = lift_egress_limit(pid),
+        )
+        .await;
     eprintln!(
         "chaos: {victim} (database {db_size} bytes) limited to {rate} bit/s for {name} \
          (timeoutSeconds {timeout}, operator killed: {killed:?}): {shaped}"
     );
-    if let Some(Err(e)) = killed {
-        return (Err(e), restarted.elapsed());
-    }
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
-    let backup = wait_backup_finished(env, &name).await;
-    let status = backup.status.clone().unwrap_or_default();
+    let restarted = match (restarted, killed) {
+        (Ok(at), Some(Err(e))) => return (Err(e), at.elapsed()),
+        (Err((_, elapsed)), Some(Err(e))) => return (Err(e), elapsed),
+        (Err(not_reached), _) => return not_reached,
+        (Ok(at), _) => at,
+    };
     let reasons: &[&str] = match armed.case.trigger {
         // Failed by its deadline, or, crashed before the outcome was written, by the next start.
         Trigger::BackupTimesOut => &["Timeout", "Interrupted"],
         _ => &["Interrupted"],
     };
-    let outcome = match check_backup(s3, &backup, &before).await {
+    let outcome = failed_then_next_succeeds(env, s3, &name, &before, reasons, "").await;
+    (outcome, restarted.elapsed())
+}
+
+/// The backup `name` ends Failed with one of `reasons`, its object and uploads as
+/// [`check_backup`] wants, and the next backup succeeds. `detail` is printed with its end.
+async fn failed_then_next_succeeds(
+    env: &Env,
+    s3: &aws_sdk_s3::Client,
+    name: &str,
+    before: &BTreeMap<String, (i64, String)>,
+    reasons: &[&str],
+    detail: &str,
+) -> Result<(), String> {
+    let backup = wait_backup_finished(env, name).await;
+    let status = backup.status.clone().unwrap_or_default();
+    match check_backup(s3, &backup, before).await {
         Ok(BackupPhase::Failed) if reasons.contains(&status.reason.as_deref().unwrap_or("")) => {
             eprintln!(
-                "chaos: {name} ended Failed {:?}: {:?}",
+                "chaos: {name}{detail} ended Failed {:?}: {:?}",
                 status.reason, status.message
             );
             next_backup_succeeds(env, s3, &format!("{name}-next")).await
@@ -3973,8 +3966,7 @@ async fn backup_abort_case(
             status.reason, status.message
         )),
         Err(e) => Err(e),
-    };
-    (outcome, restarted.elapsed())
+    }
 }
 
 /// Waits until the backup `name` has a pending multipart upload (its key carries the backup's
@@ -4029,63 +4021,41 @@ const PART_HELD: Duration = Duration::from_secs(ABORT_TIMEOUT_SECONDS + 30 + 15)
 /// An on-demand backup of [`CLUSTER`] through [`part_delaying_proxy`], the backup operator
 /// armed at the dropped upload's abort; timed from the crash to the backup's final phase and
 /// the next backup's success.
-async fn stuck_part_case(
-    env: &Env,
-    s3: &aws_sdk_s3::Client,
-    armed: &Armed<'_>,
-) -> (Result<(), String>, Duration) {
+async fn stuck_part_case(armed: &Armed<'_>, s3: &aws_sdk_s3::Client) -> CaseResult {
+    let env = armed.env;
     let name = format!("chaos-backup-{}", armed.index);
     let before = objects(s3, BACKUP_PREFIX).await;
-    // On the node's address as Pods see it (the S3 Pod's hostIP), to the S3 Pod itself.
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
-    let pod = pods.get("s3").await.unwrap();
-    let status = pod.status.clone().unwrap();
-    let port = pod.spec.as_ref().unwrap().containers[0]
-        .ports
-        .as_ref()
-        .unwrap()[0]
-        .container_port;
-    let upstream = format!("{}:{port}", status.pod_ip.unwrap());
-    let (endpoint, held) = part_delaying_proxy(&status.host_ip.unwrap(), upstream, PART_HELD).await;
-    armed.set(env, true);
+    let (host_ip, upstream) = s3_pod_addresses(env).await;
+    let (endpoint, held) = part_delaying_proxy(&host_ip, upstream, PART_HELD).await;
     let yaml = on_demand_backup(&name, CLUSTER, BACKUP_PREFIX, S3_SECRET)
         .replace(S3_ENDPOINT, &endpoint)
         .replace(
             "timeoutSeconds: 120",
             &format!("timeoutSeconds: {ABORT_TIMEOUT_SECONDS}"),
         );
-    env.apply(&yaml).unwrap();
-    let crashed = wait_crash(env, armed.operator).await;
-    let restarted = Instant::now();
-    armed.set(env, false);
+    let restarted = armed
+        .crash_and_restart(STEP, async || {
+            env.apply(&yaml).unwrap();
+            Ok(())
+        })
+        .await;
     let held = held.load(std::sync::atomic::Ordering::SeqCst);
-    if held == 0 {
-        return (
-            Err(format!("no UploadPart of {name} went through the proxy")),
-            restarted.elapsed(),
-        );
-    }
-    if let Err(e) = crashed {
-        return (Err(e), restarted.elapsed());
-    }
-    let backup = wait_backup_finished(env, &name).await;
-    let status = backup.status.clone().unwrap_or_default();
-    let outcome = match check_backup(s3, &backup, &before).await {
-        Ok(BackupPhase::Failed)
-            if matches!(status.reason.as_deref(), Some("Timeout" | "Interrupted")) =>
-        {
-            eprintln!(
-                "chaos: {name} ({held} parts held {PART_HELD:?}) ended Failed {:?}: {:?}",
-                status.reason, status.message
-            );
-            next_backup_succeeds(env, s3, &format!("{name}-next")).await
+    let restarted = match restarted {
+        Ok(at) if held == 0 => {
+            let no_part = format!("no UploadPart of {name} went through the proxy");
+            return (Err(no_part), at.elapsed());
         }
-        Ok(phase) => Err(format!(
-            "{name} ended {phase:?} ({:?}: {:?}), not Failed by its deadline",
-            status.reason, status.message
-        )),
-        Err(e) => Err(e),
+        Err((_, elapsed)) if held == 0 => {
+            let no_part = format!("no UploadPart of {name} went through the proxy");
+            return (Err(no_part), elapsed);
+        }
+        Err(not_reached) => return not_reached,
+        Ok(at) => at,
     };
+    // Failed by its deadline, or, crashed before the outcome was written, by the next start.
+    let reasons = ["Timeout", "Interrupted"];
+    let detail = format!(" ({held} parts held {PART_HELD:?})");
+    let outcome = failed_then_next_succeeds(env, s3, &name, &before, &reasons, &detail).await;
     (outcome, restarted.elapsed())
 }
 
@@ -4268,11 +4238,8 @@ async fn finished_scheduled_backups(env: &Env) -> Result<BTreeMap<String, EtcdBa
 /// next schedule). Before it, unarmed runs until [`SCHEDULED_RETAIN`] backups succeeded, so
 /// that the armed run's retention deletes one. Timed from the armed Job's crash to the second
 /// run's outcome checked ([`Trigger::ScheduledRun`]).
-async fn scheduled_run_case(
-    env: &Env,
-    s3: &aws_sdk_s3::Client,
-    armed: &Armed<'_>,
-) -> (Result<(), String>, Duration) {
+async fn scheduled_run_case(armed: &Armed<'_>, s3: &aws_sdk_s3::Client) -> CaseResult {
+    let env = armed.env;
     let template = match scheduled_job_template(env).await {
         Ok(template) => template,
         Err(e) => return (Err(e), Duration::ZERO),

@@ -407,7 +407,7 @@ async fn lifecycle(pair: KubePair) {
 /// A local control plane and clients of `pair`, without the chart (the scenario installs it
 /// with the chart's defaults; `Env::start` installs it with text logs and helm 4 only).
 async fn start(pair: KubePair) -> Env {
-    let binary = test_support::localkube_binary().expect("localkube is built");
+    let binary = e2e_harness::localkube_binary().expect("localkube is built");
     for bin in [
         "etcd-cluster-operator",
         "etcd-backup-operator",

@@ -574,8 +574,8 @@ async fn configuration_change_rolls_members_one_at_a_time_without_losing_a_write
         .ops
         .iter()
         .filter(|o| {
-            matches!(&o.outcome, test_support::history::Outcome::Unknown(why)
-                if test_support::kv_workload::refused_for_no_space(why))
+            matches!(&o.outcome, e2e_harness::history::Outcome::Unknown(why)
+                if e2e_harness::kv_workload::refused_for_no_space(why))
         })
         .count();
     assert!(refused > 0, "the clients saw no NOSPACE refusal");

@@ -5,14 +5,14 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use e2e_harness::LocalKube;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, PostParams};
-use test_support::LocalKube;
 
 pub async fn api_server() -> (LocalKube, kube::Client) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let lk = LocalKube::start_api_only(&test_support::localkube_binary().unwrap())
+    let lk = LocalKube::start_api_only(&e2e_harness::localkube_binary().unwrap())
         .await
         .unwrap();
     let client = kube::Client::try_from(config_of(&lk).await).unwrap();

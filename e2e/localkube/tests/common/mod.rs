@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+pub use e2e_harness::LocalKube;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-pub use test_support::{KubeClients, KubePair, LocalKube};
+pub use test_support::{KubeClients, KubePair};
 
 pub async fn start() -> LocalKube {
     LocalKube::start_with(Path::new(env!("CARGO_BIN_EXE_localkube")))

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use e2e_harness::LocalKube;
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use k8s_openapi::api::core::v1::Service;
@@ -13,7 +14,6 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::Value;
-use test_support::LocalKube;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -21,7 +21,7 @@ pub async fn start() -> (LocalKube, kube::Client) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let lk = LocalKube::start_api_only(
         // The workspace's localkube (built by `cargo nextest run --workspace`), or $LOCALKUBE_BIN.
-        &test_support::localkube_binary().expect("the localkube binary"),
+        &e2e_harness::localkube_binary().expect("the localkube binary"),
     )
     .await
     .expect("start localkube --api-only");

@@ -53,8 +53,7 @@ use kube::api::DynamicObject;
 /// Every case of this part, in table order: the ones on [`CLUSTER`] first.
 pub(super) fn cases() -> Vec<Case> {
     use Trigger::*;
-    let mut cases = Vec::new();
-    for (failpoint, trigger) in [
+    both_sides(&[
         // Set, then removed: the cases after these run without the NetworkPolicy again.
         ("cluster.network_policy_apply", SetNetworkPolicy),
         ("cluster.network_policy_delete", RemoveNetworkPolicy),
@@ -65,12 +64,7 @@ pub(super) fn cases() -> Vec<Case> {
         ("cluster.pvc_annotate", UpgradeWithV2Snapshot),
         ("cluster.pvc_resize", GrowVolumes),
         ("cluster.pod_mark_tls_reverted", TlsRevertCompletes),
-    ] {
-        for when in ["before", "after"] {
-            cases.push(case(failpoint, when, trigger));
-        }
-    }
-    cases
+    ])
 }
 
 /// Where the concurrent clients of a case write.
@@ -213,61 +207,18 @@ pub(super) fn prepare(cluster: &mut Cluster, case: &Case) -> bool {
 
 /// Runs the case: armed, the change, the crash, the restart without the failpoint, then waits
 /// for the converged state and checks it. Timed from the crash to converged.
-pub(super) async fn run(
-    env: &Env,
-    deployment: &str,
-    operator: &str,
-    cluster: &mut Cluster,
-    own: Option<&Own>,
-    case: &Case,
-) -> (Result<(), String>, Duration) {
-    let armed = Armed {
-        env,
-        deployment,
-        operator,
-        scenario: format!("{}:{}", case.failpoint, case.when),
-    };
+pub(super) async fn run(armed: &Armed<'_>, cluster: &mut Cluster, own: Option<&Own>) -> CaseResult {
+    let case = armed.case;
     match case.trigger {
         Trigger::SetNetworkPolicy | Trigger::RemoveNetworkPolicy => {
-            network_policy_case(&armed, cluster, case).await
+            network_policy_case(armed, cluster, case).await
         }
-        Trigger::AdoptPod => adopt_pod_case(&armed, cluster, case).await,
-        Trigger::RenewCertificate => renew_case(&armed, own.unwrap(), case).await,
-        Trigger::CertManagerCluster => cert_manager_case(&armed, own.unwrap(), case).await,
-        Trigger::UpgradeWithV2Snapshot => v2_snapshot_case(&armed, own.unwrap(), case).await,
-        Trigger::GrowVolumes => grow_volumes_case(&armed, own.unwrap(), case).await,
+        Trigger::AdoptPod => adopt_pod_case(armed, cluster, case).await,
+        Trigger::RenewCertificate => renew_case(armed, own.unwrap(), case).await,
+        Trigger::CertManagerCluster => cert_manager_case(armed, own.unwrap(), case).await,
+        Trigger::UpgradeWithV2Snapshot => v2_snapshot_case(armed, own.unwrap(), case).await,
+        Trigger::GrowVolumes => grow_volumes_case(armed, own.unwrap(), case).await,
         _ => unreachable!("not a case of cluster_writes"),
-    }
-}
-
-/// The operator to arm, and the failpoint.
-struct Armed<'a> {
-    env: &'a Env,
-    deployment: &'a str,
-    operator: &'a str,
-    scenario: String,
-}
-
-impl Armed<'_> {
-    /// Arms the operator, makes the change (`act`), waits for the crash (at most `patience`)
-    /// and restarts the operator without the failpoint. Returns when the restart began, or why
-    /// the failpoint was not reached.
-    async fn crash_and_restart(
-        &self,
-        patience: Duration,
-        act: impl AsyncFnOnce(),
-    ) -> Result<Instant, String> {
-        set_failpoint(
-            self.env,
-            self.deployment,
-            self.operator,
-            Some(&self.scenario),
-        );
-        act().await;
-        let crashed = wait_crash_within(self.env, self.operator, patience).await;
-        let restarted = Instant::now();
-        set_failpoint(self.env, self.deployment, self.operator, None);
-        crashed.map(|()| restarted)
     }
 }
 
@@ -307,17 +258,16 @@ async fn network_policy_case(
         .crash_and_restart(STEP, async || {
             cluster.network_policy = Some(wanted);
             env.apply(&cluster.yaml()).unwrap();
+            Ok(())
         })
         .await;
     let restarted = match restarted {
         Ok(at) => at,
-        Err(e) => return (Err(e), Duration::ZERO),
+        Err(not_reached) => return not_reached,
     };
     let converged = wait_for(STEP, || network_policy_as_wanted(env, cluster.name, wanted)).await;
     let elapsed = restarted.elapsed();
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     let outcome = converged
         .and_then(|()| check(&before, &after, cluster, case))
         .and_then(|()| {
@@ -454,11 +404,12 @@ async fn adopt_pod_case(
                 &member,
                 &format!("{CONFIG_HASH}-"),
             ]);
+            Ok(())
         })
         .await;
     let restarted = match restarted {
         Ok(at) => at,
-        Err(e) => return (Err(e), Duration::ZERO),
+        Err(not_reached) => return not_reached,
     };
     let adopted = wait_for(STEP, || async {
         let now = pods.get(&member).await.map_err(|e| e.to_string())?;
@@ -471,9 +422,7 @@ async fn adopt_pod_case(
     })
     .await;
     let elapsed = restarted.elapsed();
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     let now = pods.get(&member).await.unwrap();
     let outcome = adopted
         .and_then(|()| {
@@ -522,11 +471,12 @@ async fn renew_case(armed: &Armed<'_>, own: &Own, case: &Case) -> (Result<(), St
     let restarted = armed
         .crash_and_restart(STEP, async || {
             planted = Some(plant_near_expiry(&secrets, &secret_name, &ca).await);
+            Ok(())
         })
         .await;
     let restarted = match restarted {
         Ok(at) => at,
-        Err(e) => return (Err(e), Duration::ZERO),
+        Err(not_reached) => return not_reached,
     };
     let planted = planted.unwrap();
     let renewed = wait_for(STEP, || async {
@@ -587,11 +537,12 @@ async fn cert_manager_case(
     let restarted = armed
         .crash_and_restart(STEP, async || {
             env.apply(&cert_manager_yaml(cluster)).unwrap();
+            Ok(())
         })
         .await;
     let restarted = match restarted {
         Ok(at) => at,
-        Err(e) => return (Err(e), Duration::ZERO),
+        Err(not_reached) => return not_reached,
     };
     env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
         .await;
@@ -655,11 +606,12 @@ async fn v2_snapshot_case(
                 name,
                 &format!(r#"{{"spec":{{"version":"{UPGRADE_TO}"}}}}"#),
             );
+            Ok(())
         })
         .await;
     let restarted = match restarted {
         Ok(at) => at,
-        Err(e) => return (Err(e), Duration::ZERO),
+        Err(not_reached) => return not_reached,
     };
     let upgraded = Cluster {
         name,
@@ -717,11 +669,12 @@ async fn grow_volumes_case(
     let restarted = armed
         .crash_and_restart(STEP, async || {
             patch_cluster(env, cluster.name, r#"{"spec":{"storage":{"size":"2Gi"}}}"#);
+            Ok(())
         })
         .await;
     let restarted = match restarted {
         Ok(at) => at,
-        Err(e) => return (Err(e), Duration::ZERO),
+        Err(not_reached) => return not_reached,
     };
     let grown = wait_for(2 * STEP, || async {
         let mut pending = Vec::new();
@@ -754,9 +707,7 @@ async fn grow_volumes_case(
     })
     .await;
     let elapsed = restarted.elapsed();
-    env.wait_available(cluster.name, cluster.size, cluster.version, STEP)
-        .await;
-    let after = Snapshot::take(env, cluster).await;
+    let after = Snapshot::once_available(env, cluster).await;
     // What the volumes report (the host-path provisioner does not expand them).
     for member in &after.pods {
         if let Ok(pvc) = pvcs.get(member).await {

@@ -12,14 +12,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+pub use e2e_harness::LocalKube;
+pub use e2e_harness::kv_workload::{KvWorkload, WorkloadConfig, WorkloadReport};
 use etcd_api::{BackupArtifact, BackupPhase, ClusterPhase, EtcdBackup, EtcdCluster};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-pub use test_support::kv_workload::{KvWorkload, WorkloadConfig, WorkloadReport};
-pub use test_support::{KubeClients, KubePair, LocalKube};
+pub use test_support::{KubeClients, KubePair};
 
 /// Namespace the chart is installed in.
 pub const OPERATOR_NAMESPACE: &str = "etcd-operator";
@@ -80,7 +81,7 @@ impl Env {
 
     /// A local control plane only: the scenario installs the chart its own way.
     pub async fn start_without_chart() -> Env {
-        let binary = test_support::localkube_binary().expect("localkube is built");
+        let binary = e2e_harness::localkube_binary().expect("localkube is built");
         check_binaries(&binary);
         let lk = LocalKube::start_with(&binary)
             .await
@@ -340,7 +341,7 @@ impl Env {
     }
 }
 
-/// Concurrent clients through the client Service (test-support's `kv_workload`): puts, gets and
+/// Concurrent clients through the client Service (e2e-harness's `kv_workload`): puts, gets and
 /// compare-and-swap transactions on a few keys, every operation recorded with its invocation
 /// and response times and its outcome (ok, failed, unknown). At the end the history must be
 /// linearizable and every acknowledged write explained by the final values.
@@ -1061,7 +1062,7 @@ pub fn assert_operators_confined(env: &Env) {
 /// A local control plane with the chart installed, failing early when the restore operator is
 /// not built or not installed by the chart (the restore scenario and bench start so).
 pub async fn start_with_restore_operator() -> Env {
-    let binary = test_support::localkube_binary().expect("localkube is built");
+    let binary = e2e_harness::localkube_binary().expect("localkube is built");
     check_operator_binary(&binary, "etcd-restore-operator");
     let env = Env::start().await;
     let pods = env.kubectl(&[

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::addr::AddressBlock;
-use crate::error::HarnessError;
-use crate::kube_tools::KubeClients;
-use crate::process::{
+use test_support::HarnessError;
+use test_support::addr::AddressBlock;
+use test_support::kube_tools::KubeClients;
+use test_support::process::{
     ProcessGuard, TestDir, log_tail_section, print_log_tail_if_panicking, run_output,
 };
-use crate::tools::Tools;
+use test_support::tools::Tools;
 
 /// The API server port inside the instance's private address block.
 const API_PORT: u16 = 6443;
@@ -74,7 +74,7 @@ impl LocalKube {
 
     async fn start_mode(binary: &Path, api_only: bool) -> Result<LocalKube, HarnessError> {
         let tools = Tools::from_env();
-        let etcd_binary = tools.etcd(crate::tools::EtcdVersion::V3_5)?;
+        let etcd_binary = tools.etcd(test_support::EtcdVersion::V3_5)?;
         let block = AddressBlock::claim_checking(&[API_PORT], 1)?;
         let dir = TestDir::new("localkube")?;
         let address = block.ip(1);

@@ -1,15 +1,15 @@
 //! `rbac-usage CHART [VALUES...]`: the verbs and resources each operator used across the e2e
-//! runs (the audit events [`test_support::LocalKube`] collected) against what the chart renders
+//! runs (the audit events [`e2e_harness::LocalKube`] collected) against what the chart renders
 //! for it. Prints one table per operator; exits 1 when a use is not granted (a 403 in
 //! production) or a grant is never used (a privilege nobody needs), naming both lists. The few
 //! grants production needs on paths no scenario can reach are listed, with why, in
-//! [`test_support::rbac_usage::NEEDED_UNREACHED`]. The last step of `make test`.
+//! [`e2e_harness::rbac_usage::NEEDED_UNREACHED`]. The last step of `make test`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, ExitCode};
 
+use e2e_harness::rbac_usage::{self, Permission, Usage, fmt_permission};
 use serde_json::Value;
-use test_support::rbac_usage::{self, Permission, Usage, fmt_permission};
 
 const OPERATORS: [&str; 4] = ["cluster", "backup", "restore", "scheduled-backup"];
 

@@ -311,7 +311,7 @@ impl Worker {
 /// The outcome of a put or compare-and-swap that etcd answered with `error`: unknown, whatever
 /// the error. Sent or maybe sent, etcd may have applied it; NOSPACE included
 /// ([`refused_for_no_space`]). Kept cheap for the checker: an unknown write nobody read is
-/// left out first (crates/test-support/src/linearizability.rs).
+/// left out first (linearizability.rs).
 fn write_error(error: String) -> Outcome {
     Outcome::Unknown(error)
 }
@@ -395,7 +395,7 @@ impl fmt::Display for WorkloadReport {
 mod tests {
     use super::*;
     use crate::history::tests::{get, op};
-    use crate::{EtcdCluster, EtcdVersion};
+    use test_support::{EtcdCluster, EtcdVersion};
 
     /// etcd's quota applier applies a put or a transaction and then answers NOSPACE when the
     /// quota was exceeded (server/etcdserver/apply/quota.go: `ok := Available(p)`, the write
