@@ -413,9 +413,12 @@ impl Multipart {
                 buf.extend_from_slice(&data[..n]);
                 data = &data[n..];
                 if buf.len() == part_size {
-                    let part = buffers.share(std::mem::replace(&mut buf, buffers.take()));
+                    // The next buffer is taken once this part has its slot: while it waits,
+                    // no fifth buffer exists.
+                    let part = buffers.share(std::mem::take(&mut buf));
                     hasher.feed(part.clone()).await;
                     self.send_part(part).await?;
+                    buf = buffers.take();
                 }
             }
         }
