@@ -11,6 +11,9 @@
 //! several writers, and one EtcdBackup: the object both sides restore. Before each operator
 //! round two of the cluster's three members are deleted with their PVCs (quorum lost, as in the
 //! restore scenario); the cluster restored by one round is the one the next round breaks.
+//! After the steps table it prints the cluster operator's reconcile passes during each operator
+//! round (its `pass` debug lines; the chart is installed with JSON logs for them): where growing
+//! the seed back to full size waits, inside passes by step or between them.
 //!
 //! Does I/O throughout: localkube, kubectl, etcd Pods and processes, the aws CLI, etcdutl.
 //! Needs the workspace's binaries built (`cargo build --workspace --bins`): localkube runs the
