@@ -3,6 +3,17 @@
 
 use futures_util::Stream;
 
+/// One message of etcd's snapshot stream: its bytes are read in place (`AsRef<[u8]>`), not
+/// copied out of the message first.
+#[derive(Debug)]
+pub struct SnapshotChunk(etcd_client::SnapshotResponse);
+
+impl AsRef<[u8]> for SnapshotChunk {
+    fn as_ref(&self) -> &[u8] {
+        self.0.blob()
+    }
+}
+
 /// Starts a snapshot of the member `client` is connected to and returns its chunks: the DB bytes
 /// followed by etcd's 32-byte SHA-256 trailer (etcd sends the trailer as the last message).
 ///
@@ -13,7 +24,7 @@ use futures_util::Stream;
 pub async fn snapshot_stream(
     client: &mut etcd_client::Client,
 ) -> Result<
-    impl Stream<Item = Result<Vec<u8>, etcd_client::Error>> + Send + 'static,
+    impl Stream<Item = Result<SnapshotChunk, etcd_client::Error>> + Send + 'static,
     etcd_client::Error,
 > {
     let streaming = client.snapshot().await?;
@@ -22,7 +33,7 @@ pub async fn snapshot_stream(
         |state| async move {
             let mut streaming = state?;
             match streaming.message().await {
-                Ok(Some(response)) => Some((Ok(response.blob().to_vec()), Some(streaming))),
+                Ok(Some(response)) => Some((Ok(SnapshotChunk(response)), Some(streaming))),
                 Ok(None) => None,
                 // Yield the error once, then end.
                 Err(e) => Some((Err(e), None)),

@@ -33,7 +33,7 @@ pub mod s3;
 pub mod upload;
 pub mod verify;
 
-pub use etcd::snapshot_stream;
+pub use etcd::{SnapshotChunk, snapshot_stream};
 pub use key::{KeyParseError, SnapshotKey};
 pub use upload::{
     Artifact, DEFAULT_PART_SIZE, MIN_PART_SIZE, PARTS_IN_FLIGHT, UploadError, UploadTiming,

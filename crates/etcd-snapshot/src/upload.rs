@@ -1,7 +1,11 @@
 //! Streams a snapshot into an S3 multipart upload, verifying etcd's trailer before completing.
 //!
 //! - Memory: one part buffer being filled plus at most [`PARTS_IN_FLIGHT`] parts being sent
-//!   (≤ (1 + [`PARTS_IN_FLIGHT`]) × `part_size`); no temporary file.
+//!   (≤ (1 + [`PARTS_IN_FLIGHT`]) × `part_size`), reused from part to part; no temporary file.
+//!   The hasher reads the same buffers; it is far faster than S3, and were it ever slower, the
+//!   at most two parts it has not hashed yet would be the only ones held beyond that bound.
+//! - Pipelined: the loop that drains etcd's stream only copies into the part buffer; a full part
+//!   goes to S3 and to etcd's trailer check (SHA-256, on a thread of its own) at once.
 //! - Never overwrites: a HeadObject before starting refuses an existing key, and the completion is
 //!   conditional (`If-None-Match: *`), which closes the race between the check and the completion
 //!   on servers that honour it (AWS S3 and SeaweedFS 4.48 both do: see the `tests/upload.rs` test
@@ -18,11 +22,13 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::error::Error as StdError;
 use std::pin::pin;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 
@@ -374,6 +380,10 @@ impl Drop for PartTask {
 
 impl Multipart {
     /// Streams, verifies and completes. On error the caller aborts.
+    ///
+    /// The loop only receives and copies: each full part goes to S3 (a task of its own) and to
+    /// the [`PartHasher`] (a thread of its own) at once, so etcd's stream is drained while the
+    /// previous parts are hashed and sent.
     async fn run<S, B, E>(&mut self, source: S, part_size: usize) -> Result<Verified, UploadError>
     where
         S: Stream<Item = Result<B, E>>,
@@ -381,8 +391,10 @@ impl Multipart {
         E: Into<Box<dyn StdError + Send + Sync>>,
     {
         let mut source = pin!(source);
-        let mut verifier = TrailerVerifier::new();
-        let mut buf: Vec<u8> = Vec::with_capacity(part_size);
+        let buffers = PartBuffers::new(part_size, 1 + PARTS_IN_FLIGHT);
+        let mut hasher = PartHasher::start();
+        let mut received: u64 = 0;
+        let mut buf = buffers.take();
         loop {
             let asked = Instant::now();
             let Some(item) = source.next().await else {
@@ -391,27 +403,34 @@ impl Multipart {
             };
             self.timing.waiting_for_source += asked.elapsed();
             let chunk = item.map_err(|e| UploadError::SnapshotStreamFailed {
-                bytes_received: verifier.bytes_seen(),
+                bytes_received: received,
                 source: e.into(),
             })?;
             let mut data = chunk.as_ref();
-            verifier.update(data);
+            received += data.len() as u64;
             while !data.is_empty() {
                 let n = (part_size - buf.len()).min(data.len());
                 buf.extend_from_slice(&data[..n]);
                 data = &data[n..];
                 if buf.len() == part_size {
-                    let full = std::mem::take(&mut buf);
-                    self.send_part(full).await?;
-                    buf = Vec::with_capacity(part_size);
+                    // The next buffer is taken once this part has its slot: while it waits,
+                    // no fifth buffer exists.
+                    let part = buffers.share(std::mem::take(&mut buf));
+                    hasher.feed(part.clone()).await;
+                    self.send_part(part).await?;
+                    buf = buffers.take();
                 }
             }
         }
         // Verify before uploading the last part and completing: a bad stream never completes.
         let finishing = Instant::now();
-        let verified = verifier.finish()?;
-        if !buf.is_empty() {
-            self.send_part(buf).await?;
+        let last = buffers.share(buf);
+        if !last.is_empty() {
+            hasher.feed(last.clone()).await;
+        }
+        let verified = hasher.finish().await?;
+        if !last.is_empty() {
+            self.send_part(last).await?;
         }
         while !self.in_flight.is_empty() {
             self.wait_oldest().await?;
@@ -423,7 +442,7 @@ impl Multipart {
 
     /// Starts uploading `data` in the background, once fewer than [`PARTS_IN_FLIGHT`] parts are
     /// being sent (waiting for the oldest first).
-    async fn send_part(&mut self, data: Vec<u8>) -> Result<(), UploadError> {
+    async fn send_part(&mut self, data: Bytes) -> Result<(), UploadError> {
         let waiting = Instant::now();
         while self.in_flight.len() >= PARTS_IN_FLIGHT {
             self.wait_oldest().await?;
@@ -699,5 +718,118 @@ impl Drop for Multipart {
             // Each PartTask cancels its part when dropped.
             drop(in_flight);
         }
+    }
+}
+
+/// The part buffers of one upload, reused: a part's buffer comes back here once S3 has it and
+/// it is hashed (its last [`Bytes`] dropped), instead of being freed while the next one is
+/// allocated. Freed and allocated again, 8 MiB buffers left the allocator's arenas holding
+/// freed parts on several threads, so the backup's peak RSS grew with the snapshot's size.
+struct PartBuffers {
+    part_size: usize,
+    /// Buffers kept for reuse; one more in use is allocated anew (and freed when returned).
+    keep: usize,
+    free: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl PartBuffers {
+    fn new(part_size: usize, keep: usize) -> Self {
+        PartBuffers {
+            part_size,
+            keep,
+            free: Arc::new(Mutex::new(Vec::with_capacity(keep))),
+        }
+    }
+
+    /// An empty buffer of `part_size` capacity: a returned one if any.
+    fn take(&self) -> Vec<u8> {
+        let reused = self.free.lock().ok().and_then(|mut free| free.pop());
+        match reused {
+            Some(mut buffer) => {
+                buffer.clear();
+                buffer
+            }
+            None => Vec::with_capacity(self.part_size),
+        }
+    }
+
+    /// `data` as [`Bytes`] (for S3 and the hasher, without a copy) that returns the buffer when
+    /// the last clone is dropped. After the upload is over, returned buffers are freed.
+    fn share(&self, data: Vec<u8>) -> Bytes {
+        Bytes::from_owner(ReturnedOnDrop {
+            data,
+            free: Arc::downgrade(&self.free),
+            keep: self.keep,
+        })
+    }
+}
+
+struct ReturnedOnDrop {
+    data: Vec<u8>,
+    free: Weak<Mutex<Vec<Vec<u8>>>>,
+    keep: usize,
+}
+
+impl AsRef<[u8]> for ReturnedOnDrop {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for ReturnedOnDrop {
+    fn drop(&mut self) {
+        if let Some(free) = self.free.upgrade()
+            && let Ok(mut free) = free.lock()
+            && free.len() < self.keep
+        {
+            free.push(std::mem::take(&mut self.data));
+        }
+    }
+}
+
+/// Parts waiting for the hasher besides the one it hashes: it hashes far faster than S3 takes
+/// parts, so one is enough to keep it busy.
+const HASH_QUEUE: usize = 1;
+
+/// etcd's trailer check ([`TrailerVerifier`]) on a thread of its own, fed whole parts in order:
+/// the loop draining etcd's stream does not stop to hash (SHA-256 of a GiB is about half a
+/// second of CPU here, and inline it ran between etcd's messages).
+struct PartHasher {
+    parts: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    hashed: JoinHandle<TrailerVerifier>,
+}
+
+impl PartHasher {
+    fn start() -> Self {
+        let (parts, mut queue) = tokio::sync::mpsc::channel::<Bytes>(HASH_QUEUE);
+        let hashed = tokio::task::spawn_blocking(move || {
+            let mut verifier = TrailerVerifier::new();
+            while let Some(part) = queue.blocking_recv() {
+                verifier.update(&part);
+            }
+            verifier
+        });
+        PartHasher {
+            parts: Some(parts),
+            hashed,
+        }
+    }
+
+    /// Hands the next part over (waits while [`HASH_QUEUE`] parts are waiting). A hasher that
+    /// is gone (it panicked) makes [`PartHasher::finish`] fail.
+    async fn feed(&mut self, part: Bytes) {
+        if let Some(parts) = &self.parts {
+            let _ = parts.send(part).await;
+        }
+    }
+
+    /// Waits until every part fed is hashed, then checks the trailer.
+    async fn finish(mut self) -> Result<Verified, UploadError> {
+        drop(self.parts.take());
+        let verifier = (&mut self.hashed).await.map_err(|e| UploadError::Other {
+            operation: "hashing the snapshot",
+            detail: e.to_string(),
+        })?;
+        Ok(verifier.finish()?)
     }
 }

@@ -253,7 +253,7 @@ async fn corrupted_etcd_stream_is_aborted() {
     let mut offset = 0usize;
     let flip_at = 6 * 1024 * 1024;
     let corrupted = source.map(move |chunk| {
-        let mut chunk = chunk?;
+        let mut chunk = chunk?.as_ref().to_vec();
         if (offset..offset + chunk.len()).contains(&flip_at) {
             chunk[flip_at - offset] ^= 0x01;
         }

@@ -20,6 +20,7 @@
 mod by_hand;
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod passes;
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
+use passes::PassLine;
 use test_support::bench::{self, Figure, Part, Side, Steps, Unit};
 use test_support::{ClusterState, EtcdCluster, EtcdMember, EtcdVersion};
 
@@ -48,23 +50,6 @@ struct Round {
     passes: Vec<PassLine>,
 }
 
-/// One reconcile pass of the operator, from its `pass` debug line (controller.rs `timed_pass`).
-#[derive(Clone, Debug)]
-struct PassLine {
-    /// When it started, seconds since the apply.
-    start: f64,
-    /// How long it took, seconds.
-    took: f64,
-    /// `stored` or `listed`: where its Pods came from.
-    pods: String,
-    /// The action planned (`AddLearner`, `Wait:SeedStarting`...).
-    action: String,
-    /// How it ended (the requeue asked for, `list first`, or the error's reason).
-    outcome: String,
-    /// Each step's milliseconds, as logged (`etcd=41.2 action=12.0 ...`).
-    steps: String,
-}
-
 #[tokio::main]
 async fn main() {
     let rounds: usize = std::env::var("BENCH_ROUNDS")
@@ -75,13 +60,7 @@ async fn main() {
     let setup = Instant::now();
     // JSON logs with the cluster operator's debug lines: each reconcile pass's steps and their
     // times, printed beside the steps table (where the operator's time goes).
-    let env = Env::start_with_values(&[
-        "--set",
-        "logging.format=json",
-        "--set",
-        "logging.level=info\\,etcd_cluster_operator=debug",
-    ])
-    .await;
+    let env = Env::start_with_values(&passes::DEBUG_PASS_VALUES).await;
     println!(
         "local control plane up and chart installed in {:.1} s",
         setup.elapsed().as_secs_f64()
@@ -153,59 +132,12 @@ async fn operator_round(env: &Env, name: &str) -> Round {
     }
     let total = start.elapsed();
     let steps = operator_steps(env, name, wall_start).await;
-    let passes = operator_passes(env, name, wall_start);
+    let passes = passes::operator_passes(env, name, wall_start, ROUND_TIMEOUT);
     Round {
         total,
         steps,
         passes,
     }
-}
-
-/// The cluster operator's reconcile passes of cluster `name` (its `pass` debug lines, JSON),
-/// as offsets from the apply at `start`.
-fn operator_passes(env: &Env, name: &str, start: jiff::Timestamp) -> Vec<PassLine> {
-    let logs = env.kubectl(&[
-        "logs",
-        "-n",
-        OPERATOR_NAMESPACE,
-        "-l",
-        "app.kubernetes.io/component=cluster-operator",
-        "--tail=-1",
-    ]);
-    let mut passes: Vec<PassLine> = logs
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|line| {
-            line["message"] == "pass"
-                && line["span"]["name"] == name
-                && line["span"]["namespace"] == NS
-        })
-        .filter_map(|line| {
-            let end: jiff::Timestamp = line["timestamp"].as_str()?.parse().ok()?;
-            let fields = &line["fields"];
-            let took = fields["total_ms"].as_f64()? / 1000.0;
-            let text = |key: &str| fields[key].as_str().unwrap_or_default().to_owned();
-            Some(PassLine {
-                start: end.duration_since(start).as_secs_f64() - took,
-                took,
-                pods: text("pods"),
-                action: text("action"),
-                outcome: text("outcome"),
-                steps: text("steps"),
-            })
-        })
-        .collect();
-    passes.sort_by(|a, b| a.start.total_cmp(&b.start));
-    if passes.is_empty() {
-        // E.g. an operator binary built before the pass lines: localkube runs the operators
-        // next to the localkube binary it was given (LOCALKUBE_BIN, else e2e-harness's own
-        // workspace's target/debug).
-        println!(
-            "no `pass` lines of {name} among the cluster operator's {} log lines",
-            logs.lines().count()
-        );
-    }
-    passes
 }
 
 /// (c) On the Available cluster: SIGKILL of a follower's etcd process (as a crash would), then
@@ -532,7 +464,11 @@ fn report(operator: &[Round], by_hand: &[Round]) -> Figure {
         "\nsteps: median seconds since the start of the round (operator: its events' eventTime)"
     );
     print!("{}", bench::steps_table(&a, &b, "Available (observed)"));
-    print!("{}", passes_report(operator));
+    let passes: Vec<(Duration, &[PassLine])> = operator
+        .iter()
+        .map(|r| (r.total, r.passes.as_slice()))
+        .collect();
+    print!("{}", passes::passes_report(&passes));
     Figure::new(
         Part::Cluster,
         Unit::Seconds,
@@ -592,77 +528,4 @@ fn report_kill(operator: &[Round], by_hand: &[Round]) -> Figure {
             d.summary().median,
         ),
     )
-}
-
-/// Where the operator's time went: per round, the time inside reconcile passes of the cluster
-/// (and per step, summed over the round's passes) against the time between them (waiting for a
-/// watch event or a requeue); then every pass of the median round.
-fn passes_report(operator: &[Round]) -> String {
-    use std::fmt::Write;
-    let mut out = String::from(
-        "\noperator's reconcile passes (its debug lines): per round, seconds inside passes and \
-         between them, and each step's sum over the round's passes\n",
-    );
-    for (i, round) in operator.iter().enumerate() {
-        let inside: f64 = round.passes.iter().map(|p| p.took).sum();
-        let mut by_step: Vec<(String, f64)> = Vec::new();
-        for pass in &round.passes {
-            for (step, ms) in pass
-                .steps
-                .split_whitespace()
-                .filter_map(|kv| kv.split_once('='))
-                .filter_map(|(k, v)| Some((k, v.parse::<f64>().ok()?)))
-            {
-                match by_step.iter_mut().find(|(k, _)| k == step) {
-                    Some((_, sum)) => *sum += ms / 1000.0,
-                    None => by_step.push((step.to_owned(), ms / 1000.0)),
-                }
-            }
-        }
-        let steps: Vec<String> = by_step.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
-        let _ = writeln!(
-            out,
-            "round {}: {:.2} s, {} passes, {:.2} s inside ({}), {:.2} s between",
-            i + 1,
-            round.total.as_secs_f64(),
-            round.passes.len(),
-            inside,
-            steps.join(", "),
-            round.total.as_secs_f64() - inside
-        );
-    }
-    let mut order: Vec<usize> = (0..operator.len()).collect();
-    order.sort_by(|a, b| operator[*a].total.cmp(&operator[*b].total));
-    // The median round, and the slowest when it is another (what an outlier waited on).
-    let mut shown: Vec<(&str, usize)> = Vec::new();
-    if let Some(median) = order.get(order.len() / 2) {
-        shown.push(("median", *median));
-    }
-    if let Some(slowest) = order.last()
-        && shown.iter().all(|(_, i)| i != slowest)
-    {
-        shown.push(("slowest", *slowest));
-    }
-    for (which, index) in shown {
-        let round = &operator[index];
-        let _ = writeln!(
-            out,
-            "\npasses of the {which} round (round {}, {:.2} s): start s, took ms, pods, action, outcome, steps ms",
-            index + 1,
-            round.total.as_secs_f64()
-        );
-        for p in &round.passes {
-            let _ = writeln!(
-                out,
-                "{:>7.3} {:>7.1} {:<6} {:<28} {:<40} {}",
-                p.start,
-                p.took * 1000.0,
-                p.pods,
-                p.action,
-                p.outcome,
-                p.steps
-            );
-        }
-    }
-    out
 }

@@ -11,6 +11,9 @@
 //! several writers, and one EtcdBackup: the object both sides restore. Before each operator
 //! round two of the cluster's three members are deleted with their PVCs (quorum lost, as in the
 //! restore scenario); the cluster restored by one round is the one the next round breaks.
+//! After the steps table it prints the cluster operator's reconcile passes during each operator
+//! round (its `pass` debug lines; the chart is installed with JSON logs for them): where growing
+//! the seed back to full size waits, inside passes by step or between them.
 //!
 //! Does I/O throughout: localkube, kubectl, etcd Pods and processes, the aws CLI, etcdutl.
 //! Needs the workspace's binaries built (`cargo build --workspace --bins`): localkube runs the
@@ -23,6 +26,7 @@
 mod by_hand;
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod passes;
 
 use std::path::Path;
 use std::process::Command;
@@ -37,6 +41,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
+use passes::PassLine;
 use test_support::bench::{self, Figure, Part, Side, Steps, Unit};
 use test_support::process::TestDir;
 use test_support::{AddressBlock, ClusterState, EtcdMember, EtcdMemberConfig, EtcdVersion, Tools};
@@ -68,6 +73,8 @@ const STEP: Duration = Duration::from_secs(300);
 struct Round {
     total: Duration,
     steps: Steps,
+    /// The cluster operator's reconcile passes of the cluster during the round; empty by hand.
+    passes: Vec<PassLine>,
     /// etcd's `dbSize` on the restored cluster once done.
     db_size: i64,
 }
@@ -97,7 +104,9 @@ async fn main() {
     let tools = Tools::from_env();
 
     let setup = Instant::now();
-    let env = start_with_restore_operator().await;
+    // With the cluster operator's pass lines: where its part of the round (growing the seed
+    // back to 3 members) goes.
+    let env = start_with_restore_operator_and(&passes::DEBUG_PASS_VALUES).await;
     start_s3(&env);
     env.apply(&bench_cluster_yaml())
         .unwrap_or_else(|e| panic!("kubectl apply {CLUSTER}: {e}"));
@@ -358,9 +367,11 @@ async fn operator_round(
         seed_init_steps(env, seed, wall_start, &mut steps).await;
     }
     steps.sort_by_offset();
+    let passes = passes::operator_passes(env, CLUSTER, wall_start, total);
     Round {
         total,
         steps,
+        passes,
         db_size,
     }
 }
@@ -530,15 +541,17 @@ async fn seed_init_steps(env: &Env, seed: &str, start: jiff::Timestamp, steps: &
     }
 }
 
-/// `(step, when)` of each "seed preparation step done" line of the init container's JSON log.
+/// `(step, when)` of each "seed preparation step done" line of the init container's log, which
+/// is text (`--log-format=text`, build.rs): `<RFC 3339 time>  INFO <target>: seed preparation
+/// step done step="downloaded and hashed" seconds=...`.
 fn seed_log_steps(log: &str) -> Vec<(String, jiff::Timestamp)> {
     log.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|line| line["message"] == "seed preparation step done")
+        .filter(|line| line.contains("seed preparation step done"))
         .filter_map(|line| {
-            let step = line["fields"]["step"].as_str()?.to_owned();
-            let at = line["timestamp"].as_str()?.parse().ok()?;
-            Some((step, at))
+            let at = line.split_whitespace().next()?.parse().ok()?;
+            let (_, rest) = line.split_once("step=\"")?;
+            let (step, _) = rest.split_once('"')?;
+            Some((step.to_owned(), at))
         })
         .collect()
 }
@@ -679,6 +692,7 @@ async fn by_hand_round(
     Round {
         total,
         steps,
+        passes: Vec::new(),
         db_size,
     }
 }
@@ -775,6 +789,11 @@ fn report(
         "{}",
         bench::steps_table(&a, &b, "Succeeded / 3 voters (observed)")
     );
+    let passes: Vec<(Duration, &[PassLine])> = operator
+        .iter()
+        .map(|r| (r.total, r.passes.as_slice()))
+        .collect();
+    print!("{}", passes::passes_report(&passes));
     Figure::new(
         Part::Restore,
         Unit::Seconds,

@@ -811,13 +811,13 @@ async fn prepare(job: &BackupJob) -> Result<Prepared, BackupError> {
 
 /// `source`, failing with [`Stopped`] at `deadline` or when `shutdown` is cancelled, so that
 /// `stream_to_s3` aborts its upload and returns.
-fn guard<S>(
+fn guard<S, B>(
     source: S,
     deadline: Instant,
     shutdown: CancellationToken,
-) -> impl Stream<Item = Result<Vec<u8>, Box<dyn StdError + Send + Sync>>>
+) -> impl Stream<Item = Result<B, Box<dyn StdError + Send + Sync>>>
 where
-    S: Stream<Item = Result<Vec<u8>, etcd_client::Error>>,
+    S: Stream<Item = Result<B, etcd_client::Error>>,
 {
     stream::unfold((Box::pin(source), false), move |(mut source, done)| {
         let shutdown = shutdown.clone();

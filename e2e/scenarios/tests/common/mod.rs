@@ -1062,9 +1062,14 @@ pub fn assert_operators_confined(env: &Env) {
 /// A local control plane with the chart installed, failing early when the restore operator is
 /// not built or not installed by the chart (the restore scenario and bench start so).
 pub async fn start_with_restore_operator() -> Env {
+    start_with_restore_operator_and(&[]).await
+}
+
+/// [`start_with_restore_operator`] with more `helm install` arguments.
+pub async fn start_with_restore_operator_and(values: &[&str]) -> Env {
     let binary = e2e_harness::localkube_binary().expect("localkube is built");
     check_operator_binary(&binary, "etcd-restore-operator");
-    let env = Env::start().await;
+    let env = Env::start_with_values(values).await;
     let pods = env.kubectl(&[
         "get",
         "pods",

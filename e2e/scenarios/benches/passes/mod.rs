@@ -1,0 +1,159 @@
+//! The cluster operator's reconcile passes, from its `pass` debug lines (controller.rs
+//! `timed_pass`): what the cluster and restore benches print to show where the operator's time
+//! went between two steps (inside passes, by step, or waiting between them).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::common::{Env, NS, OPERATOR_NAMESPACE};
+
+/// `helm install` values for the benches: JSON logs with the cluster operator's debug lines
+/// (the `pass` lines read here).
+pub const DEBUG_PASS_VALUES: [&str; 4] = [
+    "--set",
+    "logging.format=json",
+    "--set",
+    "logging.level=info\\,etcd_cluster_operator=debug",
+];
+
+/// One reconcile pass of the operator, from its `pass` debug line.
+#[derive(Clone, Debug)]
+pub struct PassLine {
+    /// When it started, seconds since the round's start.
+    pub start: f64,
+    /// How long it took, seconds.
+    pub took: f64,
+    /// `stored` or `listed`: where its Pods came from.
+    pub pods: String,
+    /// The action planned (`AddLearner`, `Wait:SeedStarting`...).
+    pub action: String,
+    /// How it ended (the requeue asked for, `list first`, or the error's reason).
+    pub outcome: String,
+    /// Each step's milliseconds, as logged (`etcd=41.2 action=12.0 ...`).
+    pub steps: String,
+}
+
+/// The cluster operator's reconcile passes of cluster `name` that started at `start` or later
+/// and within `within` of it, as offsets from `start`.
+pub fn operator_passes(
+    env: &Env,
+    name: &str,
+    start: jiff::Timestamp,
+    within: Duration,
+) -> Vec<PassLine> {
+    let logs = env.kubectl(&[
+        "logs",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/component=cluster-operator",
+        "--tail=-1",
+    ]);
+    let mut passes: Vec<PassLine> = logs
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| {
+            line["message"] == "pass"
+                && line["span"]["name"] == name
+                && line["span"]["namespace"] == NS
+        })
+        .filter_map(|line| {
+            let end: jiff::Timestamp = line["timestamp"].as_str()?.parse().ok()?;
+            let fields = &line["fields"];
+            let took = fields["total_ms"].as_f64()? / 1000.0;
+            let text = |key: &str| fields[key].as_str().unwrap_or_default().to_owned();
+            Some(PassLine {
+                start: end.duration_since(start).as_secs_f64() - took,
+                took,
+                pods: text("pods"),
+                action: text("action"),
+                outcome: text("outcome"),
+                steps: text("steps"),
+            })
+        })
+        .filter(|pass| pass.start >= 0.0 && pass.start <= within.as_secs_f64())
+        .collect();
+    passes.sort_by(|a, b| a.start.total_cmp(&b.start));
+    if passes.is_empty() {
+        // E.g. an operator binary built before the pass lines: localkube runs the operators
+        // next to the localkube binary it was given (LOCALKUBE_BIN, else e2e-harness's own
+        // workspace's target/debug).
+        println!(
+            "no `pass` lines of {name} among the cluster operator's {} log lines",
+            logs.lines().count()
+        );
+    }
+    passes
+}
+
+/// Where the operator's time went: per round (its total and passes), the time inside reconcile
+/// passes of the cluster (and per step, summed over the round's passes) against the time
+/// between them (waiting for a watch event or a requeue); then every pass of the median round.
+pub fn passes_report(rounds: &[(Duration, &[PassLine])]) -> String {
+    let mut out = String::from(
+        "\noperator's reconcile passes (its debug lines): per round, seconds inside passes and \
+         between them, and each step's sum over the round's passes\n",
+    );
+    for (i, (total, passes)) in rounds.iter().enumerate() {
+        let inside: f64 = passes.iter().map(|p| p.took).sum();
+        let mut by_step: Vec<(String, f64)> = Vec::new();
+        for pass in passes.iter() {
+            for (step, ms) in pass
+                .steps
+                .split_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .filter_map(|(k, v)| Some((k, v.parse::<f64>().ok()?)))
+            {
+                match by_step.iter_mut().find(|(k, _)| k == step) {
+                    Some((_, sum)) => *sum += ms / 1000.0,
+                    None => by_step.push((step.to_owned(), ms / 1000.0)),
+                }
+            }
+        }
+        let steps: Vec<String> = by_step.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+        let _ = writeln!(
+            out,
+            "round {}: {:.2} s, {} passes, {:.2} s inside ({}), {:.2} s between",
+            i + 1,
+            total.as_secs_f64(),
+            passes.len(),
+            inside,
+            steps.join(", "),
+            total.as_secs_f64() - inside
+        );
+    }
+    let mut order: Vec<usize> = (0..rounds.len()).collect();
+    order.sort_by(|a, b| rounds[*a].0.cmp(&rounds[*b].0));
+    // The median round, and the slowest when it is another (what an outlier waited on).
+    let mut shown: Vec<(&str, usize)> = Vec::new();
+    if let Some(median) = order.get(order.len() / 2) {
+        shown.push(("median", *median));
+    }
+    if let Some(slowest) = order.last()
+        && shown.iter().all(|(_, i)| i != slowest)
+    {
+        shown.push(("slowest", *slowest));
+    }
+    for (which, index) in shown {
+        let (total, passes) = &rounds[index];
+        let _ = writeln!(
+            out,
+            "\npasses of the {which} round (round {}, {:.2} s): start s, took ms, pods, action, outcome, steps ms",
+            index + 1,
+            total.as_secs_f64()
+        );
+        for p in passes.iter() {
+            let _ = writeln!(
+                out,
+                "{:>7.3} {:>7.1} {:<6} {:<28} {:<40} {}",
+                p.start,
+                p.took * 1000.0,
+                p.pods,
+                p.action,
+                p.outcome,
+                p.steps
+            );
+        }
+    }
+    out
+}
