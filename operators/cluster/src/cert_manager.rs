@@ -381,6 +381,8 @@ pub struct Planned {
     pub digests: BTreeMap<String, String>,
     /// [`crate::trust::PeerTrust`] of the same Secrets, by name.
     pub trusts: BTreeMap<String, crate::trust::PeerTrust>,
+    /// [`crate::trust::PublicTls`] of every usable Secret (the operators' client one too).
+    pub public: BTreeMap<String, crate::trust::PublicTls>,
     /// When each usable Secret's certificate ends (cert-manager renews them, not the operator:
     /// one that nears its end is reported, [`crate::certs::expiry_warning_time`]).
     pub expiries: BTreeMap<String, crate::certs::Expiry>,
@@ -418,6 +420,11 @@ pub fn plan(
             && let Some(trust) = crate::trust::PeerTrust::of_secret(data)
         {
             planned.trusts.insert(wanted.name.clone(), trust);
+        }
+        if let Issued::Usable(data) = &issued
+            && let Some(public) = crate::trust::PublicTls::of_secret(data)
+        {
+            planned.public.insert(wanted.name.clone(), public);
         }
         match issued {
             Issued::Usable(data) if wanted.member.is_none() => {

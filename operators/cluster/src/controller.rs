@@ -618,7 +618,8 @@ async fn reconcile_pass(
         .collect();
     // A member about to start (rolled onto changed Secrets, or without a Pod) on a peer
     // certificate its running peers would not trust, or trusting none of theirs, is refused
-    // like an unusable Secret: a CA change without an overlap (crate::trust).
+    // like an unusable Secret: a CA change without an overlap (crate::trust). Likewise a
+    // client certificate the operators could not verify, or a client ca.crt refusing theirs.
     let etcd_members: Vec<String> = match &observed.membership {
         crate::state::Membership::Known(members) => members
             .iter()
@@ -626,13 +627,21 @@ async fn reconcile_pass(
             .collect(),
         crate::state::Membership::Unknown => observed.last_known_members.clone(),
     };
-    let untrusted = crate::trust::peer_trust_refusals(
+    let mut untrusted = crate::trust::peer_trust_refusals(
         cluster,
         &kube.pods,
         &etcd_members,
         &tls.peer_trusts,
         &tls.secret_digests,
     );
+    // The same on the client port, with the operators as the peers (crate::trust).
+    untrusted.extend(crate::trust::client_trust_refusals(
+        cluster,
+        &kube.pods,
+        &etcd_members,
+        &tls.public_tls,
+        &tls.secret_digests,
+    ));
     let tls_refusal = match (tls_refusal, untrusted.is_empty()) {
         (refusal, true) => refusal,
         (Some(mut errors), false) => {

@@ -20,6 +20,8 @@
 //! - [`metrics`]: the Prometheus series of each cluster and of the reconciles (pure).
 //! - [`trust`]: whether members started on the certificate Secrets as they are now would
 //!   trust and be trusted by the running ones (a CA change needs an overlap; pure).
+//! - [`overlap`]: Secrets' data read into [`plan::ca_overlap`]'s inputs, and the mounted
+//!   copies built from its writes (pure; not wired yet).
 
 pub mod cert_manager;
 pub mod certs;
@@ -27,6 +29,7 @@ pub mod controller;
 pub mod execute;
 pub mod metrics;
 pub mod network_policy;
+pub mod overlap;
 pub mod scheduled_backup;
 pub mod status;
 pub mod tls;

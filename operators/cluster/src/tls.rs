@@ -200,6 +200,9 @@ pub struct ClusterTls {
     /// [`crate::trust::PeerTrust`] of the same Secrets (those that parse), by Secret name: what
     /// a member started on each would present and trust on the peer port.
     pub peer_trusts: BTreeMap<String, crate::trust::PeerTrust>,
+    /// [`crate::trust::PublicTls`] of the certificate Secrets members mount and of the
+    /// operators' client Secret, by name: what the client-port check compares.
+    pub public_tls: BTreeMap<String, crate::trust::PublicTls>,
     /// What this pass changed in the Secrets, as (event reason, note), for an event each.
     pub changes: Vec<(&'static str, String)>,
     /// When the next operator-managed certificate (member, operators' client, CA) becomes due

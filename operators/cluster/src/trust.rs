@@ -255,5 +255,168 @@ pub fn peer_trust_refusals(
         .collect()
 }
 
+/// The public half of a certificate Secret (no key): its certificate and its `ca.crt`, PEM.
+/// What the client-port check ([`client_trust_refusals`]) compares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicTls {
+    /// `tls.crt` (empty when the Secret has none).
+    pub cert_pem: String,
+    /// `ca.crt`.
+    pub ca_pem: String,
+}
+
+impl PublicTls {
+    /// `None` without a `ca.crt`.
+    pub fn of_secret(data: &BTreeMap<String, Vec<u8>>) -> Option<PublicTls> {
+        let text = |key: &str| {
+            data.get(key)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        Some(PublicTls {
+            cert_pem: text(secret_keys::CERT).unwrap_or_default(),
+            ca_pem: text(secret_keys::CA)?,
+        })
+    }
+}
+
+/// Whether the first certificate of `cert_pem` is signed by one of the CAs of `bundle_pem`.
+fn chains_to(cert_pem: &str, bundle_pem: &str) -> bool {
+    let leaves = certificates(cert_pem.as_bytes());
+    let Some(Ok(leaf)) = leaves.first().map(Pem::parse_x509) else {
+        return false;
+    };
+    certificates(bundle_pem.as_bytes()).iter().any(|ca| {
+        ca.parse_x509()
+            .is_ok_and(|ca| leaf.verify_signature(Some(ca.public_key())).is_ok())
+    })
+}
+
+/// The Secret `member` mounts for the client port, if the cluster has client TLS.
+pub fn client_secret(cluster: &EtcdCluster, member: &str) -> Option<String> {
+    build::member_tls_volumes(cluster, member)
+        .into_iter()
+        .find(|(volume, _, _)| *volume == build::CLIENT_TLS_VOLUME)
+        .map(|(_, _, secret)| secret)
+}
+
+/// The field that names the client certificates' source.
+fn client_field(cluster: &EtcdCluster) -> &'static str {
+    let client = cluster.spec.tls.as_ref().and_then(|t| t.client.as_ref());
+    match client {
+        Some(c) if c.secret_ref.is_some() => "spec.tls.client.secretRef",
+        Some(c) if c.cert_manager.is_some() => "spec.tls.client.certManager",
+        _ => "spec.tls.client",
+    }
+}
+
+/// The client port's side of [`peer_trust_refusals`]: a member (re)started on its client
+/// certificate Secret as it is now must serve a certificate the operators (cluster, backup,
+/// restore) verify with the `ca.crt` of their client Secret
+/// ([`EtcdCluster::operator_client_secret`]), and, with `clientCertAuth`, trust (its
+/// `ca.crt`, read at start like the peer one) the client certificate they present. Otherwise
+/// the operators lose sight of every member rolled onto it: the roll stalls on a member it
+/// cannot see become healthy, backups of it fail, and nothing says why. Refused before any
+/// restart instead, naming the Secrets.
+///
+/// `public`: [`PublicTls`] of the member client Secrets and of the operators' client Secret,
+/// by name, as they are now. Judged: each running member whose Pod was built from other
+/// certificate Secrets than those of now ([`build::ANNOTATION_TLS_HASH`]: a roll pending),
+/// and each etcd member without a running Pod. Clients other than the operators are not
+/// known to the operator: their trust is the user's to keep.
+pub fn client_trust_refusals(
+    cluster: &EtcdCluster,
+    pods: &BTreeMap<String, Pod>,
+    etcd_members: &[String],
+    public: &BTreeMap<String, PublicTls>,
+    digests: &BTreeMap<String, String>,
+) -> Vec<FieldError> {
+    let Some(operators) = cluster.operator_client_secret() else {
+        return vec![];
+    };
+    let Some(theirs) = public.get(&operators.name) else {
+        // Missing or unusable: refused by the Secret checks.
+        return vec![];
+    };
+    let client_cert_auth = cluster
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.client.as_ref())
+        .is_some_and(|c| c.client_cert_auth);
+    let running: BTreeMap<&str, &Pod> = pods
+        .iter()
+        .filter(|(_, pod)| pod.metadata.deletion_timestamp.is_none())
+        .map(|(member, pod)| (member.as_str(), pod))
+        .collect();
+    let roll_pending = |member: &str, pod: &Pod| {
+        build::member_tls_hash(cluster, member, digests)
+            .is_some_and(|now| pod.annotations().get(build::ANNOTATION_TLS_HASH) != Some(&now))
+    };
+    let judged = running
+        .iter()
+        .filter(|(member, pod)| roll_pending(member, pod))
+        .map(|(member, _)| *member)
+        .chain(
+            etcd_members
+                .iter()
+                .map(String::as_str)
+                .filter(|member| !running.contains_key(member)),
+        );
+    // By Secret: a Secret you provide is every member's.
+    let mut refused: BTreeMap<String, (bool, bool, BTreeSet<&str>)> = BTreeMap::new();
+    for member in judged {
+        let Some(secret) = client_secret(cluster, member) else {
+            continue;
+        };
+        let Some(mine) = public.get(&secret) else {
+            continue;
+        };
+        let unverifiable = !chains_to(&mine.cert_pem, &theirs.ca_pem);
+        let refusing = client_cert_auth
+            && operators.present_certificate
+            && !chains_to(&theirs.cert_pem, &mine.ca_pem);
+        if unverifiable || refusing {
+            let entry = refused
+                .entry(secret)
+                .or_insert((false, false, BTreeSet::new()));
+            entry.0 |= unverifiable;
+            entry.1 |= refusing;
+            entry.2.insert(member);
+        }
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let operators_id = format!("{namespace}/{}", operators.name);
+    refused
+        .into_iter()
+        .map(|(secret, (unverifiable, refusing, members))| {
+            let mut why = Vec::new();
+            if unverifiable {
+                why.push(format!(
+                    "its certificate is not signed by a CA of the ca.crt the operators trust \
+                     (Secret {operators_id}): they could not verify a member started on it"
+                ));
+            }
+            if refusing {
+                why.push(format!(
+                    "its ca.crt does not trust the client certificate the operators present \
+                     (Secret {operators_id}): a member started on it would refuse them"
+                ));
+            }
+            let members: Vec<&str> = members.into_iter().collect();
+            FieldError {
+                field: client_field(cluster).to_owned(),
+                message: format!(
+                    "Secret {namespace}/{secret}: {}; so no member is restarted onto it \
+                     (members {}). The operators' client Secret and the members' client \
+                     Secrets change CA with an overlap: ca.crt with both CAs, then \
+                     certificates of the new CA, then ca.crt with the new CA alone",
+                    why.join("; and "),
+                    members.join(", ")
+                ),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

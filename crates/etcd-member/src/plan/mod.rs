@@ -41,6 +41,7 @@ use crate::desired::Desired;
 use crate::naming::ClusterName;
 use crate::state::{Member, MemberHealth, Membership, Observed};
 
+pub mod ca_overlap;
 pub mod ca_rotation;
 mod gate;
 mod maintenance;

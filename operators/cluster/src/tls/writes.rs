@@ -302,6 +302,11 @@ pub fn plan(
         .filter_map(|(name, data)| Some((name.clone(), crate::trust::PeerTrust::of_secret(data)?)))
         .chain(from_cert_manager.trusts)
         .collect();
+    let mut public_tls: BTreeMap<String, crate::trust::PublicTls> = usable
+        .iter()
+        .filter_map(|(name, data)| Some((name.clone(), crate::trust::PublicTls::of_secret(data)?)))
+        .chain(from_cert_manager.public)
+        .collect();
     let mut changes = Vec::new();
     // The operator-managed certificates as this pass leaves them: the next renewal is theirs.
     let mut managed_certs: Vec<String> = Vec::new();
@@ -323,6 +328,8 @@ pub fn plan(
                 writes.extend(planned.write);
                 changes.extend(planned.change);
                 managed_certs.extend(issued_of(&planned.data).map(|i| i.cert_pem));
+                public_tls
+                    .extend(crate::trust::PublicTls::of_secret(&planned.data).map(|p| (name, p)));
                 etcd = ClientTls::from_secret_data(&planned.data, true).ok();
             }
         } else if let Some(data) = usable.get(&operator.name) {
@@ -355,6 +362,9 @@ pub fn plan(
             managed_certs.extend(issued_of(&data).map(|i| i.cert_pem));
             if let Some(trust) = crate::trust::PeerTrust::of_secret(&data) {
                 peer_trusts.insert(name.clone(), trust);
+            }
+            if let Some(public) = crate::trust::PublicTls::of_secret(&data) {
+                public_tls.insert(name.clone(), public);
             }
             secret_digests.insert(name, build::secret_digest(&data));
         }
@@ -410,6 +420,7 @@ pub fn plan(
             leaf_validity,
             secret_digests,
             peer_trusts,
+            public_tls,
             changes,
             next_renewal,
             expiries,

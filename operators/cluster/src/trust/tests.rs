@@ -359,3 +359,229 @@ fn the_record_reads_back_and_nothing_else_reads_as_one() {
     // ca.crt that did not sign the certificate: no record (the Secret is refused anyway).
     assert_eq!(PeerTrust::of_secret(&secret(&a, "main-0", &[&b])), None);
 }
+
+mod client_port {
+    use super::*;
+
+    fn client_cluster(client: serde_json::Value) -> EtcdCluster {
+        let mut cluster = EtcdCluster::new(
+            "main",
+            serde_json::from_value(serde_json::json!({"size": 3, "tls": {"client": client}}))
+                .unwrap(),
+        );
+        cluster.metadata.namespace = Some("db".into());
+        cluster
+    }
+
+    fn cert_manager(client_cert_auth: bool) -> EtcdCluster {
+        client_cluster(serde_json::json!({
+            "clientCertAuth": client_cert_auth,
+            "certManager": {"issuerRef": {"name": "ca"}},
+        }))
+    }
+
+    /// The operators' client Secret: a client certificate of `issuer`, `trusted` as `ca.crt`.
+    fn operators(issuer: &Issued, trusted: &[&Issued]) -> BTreeMap<String, Vec<u8>> {
+        let leaf =
+            certs::issue_operator_client(issuer, &names(), now(), certs::LEAF_VALIDITY).unwrap();
+        let mut data = secret(issuer, "main-0", trusted);
+        data.insert("tls.crt".into(), leaf.cert_pem.into_bytes());
+        data.insert("tls.key".into(), leaf.key_pem.into_bytes());
+        data
+    }
+
+    struct Now {
+        digests: BTreeMap<String, String>,
+        public: BTreeMap<String, PublicTls>,
+    }
+
+    fn now_of(data: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Now {
+        Now {
+            digests: data
+                .iter()
+                .map(|(name, data)| (name.clone(), build::secret_digest(data)))
+                .collect(),
+            public: data
+                .iter()
+                .filter_map(|(name, data)| Some((name.clone(), PublicTls::of_secret(data)?)))
+                .collect(),
+        }
+    }
+
+    /// Member Pods built from the Secrets of `at` (their certificate hash).
+    fn pods_at(cluster: &EtcdCluster, at: &Now) -> BTreeMap<String, Pod> {
+        members()
+            .iter()
+            .map(|m| {
+                let mut pod = Pod::default();
+                pod.metadata.name = Some(m.clone());
+                pod.metadata.annotations = Some(BTreeMap::from([(
+                    build::ANNOTATION_TLS_HASH.to_owned(),
+                    build::member_tls_hash(cluster, m, &at.digests).unwrap(),
+                )]));
+                (m.clone(), pod)
+            })
+            .collect()
+    }
+
+    fn check(cluster: &EtcdCluster, pods: &BTreeMap<String, Pod>, at: &Now) -> Vec<FieldError> {
+        client_trust_refusals(cluster, pods, &members(), &at.public, &at.digests)
+    }
+
+    fn on_ca(ca: &Issued) -> BTreeMap<String, BTreeMap<String, Vec<u8>>> {
+        let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members()
+            .iter()
+            .map(|m| (format!("{m}-client-tls"), secret(ca, m, &[ca])))
+            .collect();
+        data.insert("main-operator-client-tls".into(), operators(ca, &[ca]));
+        data
+    }
+
+    /// Issue 19, the client port: cert-manager renewed member 1's client certificate from an
+    /// issuer whose CA was replaced (A by B, `ca.crt` B alone) while the operators' client
+    /// Secret is still of A. Rolled onto it, main-1 would serve a certificate the operators
+    /// cannot verify and refuse the one they present: the roll would stall on a member the
+    /// operator cannot see. Refused before the roll, naming both Secrets and both ways.
+    #[test]
+    fn a_member_is_not_rolled_onto_a_client_certificate_the_operators_cannot_verify() {
+        let cluster = cert_manager(true);
+        let (a, b) = (
+            certs::new_ca(&names(), now()).unwrap(),
+            certs::new_ca(&names(), now()).unwrap(),
+        );
+        let mut data = on_ca(&a);
+        let before = now_of(&data);
+        let pods = pods_at(&cluster, &before);
+        assert_eq!(check(&cluster, &pods, &before), [], "settled on CA A");
+
+        data.insert("main-1-client-tls".into(), secret(&b, "main-1", &[&b]));
+        let after = now_of(&data);
+        let refused = check(&cluster, &pods, &after);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].field, "spec.tls.client.certManager");
+        let message = &refused[0].message;
+        for part in [
+            "Secret db/main-1-client-tls:",
+            "not signed by a CA of the ca.crt the operators trust (Secret \
+             db/main-operator-client-tls)",
+            "does not trust the client certificate the operators present",
+            "(members main-1)",
+        ] {
+            assert!(message.contains(part), "{part:?} not in {message}");
+        }
+        // Without clientCertAuth the members do not check the operators' certificate.
+        let lenient = cert_manager(false);
+        let refused = check(&lenient, &pods_at(&lenient, &before), &after);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(!refused[0].message.contains("operators present"));
+
+        // With an overlap (both sides trusting A and B) the same certificate passes.
+        data.insert("main-operator-client-tls".into(), operators(&a, &[&a, &b]));
+        data.insert("main-1-client-tls".into(), secret(&b, "main-1", &[&a, &b]));
+        let overlap = now_of(&data);
+        assert_eq!(check(&cluster, &pods, &overlap), []);
+    }
+
+    /// Who is judged: a member whose roll is pending or that etcd lists without a Pod; not a
+    /// Pod running on the Secrets as they are (restarting nothing, the check has nothing to
+    /// refuse), nor a Pod being deleted.
+    #[test]
+    fn only_members_about_to_start_are_judged() {
+        let cluster = cert_manager(true);
+        let (a, b) = (
+            certs::new_ca(&names(), now()).unwrap(),
+            certs::new_ca(&names(), now()).unwrap(),
+        );
+        let mut data = on_ca(&a);
+        let mut pods = pods_at(&cluster, &now_of(&data));
+        // The operators' Secret alone moved to B: no member restarts onto anything.
+        data.insert("main-operator-client-tls".into(), operators(&b, &[&b]));
+        assert_eq!(check(&cluster, &pods, &now_of(&data)), []);
+        // main-2 has no Pod: its next one starts on its A certificate, which B does not sign.
+        pods.remove("main-2");
+        let refused = check(&cluster, &pods, &now_of(&data));
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].message.contains("(members main-2)"));
+        // Not in etcd's list (a PVC kept after a scale-down): nobody starts it.
+        let listed = ["main-0".to_owned(), "main-1".to_owned()];
+        let at = now_of(&data);
+        assert_eq!(
+            client_trust_refusals(&cluster, &pods, &listed, &at.public, &at.digests),
+            []
+        );
+    }
+
+    /// A Secret you provide for every member, and the operators' own: one refusal for the
+    /// Secret, naming every member about to start on it; without `operatorSecretRef` the
+    /// operators trust the members' own `ca.crt`, which always signs their certificate.
+    #[test]
+    fn secrets_you_provide() {
+        let (a, b) = (
+            certs::new_ca(&names(), now()).unwrap(),
+            certs::new_ca(&names(), now()).unwrap(),
+        );
+        let cluster = client_cluster(serde_json::json!({
+            "clientCertAuth": true,
+            "secretRef": {"name": "serving"},
+            "operatorSecretRef": {"name": "ops"},
+        }));
+        let mut data = BTreeMap::from([
+            ("serving".to_owned(), secret(&a, "main-0", &[&a])),
+            ("ops".to_owned(), operators(&a, &[&a])),
+        ]);
+        let pods = pods_at(&cluster, &now_of(&data));
+        data.insert("serving".into(), secret(&b, "main-0", &[&b]));
+        let refused = check(&cluster, &pods, &now_of(&data));
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].field, "spec.tls.client.secretRef");
+        assert!(
+            refused[0]
+                .message
+                .contains("(members main-0, main-1, main-2)")
+        );
+        assert!(refused[0].message.contains("Secret db/ops"));
+
+        let own = client_cluster(serde_json::json!({"secretRef": {"name": "serving"}}));
+        let data = BTreeMap::from([("serving".to_owned(), secret(&a, "main-0", &[&a]))]);
+        let pods = pods_at(&own, &now_of(&data));
+        let data = BTreeMap::from([("serving".to_owned(), secret(&b, "main-0", &[&b]))]);
+        assert_eq!(check(&own, &pods, &now_of(&data)), []);
+    }
+
+    /// The operator-managed CA rotation keeps both sides trusting each other at every step:
+    /// the members' Secrets and the operators' client Secret move together.
+    #[test]
+    fn every_step_of_the_operator_managed_ca_rotation_passes_on_the_client_port() {
+        let cluster = client_cluster(serde_json::json!({"clientCertAuth": true}));
+        let a = certs::new_ca(&names(), now()).unwrap();
+        let b = certs::new_ca(&names(), now()).unwrap();
+        let [stable_a, trusting, issuing, stable_b] = crate::tls::rotation_phases(&a, &b);
+        let at = |ca: &ManagedCa| -> Now {
+            let bundle = ca.trust_pem.clone().into_bytes();
+            let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members()
+                .iter()
+                .map(|m| {
+                    let mut secret = secret(&ca.issuing, m, &[]);
+                    secret.insert("ca.crt".into(), bundle.clone());
+                    (format!("{m}-tls"), secret)
+                })
+                .collect();
+            let mut ops = operators(&ca.issuing, &[]);
+            ops.insert("ca.crt".into(), bundle.clone());
+            data.insert("main-operator-client-tls".into(), ops);
+            now_of(&data)
+        };
+        let phases = [&stable_a, &trusting, &issuing, &stable_b];
+        for pair in phases.windows(2) {
+            let (running, next) = (at(pair[0]), at(pair[1]));
+            let pods = pods_at(&cluster, &running);
+            assert_eq!(
+                check(&cluster, &pods, &next),
+                [],
+                "{:?} -> {:?}",
+                pair[0].phase(),
+                pair[1].phase()
+            );
+        }
+    }
+}
