@@ -133,6 +133,15 @@ async fn dns_answers_from_live_services_and_endpoint_slices() {
     .await;
     assert_eq!(answers(&published), vec!["A 10.0.1.10"]);
 
+    // Negative answers need every store's first list (Services, Pods, Namespaces): until then
+    // the server answers SERVFAIL, as CoreDNS does. Positive answers above came from the
+    // Services alone; CI once asked before the Pods' list had arrived.
+    eventually("the DNS cache to sync", Duration::from_secs(30), || async {
+        let m = ask_udp(server, "nope.default.svc.cluster.local.", RecordType::A).await;
+        (m.metadata.response_code != ResponseCode::ServFail).then_some(())
+    })
+    .await;
+
     // Hostname records, and the not-ready peer's name does not exist (as etcd sees it).
     let etcd0 = ask_udp(
         server,
