@@ -51,10 +51,11 @@ fn secret(issuer: &Issued, member: &str, trusted: &[&Issued]) -> BTreeMap<String
     ])
 }
 
-/// The Secrets as they are now, by name: their digests and trusts.
+/// The Secrets as they are now, by name: their digests, peer trusts and client-side trust.
 struct Secrets {
     digests: BTreeMap<String, String>,
     trusts: BTreeMap<String, PeerTrust>,
+    public: BTreeMap<String, PublicTls>,
 }
 
 fn secrets(data: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Secrets {
@@ -66,6 +67,10 @@ fn secrets(data: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Secrets {
         trusts: data
             .iter()
             .filter_map(|(name, data)| Some((name.clone(), PeerTrust::of_secret(data)?)))
+            .collect(),
+        public: data
+            .iter()
+            .filter_map(|(name, data)| Some((name.clone(), PublicTls::of_secret(data)?)))
             .collect(),
     }
 }
@@ -390,26 +395,8 @@ mod client_port {
         data
     }
 
-    struct Now {
-        digests: BTreeMap<String, String>,
-        public: BTreeMap<String, PublicTls>,
-    }
-
-    fn now_of(data: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Now {
-        Now {
-            digests: data
-                .iter()
-                .map(|(name, data)| (name.clone(), build::secret_digest(data)))
-                .collect(),
-            public: data
-                .iter()
-                .filter_map(|(name, data)| Some((name.clone(), PublicTls::of_secret(data)?)))
-                .collect(),
-        }
-    }
-
     /// Member Pods built from the Secrets of `at` (their certificate hash).
-    fn pods_at(cluster: &EtcdCluster, at: &Now) -> BTreeMap<String, Pod> {
+    fn pods_at(cluster: &EtcdCluster, at: &Secrets) -> BTreeMap<String, Pod> {
         members()
             .iter()
             .map(|m| {
@@ -424,7 +411,7 @@ mod client_port {
             .collect()
     }
 
-    fn check(cluster: &EtcdCluster, pods: &BTreeMap<String, Pod>, at: &Now) -> Vec<FieldError> {
+    fn check(cluster: &EtcdCluster, pods: &BTreeMap<String, Pod>, at: &Secrets) -> Vec<FieldError> {
         client_trust_refusals(cluster, pods, &members(), &at.public, &at.digests)
     }
 
@@ -450,12 +437,12 @@ mod client_port {
             certs::new_ca(&names(), now()).unwrap(),
         );
         let mut data = on_ca(&a);
-        let before = now_of(&data);
+        let before = secrets(&data);
         let pods = pods_at(&cluster, &before);
         assert_eq!(check(&cluster, &pods, &before), [], "settled on CA A");
 
         data.insert("main-1-client-tls".into(), secret(&b, "main-1", &[&b]));
-        let after = now_of(&data);
+        let after = secrets(&data);
         let refused = check(&cluster, &pods, &after);
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert_eq!(refused[0].field, "spec.tls.client.certManager");
@@ -478,7 +465,7 @@ mod client_port {
         // With an overlap (both sides trusting A and B) the same certificate passes.
         data.insert("main-operator-client-tls".into(), operators(&a, &[&a, &b]));
         data.insert("main-1-client-tls".into(), secret(&b, "main-1", &[&a, &b]));
-        let overlap = now_of(&data);
+        let overlap = secrets(&data);
         assert_eq!(check(&cluster, &pods, &overlap), []);
     }
 
@@ -493,18 +480,18 @@ mod client_port {
             certs::new_ca(&names(), now()).unwrap(),
         );
         let mut data = on_ca(&a);
-        let mut pods = pods_at(&cluster, &now_of(&data));
+        let mut pods = pods_at(&cluster, &secrets(&data));
         // The operators' Secret alone moved to B: no member restarts onto anything.
         data.insert("main-operator-client-tls".into(), operators(&b, &[&b]));
-        assert_eq!(check(&cluster, &pods, &now_of(&data)), []);
+        assert_eq!(check(&cluster, &pods, &secrets(&data)), []);
         // main-2 has no Pod: its next one starts on its A certificate, which B does not sign.
         pods.remove("main-2");
-        let refused = check(&cluster, &pods, &now_of(&data));
+        let refused = check(&cluster, &pods, &secrets(&data));
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert!(refused[0].message.contains("(members main-2)"));
         // Not in etcd's list (a PVC kept after a scale-down): nobody starts it.
         let listed = ["main-0".to_owned(), "main-1".to_owned()];
-        let at = now_of(&data);
+        let at = secrets(&data);
         assert_eq!(
             client_trust_refusals(&cluster, &pods, &listed, &at.public, &at.digests),
             []
@@ -529,9 +516,9 @@ mod client_port {
             ("serving".to_owned(), secret(&a, "main-0", &[&a])),
             ("ops".to_owned(), operators(&a, &[&a])),
         ]);
-        let pods = pods_at(&cluster, &now_of(&data));
+        let pods = pods_at(&cluster, &secrets(&data));
         data.insert("serving".into(), secret(&b, "main-0", &[&b]));
-        let refused = check(&cluster, &pods, &now_of(&data));
+        let refused = check(&cluster, &pods, &secrets(&data));
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert_eq!(refused[0].field, "spec.tls.client.secretRef");
         assert!(
@@ -543,9 +530,9 @@ mod client_port {
 
         let own = client_cluster(serde_json::json!({"secretRef": {"name": "serving"}}));
         let data = BTreeMap::from([("serving".to_owned(), secret(&a, "main-0", &[&a]))]);
-        let pods = pods_at(&own, &now_of(&data));
+        let pods = pods_at(&own, &secrets(&data));
         let data = BTreeMap::from([("serving".to_owned(), secret(&b, "main-0", &[&b]))]);
-        assert_eq!(check(&own, &pods, &now_of(&data)), []);
+        assert_eq!(check(&own, &pods, &secrets(&data)), []);
     }
 
     /// The operator-managed CA rotation keeps both sides trusting each other at every step:
@@ -556,7 +543,7 @@ mod client_port {
         let a = certs::new_ca(&names(), now()).unwrap();
         let b = certs::new_ca(&names(), now()).unwrap();
         let [stable_a, trusting, issuing, stable_b] = crate::tls::rotation_phases(&a, &b);
-        let at = |ca: &ManagedCa| -> Now {
+        let at = |ca: &ManagedCa| -> Secrets {
             let bundle = ca.trust_pem.clone().into_bytes();
             let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members()
                 .iter()
@@ -569,7 +556,7 @@ mod client_port {
             let mut ops = operators(&ca.issuing, &[]);
             ops.insert("ca.crt".into(), bundle.clone());
             data.insert("main-operator-client-tls".into(), ops);
-            now_of(&data)
+            secrets(&data)
         };
         let phases = [&stable_a, &trusting, &issuing, &stable_b];
         for pair in phases.windows(2) {
