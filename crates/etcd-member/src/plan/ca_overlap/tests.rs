@@ -45,9 +45,10 @@ fn recorded(issuer: &str, trusts: &[&str]) -> Option<Running> {
     Some(Running::Recorded(trust(issuer, trusts)))
 }
 
-#[test]
-fn a_settled_cluster_plans_nothing() {
-    let members: Vec<MemberPeer> = (0..3)
+/// `n` members `m0`, `m1`, … settled on CA "O": source and copy hold an O certificate
+/// trusting only O, and each Pod was started on it.
+fn settled_on_o(n: usize) -> Vec<MemberPeer> {
+    (0..n)
         .map(|i| {
             member(
                 &format!("m{i}"),
@@ -56,7 +57,12 @@ fn a_settled_cluster_plans_nothing() {
                 recorded("O", &["O"]),
             )
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_settled_cluster_plans_nothing() {
+    let members = settled_on_o(3);
     let planned = plan(&members);
     assert_eq!(planned.writes, []);
     assert_eq!(planned.held_back, []);
@@ -238,16 +244,7 @@ fn nothing_is_dropped_or_taken_blind() {
 
 #[test]
 fn a_new_member_waits_for_a_certificate_its_peers_trust() {
-    let mut members: Vec<MemberPeer> = (0..2)
-        .map(|i| {
-            member(
-                &format!("m{i}"),
-                Some(held(&format!("o{i}"), "O", &["O"])),
-                Some(held(&format!("o{i}"), "O", &["O"])),
-                recorded("O", &["O"]),
-            )
-        })
-        .collect();
+    let mut members = settled_on_o(2);
     members.push(member("m2", Some(held("n2", "N", &["N"])), None, None));
     let planned = plan(&members);
     // No copy for m2 (its Pod cannot start); the others trust N first.
