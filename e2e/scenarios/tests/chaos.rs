@@ -116,6 +116,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use common::netns::{in_netns, nft, operator_pid};
 use common::*;
 use etcd_api::{BackupPhase, EtcdBackup, EtcdRestore, RestorePhase};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -2112,46 +2113,6 @@ async fn member_leader(ip: &str) -> Option<u64> {
     client.status().await.ok().map(|s| s.leader())
 }
 
-/// Runs `program args` in the network namespace of `pid`; its stdout.
-fn in_netns(pid: u32, program: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("nsenter")
-        .args(["-t", &pid.to_string(), "-n", program])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nsenter -t {pid} -n {program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The PID of this instance's operator process `name` (one of its containers' processes).
-fn operator_pid(env: &Env, name: &str) -> u32 {
-    let parent = env.lk.pid().to_string();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-            continue;
-        };
-        let ppid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .map(str::trim);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-        if String::from_utf8_lossy(program).ends_with(name)
-            && env.runs_container_process(pid, ppid.unwrap_or_default())
-        {
-            return pid;
-        }
-    }
-    panic!("no {name} process under localkube {parent}");
-}
-
 /// Drops every packet between the network namespace of `pid` and `addresses` (an address, or
 /// an nftables set `{ a, b }`), both ways, in the table `inet chaos`.
 fn cut_off(pid: u32, addresses: &str) {
@@ -2163,19 +2124,6 @@ fn cut_off(pid: u32, addresses: &str) {
              add chain inet chaos in {{ type filter hook input priority 0 ; }}; \
              add rule inet chaos in ip saddr {addresses} drop"
         ),
-    );
-}
-
-/// Runs `nft <commands>` in the network namespace of `pid`.
-fn nft(pid: u32, commands: &str) {
-    let out = std::process::Command::new("nsenter")
-        .args(["-t", &pid.to_string(), "-n", "nft", commands])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nsenter -t {pid} -n nft {commands}: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod certs;
+pub mod netns;
 pub mod prometheus;
 
 use std::collections::BTreeMap;
