@@ -748,8 +748,12 @@ fn plan_with_members(
 
     // 4b. A switch from plaintext to TLS (tls_switch.rs): before the health waits below, so
     //     that a member that does not come up on its https:// peer URL is reverted in time.
+    //     A cluster short of voters (a dead member was just removed) gets its replacement
+    //     first (step 7): one voter fewer, and every roll of the switch would wait on the
+    //     quorum gate for ever. A member settling on its new URL is still seen to here.
+    let short_of_voters = voters.len() < desired.size.voters();
     if learner.is_none()
-        && let Some(step) = next_tls_switch_step(observed, &voters)
+        && let Some(step) = next_tls_switch_step(observed, &voters, short_of_voters)
     {
         return step;
     }
@@ -802,7 +806,7 @@ fn plan_with_members(
     if voters.len() < size {
         let member = cluster.member_name(next_ordinal(observed, members));
         return Action::AddLearner {
-            peer_url: cluster.peer_url(&member),
+            peer_url: new_member_peer_url(cluster, &voters, &member),
             member,
         };
     }
@@ -1003,10 +1007,24 @@ fn switch_members(observed: &Observed, voters: &[&Member]) -> Vec<tls_switch::Sw
         .collect()
 }
 
-fn next_tls_switch_step(observed: &Observed, voters: &[&Member]) -> Option<Action> {
+/// The next step of a switch to TLS, if one runs. `settling_only`: only a step about a member
+/// that moved to its https:// URL and does not answer (the wait, then the revert).
+fn next_tls_switch_step(
+    observed: &Observed,
+    voters: &[&Member],
+    settling_only: bool,
+) -> Option<Action> {
     let wanted = switch_wanted(observed);
     let members = switch_members(observed, voters);
     let step = tls_switch::next_switch_step(&wanted, &members, tls_switch::REVERT_AFTER)?;
+    let settling = matches!(
+        step,
+        tls_switch::SwitchStep::Wait(tls_switch::SwitchWait::SettlingOnTls(_))
+            | tls_switch::SwitchStep::UpdatePeerUrl { to_tls: false, .. }
+    );
+    if settling_only && !settling {
+        return None;
+    }
     let (done, voters) = tls_switch::progress(&wanted, &members).unwrap_or((0, members.len()));
     Some(match step {
         tls_switch::SwitchStep::Roll {
@@ -1042,6 +1060,31 @@ fn next_tls_switch_step(observed: &Observed, voters: &[&Member]) -> Option<Actio
         },
         tls_switch::SwitchStep::Wait(wait) => Action::Wait(WaitReason::TlsSwitch(wait)),
     })
+}
+
+/// The peer URL a new member joins on: one its Pod's peer listeners ([`pod_listeners`]) serve.
+/// While some voter's URL is still `http://` (a switch to TLS before or in its first round),
+/// the new Pod listens on both and joins on `http://…:2380`; the switch moves its URL later.
+/// Once every voter of a cluster switched from plaintext is on `https://…:2382`, there too,
+/// like its peers; otherwise as the spec says.
+fn new_member_peer_url(cluster: &ClusterName, voters: &[&Member], member: &str) -> String {
+    if !cluster.peer_tls {
+        return cluster.peer_url(member);
+    }
+    let ours: Vec<(String, &Member)> = voters
+        .iter()
+        .filter_map(|m| Some((m.member_name(cluster)?, *m)))
+        .collect();
+    if ours.iter().any(|(_, m)| m.peer_url.starts_with("http://")) {
+        cluster.plain_peer_url(member)
+    } else if ours
+        .iter()
+        .any(|(name, m)| m.peer_url == cluster.switched_peer_url(name))
+    {
+        cluster.switched_peer_url(member)
+    } else {
+        cluster.peer_url(member)
+    }
 }
 
 /// What every member Pod created now listens on (the executor builds Pods with it): during a

@@ -1407,6 +1407,101 @@ fn a_member_not_up_on_tls_is_reverted_before_the_planner_would_wait_or_replace_i
     }
 }
 
+/// `observed` with the member `main-0` removed from etcd as dead, its Pod and PVC gone: what
+/// the planner sees the pass after it replaced a dead member's removal.
+fn without_main_0(mut observed: Observed) -> Observed {
+    if let Membership::Known(members) = &mut observed.membership {
+        members.retain(|m| m.name != "main-0");
+    }
+    observed.pods.remove("main-0");
+    observed.pvcs.remove("main-0");
+    observed
+}
+
+/// The replacement's AddLearner (its name, its peer URL), or a panic naming what came instead.
+fn replacement_of(observed: &Observed) -> (String, String) {
+    match plan(observed) {
+        Action::AddLearner { member, peer_url } => (member, peer_url),
+        other => panic!("expected the replacement's AddLearner, got {other:?}"),
+    }
+}
+
+/// Found by the fault suite (`cluster.pod_mark_tls_reverted:before:member_cut`): a member
+/// removed as dead mid-switch left two voters, and every further step of the switch waited
+/// on the quorum gate (`WouldLoseQuorum`, 2 healthy of 2) forever, before scale-up could
+/// replace it. The replacement comes first, on a peer URL its stage's listeners serve.
+#[test]
+fn a_member_removed_mid_switch_is_replaced_before_the_switch_goes_on() {
+    // Round 1 (every Pod on both listeners, URLs still http://): the replacement joins on
+    // http://…:2380, which its dual-listening Pod serves; the switch moves its URL later.
+    let observed = without_main_0(switching([DUAL_L; 3], [false; 3]));
+    assert_eq!(
+        replacement_of(&observed),
+        ("main-3".into(), "http://main-3.main.db.svc:2380".into())
+    );
+    assert_eq!(pod_listeners(&observed), DUAL_L);
+    // Some URLs moved, one still http://: the same.
+    let observed = without_main_0(switching([DUAL_L; 3], [false, true, false]));
+    assert_eq!(
+        replacement_of(&observed),
+        ("main-3".into(), "http://main-3.main.db.svc:2380".into())
+    );
+    // Every remaining URL moved: its Pod listens on https:// only, on its URL's port 2382.
+    let observed = without_main_0(switching([DUAL_L; 3], [false, true, true]));
+    assert_eq!(
+        replacement_of(&observed),
+        ("main-3".into(), "https://main-3.main.db.svc:2382".into())
+    );
+    assert_eq!(pod_listeners(&observed).peer, tls_switch::Listen::Https);
+}
+
+/// A member just moved to its https:// URL and not answering yet is waited for (then reverted,
+/// as without a replacement due): with one of two voters down nothing could be committed
+/// anyway, not the replacement's MemberAdd either.
+#[test]
+fn a_member_settling_on_its_new_url_is_waited_for_while_a_replacement_is_due() {
+    let mut observed = without_main_0(switching([DUAL_L; 3], [false, true, false]));
+    if let Membership::Known(members) = &mut observed.membership {
+        let settling = members.iter_mut().find(|m| m.name == "main-1").unwrap();
+        settling.health = MemberHealth::Unhealthy {
+            unhealthy_for: Duration::from_secs(20),
+        };
+    }
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::TlsSwitch(
+            tls_switch::SwitchWait::SettlingOnTls("main-1".into())
+        ))
+    );
+}
+
+#[test]
+fn a_member_replaced_after_the_switch_joins_on_the_switched_port() {
+    let mut done = without_main_0(switching([DROPPED_L; 3], [true; 3]));
+    done.drop_plaintext_clients = true;
+    assert_eq!(
+        replacement_of(&done),
+        ("main-3".into(), "https://main-3.main.db.svc:2382".into())
+    );
+    assert_eq!(pod_listeners(&done), DROPPED_L);
+    // A cluster created with TLS: https:// on 2380, as its members.
+    let tls = tls_switch::Listeners {
+        peer: tls_switch::Listen::Https,
+        client: tls_switch::Listen::Https,
+    };
+    let mut born = switching([tls; 3], [false; 3]);
+    if let Membership::Known(members) = &mut born.membership {
+        for m in members.iter_mut() {
+            m.peer_url = main().with_tls(true, true).peer_url(&m.name);
+            m.client_url = Some(main().with_tls(true, true).client_url(&m.name));
+        }
+    }
+    assert_eq!(
+        replacement_of(&without_main_0(born)),
+        ("main-3".into(), "https://main-3.main.db.svc:2380".into())
+    );
+}
+
 /// `spec.tls` removed mid-switch or after it (the API server refuses that; an object written
 /// past it, e.g. with an older CRD): refused, nothing rolled back to plain HTTP, which would
 /// cut the member off from peers dialling its https:// URL.
