@@ -116,7 +116,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::netns::{in_netns, nft, operator_pid};
+use common::netns::{in_netns, nft, operator_pid, operator_pid_of_pod};
 use common::*;
 use etcd_api::{BackupPhase, EtcdBackup, EtcdRestore, RestorePhase};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -1735,35 +1735,6 @@ async fn leader_stop_case(
 
 /// The cluster operator's Lease (the chart's `--lease-name` for the release `etcd-operator`).
 const CLUSTER_OPERATOR_LEASE: &str = "etcd-operator-cluster";
-
-/// The PID of the operator process `name` of the Pod `pod` (its `POD_NAME`).
-fn operator_pid_of_pod(env: &Env, name: &str, pod: &str) -> u32 {
-    let parent = env.lk.pid().to_string();
-    let wanted = format!("POD_NAME={pod}");
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-            continue;
-        };
-        let ppid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .map(str::trim);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let of_pod = environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes());
-        if String::from_utf8_lossy(program).ends_with(name)
-            && of_pod
-            && env.runs_container_process(pid, ppid.unwrap_or_default())
-        {
-            return pid;
-        }
-    }
-    panic!("no {name} process of Pod {pod} under localkube {parent}");
-}
 
 /// Running or stopped, not exited (a zombie counts as exited).
 fn process_alive(pid: u32) -> bool {

@@ -1485,17 +1485,7 @@ fn a_member_replaced_after_the_switch_joins_on_the_switched_port() {
     );
     assert_eq!(pod_listeners(&done), DROPPED_L);
     // A cluster created with TLS: https:// on 2380, as its members.
-    let tls = tls_switch::Listeners {
-        peer: tls_switch::Listen::Https,
-        client: tls_switch::Listen::Https,
-    };
-    let mut born = switching([tls; 3], [false; 3]);
-    if let Membership::Known(members) = &mut born.membership {
-        for m in members.iter_mut() {
-            m.peer_url = main().with_tls(true, true).peer_url(&m.name);
-            m.client_url = Some(main().with_tls(true, true).client_url(&m.name));
-        }
-    }
+    let born = born_with_tls();
     assert_eq!(
         replacement_of(&without_main_0(born)),
         ("main-3".into(), "https://main-3.main.db.svc:2380".into())
@@ -1582,6 +1572,24 @@ const DROPPED_L: tls_switch::Listeners = tls_switch::Listeners {
     client: tls_switch::Listen::HttpsWithSwitchPort,
 };
 
+/// What a member Pod of a cluster created with TLS listens on.
+const TLS_L: tls_switch::Listeners = tls_switch::Listeners {
+    peer: tls_switch::Listen::Https,
+    client: tls_switch::Listen::Https,
+};
+
+/// A cluster of three created with TLS on both sides (its URLs https://, on 2380 and 2379).
+fn born_with_tls() -> Observed {
+    let mut born = switching([TLS_L; 3], [false; 3]);
+    if let Membership::Known(members) = &mut born.membership {
+        for m in members.iter_mut() {
+            m.peer_url = main().with_tls(true, true).peer_url(&m.name);
+            m.client_url = Some(main().with_tls(true, true).client_url(&m.name));
+        }
+    }
+    born
+}
+
 #[test]
 fn the_client_service_publishes_2378_only_for_a_cluster_switched_from_plaintext() {
     // Mid-switch (members serve both schemes) and after the drop: 2378 is served.
@@ -1604,23 +1612,13 @@ fn the_client_service_publishes_2378_only_for_a_cluster_switched_from_plaintext(
     )));
 
     // Created with TLS: nothing listens on 2378, even with the annotation set.
-    let tls = tls_switch::Listeners {
-        peer: tls_switch::Listen::Https,
-        client: tls_switch::Listen::Https,
-    };
-    let mut born = switching([tls; 3], [false; 3]);
-    if let Membership::Known(members) = &mut born.membership {
-        for m in members.iter_mut() {
-            m.peer_url = main().with_tls(true, true).peer_url(&m.name);
-            m.client_url = Some(main().with_tls(true, true).client_url(&m.name));
-        }
-    }
+    let mut born = born_with_tls();
     born.drop_plaintext_clients = true;
     assert!(!serves_switch_client_port(&born));
     assert_eq!(plan(&born), Action::Converged);
-    assert_eq!(pod_listeners(&born), tls);
+    assert_eq!(pod_listeners(&born), TLS_L);
     born.membership = Membership::Unknown;
-    assert_eq!(pod_listeners(&born), tls);
+    assert_eq!(pod_listeners(&born), TLS_L);
     // A plaintext cluster.
     let plain = cluster(3, V35)
         .members(vec![healthy(0, V35, true)])

@@ -20,7 +20,22 @@ pub fn in_netns(pid: u32, program: &str, args: &[&str]) -> String {
 
 /// The PID of this instance's operator process `name` (one of its containers' processes).
 pub fn operator_pid(env: &Env, name: &str) -> u32 {
-    let parent = env.lk.pid().to_string();
+    find_operator_pid(env, name, None)
+        .unwrap_or_else(|| panic!("no {name} process under localkube {}", env.lk.pid()))
+}
+
+/// The PID of the operator process `name` of the Pod `pod` (its `POD_NAME`).
+pub fn operator_pid_of_pod(env: &Env, name: &str, pod: &str) -> u32 {
+    find_operator_pid(env, name, Some(pod)).unwrap_or_else(|| {
+        panic!(
+            "no {name} process of Pod {pod} under localkube {}",
+            env.lk.pid()
+        )
+    })
+}
+
+fn find_operator_pid(env: &Env, name: &str, pod: Option<&str>) -> Option<u32> {
+    let wanted = pod.map(|pod| format!("POD_NAME={pod}"));
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -34,24 +49,21 @@ pub fn operator_pid(env: &Env, name: &str) -> u32 {
             .map(str::trim);
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let of_pod = wanted.as_ref().is_none_or(|wanted| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes())
+        });
         if String::from_utf8_lossy(program).ends_with(name)
+            && of_pod
             && env.runs_container_process(pid, ppid.unwrap_or_default())
         {
-            return pid;
+            return Some(pid);
         }
     }
-    panic!("no {name} process under localkube {parent}");
+    None
 }
 
 /// Runs `nft <commands>` in the network namespace of `pid`.
 pub fn nft(pid: u32, commands: &str) {
-    let out = std::process::Command::new("nsenter")
-        .args(["-t", &pid.to_string(), "-n", "nft", commands])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nsenter -t {pid} -n nft {commands}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    in_netns(pid, "nft", &[commands]);
 }
