@@ -624,14 +624,17 @@ fn plan_with_members(
     }
 
     // 1. Members etcd knows whose Pod is missing.
-    let initial_cluster = |joining: &str| -> Vec<(String, String)> {
+    //    `--initial-cluster`: the started members, and the member itself at the peer URL etcd
+    //    holds for it (its MemberAdd's: mid-switch to TLS not the spec's; etcd refuses a
+    //    mismatch).
+    let initial_cluster = |joining: &Member, name: &str| -> Vec<(String, String)> {
         let mut list: Vec<(String, String)> = members
             .iter()
             .filter(|m| m.started())
             .map(|m| (m.name.clone(), m.peer_url.clone()))
             .collect();
-        if !list.iter().any(|(name, _)| name == joining) {
-            list.push((joining.to_owned(), cluster.peer_url(joining)));
+        if !list.iter().any(|(started, _)| started == name) {
+            list.push((name.to_owned(), joining.peer_url.clone()));
         }
         list
     };
@@ -655,7 +658,7 @@ fn plan_with_members(
                 (target, PodReason::NewMember)
             };
             return Action::CreateMemberPod {
-                initial_cluster: initial_cluster(&name),
+                initial_cluster: initial_cluster(member, &name),
                 member: name,
                 version,
                 reason,

@@ -1455,6 +1455,38 @@ fn a_member_removed_mid_switch_is_replaced_before_the_switch_goes_on() {
     assert_eq!(pod_listeners(&observed).peer, tls_switch::Listen::Https);
 }
 
+/// The replacement's Pod starts with its own entry of `--initial-cluster` as etcd holds it
+/// (the URL its MemberAdd gave it), not the spec's URL: etcd refuses to join on a mismatch.
+/// Found by the fault suite's rerun of `cluster.pod_mark_tls_reverted:before:member_cut`
+/// once the replacement came first: the new member's etcd restarted in a loop.
+#[test]
+fn a_replacement_joining_mid_switch_starts_on_the_peer_url_etcd_holds_for_it() {
+    let mut observed = without_main_0(switching([DUAL_L; 3], [false, true, false]));
+    let (member, peer_url) = replacement_of(&observed);
+    if let Membership::Known(members) = &mut observed.membership {
+        members.push(Member {
+            peer_url: peer_url.clone(),
+            ..unstarted_learner(3)
+        });
+    }
+    observed = observed.pvcs(&[3]);
+    match plan(&observed) {
+        Action::CreateMemberPod {
+            member: created,
+            initial_cluster,
+            ..
+        } => {
+            assert_eq!(created, member);
+            let own: Vec<_> = initial_cluster
+                .iter()
+                .filter(|(n, _)| *n == member)
+                .collect();
+            assert_eq!(own, [&(member.clone(), peer_url)], "{initial_cluster:?}");
+        }
+        other => panic!("expected the replacement's Pod, got {other:?}"),
+    }
+}
+
 /// A member just moved to its https:// URL and not answering yet is waited for (then reverted,
 /// as without a replacement due): with one of two voters down nothing could be committed
 /// anyway, not the replacement's MemberAdd either.
