@@ -210,6 +210,13 @@ enum Trigger {
     /// silent: etcd receives from a peer over the connection it dials to that peer's URL, and
     /// sends over pipelines it dials too; tried, it stayed healthy for 300 s.)
     TlsRevertCompletes,
+    /// No failpoint: `spec.tls` set on a new plaintext cluster of three ([`tls_cluster`]), and
+    /// once the first peer URL moved to `https://`, another member's PVC and Pod deleted (its
+    /// data gone: removed at once as dead). The switch must not wait on the quorum gate with two
+    /// voters for ever (it did, found by [`Trigger::TlsRevertCompletes`] in a full run): the
+    /// member is replaced (a new name) on its stage's peer URL, then the switch completes.
+    /// Converged as [`Trigger::TlsSwitch`], the lost member gone from etcd.
+    MemberLostMidSwitch,
     /// No failpoint: one member's etcd SIGSTOPped (a grey failure: its Pod turns NotReady, its
     /// peers stop hearing it) for longer than the operator's dead-member grace period, then
     /// SIGCONT. The operator may replace it (it was dead by every account) but must converge.
@@ -319,6 +326,7 @@ impl Trigger {
         matches!(
             self,
             Trigger::StopMember
+                | Trigger::MemberLostMidSwitch
                 | Trigger::KillDuringCatchUp
                 | Trigger::OperatorCutFromMember
                 | Trigger::PartitionMember
@@ -575,6 +583,11 @@ fn full() -> Vec<Case> {
     ));
     cases.push(case("process.sigstop_past_grace", "", StopMember));
     cases.push(case(
+        "process.member_lost_mid_tls_switch",
+        "",
+        MemberLostMidSwitch,
+    ));
+    cases.push(case(
         "net.operator_cut_from_member",
         "",
         OperatorCutFromMember,
@@ -756,7 +769,10 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
         // A TLS switch case runs on a new plaintext cluster of its own, its clients with it.
         let switched = if matches!(
             case.trigger,
-            Trigger::TlsSwitch | Trigger::TlsRevert | Trigger::TlsRevertCompletes
+            Trigger::TlsSwitch
+                | Trigger::TlsRevert
+                | Trigger::TlsRevertCompletes
+                | Trigger::MemberLostMidSwitch
         ) {
             Some(tls_cluster(&env, index).await)
         } else {
@@ -801,6 +817,9 @@ async fn operator_crashed_at_failpoints_converges_after_restart() {
             Trigger::RestoreNew => restore_case(&armed, source.unwrap()).await,
             Trigger::StopMember | Trigger::KillDuringCatchUp => {
                 process_case(&env, &mut cluster, case).await
+            }
+            Trigger::MemberLostMidSwitch => {
+                member_lost_mid_switch_case(&env, switched.as_ref().unwrap(), case).await
             }
             Trigger::OperatorCutFromMember => operator_cut_case(&env, &cluster, case).await,
             Trigger::PartitionMember => partition_case(&env, &cluster, case).await,
@@ -2648,25 +2667,7 @@ async fn tls_cluster(env: &Env, index: usize) -> Cluster {
 /// then cuts that member, from the operator ([`Trigger::TlsRevert`]) or from every client Pod
 /// but its peers ([`Trigger::TlsRevertCompletes`]).
 async fn cut_first_switched_member(env: &Env, target: &Cluster, case: &Case) -> Result<(), String> {
-    let deadline = Instant::now() + 2 * STEP;
-    let victim = loop {
-        let moved = member_list(env, target.name).await.and_then(|list| {
-            list.members()
-                .iter()
-                .find(|m| m.peer_urls().iter().any(|u| u.starts_with("https://")))
-                .map(|m| m.name().to_owned())
-        });
-        if moved.is_some() || Instant::now() > deadline {
-            break moved;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let Some(victim) = victim else {
-        return Err(format!(
-            "no peer URL moved to https:// within {:?}",
-            2 * STEP
-        ));
-    };
+    let (victim, _) = first_switched_member(env, target).await?;
     if case.trigger == Trigger::TlsRevertCompletes {
         let uid = cluster_uid(env, target.name).await;
         let Some(pid) = member_pid(&victim, &uid) else {
@@ -2710,6 +2711,118 @@ async fn cut_first_switched_member(env: &Env, target: &Cluster, case: &Case) -> 
         );
     }
     Ok(())
+}
+
+/// The first member of `target` whose peer URL moved to `https://` (waited for, 2 [`STEP`]s
+/// at most), and every member's peer URLs at that point.
+async fn first_switched_member(
+    env: &Env,
+    target: &Cluster,
+) -> Result<(String, BTreeMap<String, Vec<String>>), String> {
+    let deadline = Instant::now() + 2 * STEP;
+    loop {
+        if let Some(list) = member_list(env, target.name).await {
+            let urls: BTreeMap<String, Vec<String>> = list
+                .members()
+                .iter()
+                .map(|m| (m.name().to_owned(), m.peer_urls().to_vec()))
+                .collect();
+            let moved = urls
+                .iter()
+                .find(|(_, urls)| urls.iter().any(|u| u.starts_with("https://")));
+            if let Some((name, _)) = moved {
+                return Ok((name.clone(), urls));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "no peer URL moved to https:// within {:?}",
+                2 * STEP
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// [`Trigger::MemberLostMidSwitch`]: timed from the deletion to every member switched
+/// ([`switched_to_tls`]) and Available.
+async fn member_lost_mid_switch_case(
+    env: &Env,
+    target: &Cluster,
+    case: &Case,
+) -> (Result<(), String>, Duration) {
+    let before = Snapshot::take(env, target).await;
+    env.kubectl(&[
+        "patch",
+        "etcdcluster",
+        target.name,
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
+    ]);
+    let (moved, urls) = match first_switched_member(env, target).await {
+        Ok(found) => found,
+        Err(not_reached) => return (Err(not_reached), Duration::ZERO),
+    };
+    // A member still on http://: after it is gone a voter on http:// remains, so the
+    // replacement must join on http://…:2380 (its Pod listens on both) and be moved later.
+    let Some(victim) = urls
+        .iter()
+        .find(|(name, urls)| **name != moved && urls.iter().all(|u| u.starts_with("http://")))
+        .map(|(name, _)| name.clone())
+    else {
+        return (
+            Err(format!(
+                "no member left on http:// after {moved} moved: {urls:?}"
+            )),
+            Duration::ZERO,
+        );
+    };
+    // The PVC first (kept by its protection finalizer until the Pod is gone), then the Pod.
+    for kind in ["pvc", "pod"] {
+        env.kubectl(&["delete", kind, &victim, "-n", NS, "--wait=false"]);
+    }
+    let lost = Instant::now();
+    eprintln!("chaos: {victim}'s PVC and Pod deleted after {moved}'s peer URL moved to https://");
+    let deadline = lost + 2 * STEP;
+    loop {
+        let pending = match switched_to_tls(env, target).await {
+            Ok(()) if !member_names(env, target.name).await.contains(&victim) => break,
+            Ok(()) => format!("{victim} is still a member"),
+            Err(pending) => pending,
+        };
+        if Instant::now() > deadline {
+            let status = env
+                .clusters()
+                .get(target.name)
+                .await
+                .ok()
+                .and_then(|c| c.status);
+            return (
+                Err(format!(
+                    "{} not switched to TLS {:?} after {victim} was lost: {pending}; status {status:?}",
+                    target.name,
+                    2 * STEP
+                )),
+                lost.elapsed(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    env.wait_available(target.name, target.size, target.version, STEP)
+        .await;
+    let converged = lost.elapsed();
+    let after = Snapshot::take(env, target).await;
+    // The victim's member and PVC went by the test's hand.
+    let mut expected = before;
+    expected.members.remove(&victim);
+    expected.pvcs.remove(&victim);
+    let outcome = cluster_writes::member_certificates_valid(env, target.name)
+        .await
+        .and_then(|()| check(&expected, &after, target, case));
+    (outcome, converged)
 }
 
 /// `spec.tls` set on `target` with the cluster operator armed (for [`Trigger::TlsRevert`], the

@@ -38,6 +38,11 @@
 //! No stage is recorded anywhere: it is read from what each member Pod listens on (its flags)
 //! and the peer URL etcd holds for it, so a crash at any point resumes at the right step. A
 //! member without a Pod gets, when it is re-created, the listeners [`desired_listen`] gives.
+//!
+//! A member removed as dead mid-switch is replaced before the switch goes on (with one voter
+//! fewer no roll would pass the quorum gate): the new member joins on `http://…:2380` while
+//! some voter's URL is still `http://` (its Pod listens on both, and the switch moves its URL
+//! like the others'), on `https://…:2382` once every voter's URL is there.
 
 use std::time::Duration;
 
