@@ -84,6 +84,7 @@ metadata: {name: tick}
 spec:
   schedule: "* * * * *"
   successfulJobsHistoryLimit: 1
+  suspend: true
   jobTemplate:
     spec:
       template:
@@ -92,7 +93,9 @@ spec:
           containers: [{name: main, image: busybox, command: [sh, -c, 'echo tick']}]
 "#,
     );
-    // kubectl 1.32 sends this Job as protobuf.
+    // kubectl 1.32 sends this Job as protobuf. The CronJob is suspended until it completes:
+    // the controller counts a Job created `--from` it in its history, and a scheduled run
+    // completing first under load had it deleted before this test saw it complete.
     lk.kubectl(&kc, &["create", "job", "--from=cronjob/tick", "manual"])
         .unwrap();
     let jobs: Api<Job> = Api::default_namespaced(client.clone());
@@ -114,6 +117,18 @@ spec:
         }
     })
     .await;
+    lk.kubectl(
+        &kc,
+        &[
+            "patch",
+            "cronjob",
+            "tick",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"suspend":false}}"#,
+        ],
+    )
+    .unwrap();
     // Two scheduled runs complete; the history limit keeps only the newest of them.
     let scheduled = |all: &[Job]| -> Vec<String> {
         all.iter()
