@@ -73,6 +73,11 @@ impl EtcdProcess {
             .arg("--initial-cluster-state=new")
             // Progress notifications let idle watches send bookmarks (spec §a6).
             .arg("--experimental-watch-progress-notify-interval=5s")
+            // The control plane's own store (never a member under test): its data outlives a
+            // process crash in the page cache, and without fsync its latency does not follow
+            // the disk of a machine busy with a test suite (API calls stalled behind fsyncs
+            // made tests slow and flaky under load). A machine crash loses it; it is scratch.
+            .arg("--unsafe-no-fsync")
             .arg("--log-level=warn")
             .stdin(Stdio::null())
             .stdout(log)
