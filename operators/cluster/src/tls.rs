@@ -4,6 +4,10 @@
 //! cert-manager Certificates, read, then written as [`writes::plan`] (pure) decides. What
 //! makes a certificate usable is decided by [`crate::certs::check_secret`].
 //!
+//! Peer certificates the operator does not issue (a Secret you provide, cert-manager's) reach
+//! the members through a copy per member that the same writes keep ([`crate::overlap`]): a
+//! source moved to a new CA in one step reaches them with an overlap.
+//!
 //! A Secret that is missing or wrong is reported as a refusal naming the Secret and the problem
 //! ([`Prepared::Invalid`]): nothing is created, deleted or restarted until it is fixed.
 //!
