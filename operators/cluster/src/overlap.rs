@@ -68,6 +68,7 @@ pub fn plan_copies(
             running: pods
                 .get(member)
                 .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                .filter(|pod| serves_peer_tls(pod))
                 .map(running_of),
         })
         .collect();
@@ -136,6 +137,15 @@ pub fn copy_ready(
         member: member.to_owned(),
         secret: format!("{}/{copy}", cluster.namespace().unwrap_or_default()),
     })
+}
+
+/// Whether a member Pod may present or verify a peer certificate: not one that listens for
+/// peers on plain `http://` alone (a plaintext member, before a switch to TLS rolls it), which
+/// the planner then does not count as a running peer. A Pod whose flags cannot be read is
+/// counted.
+fn serves_peer_tls(pod: &Pod) -> bool {
+    crate::observe::pod_listeners(pod)
+        .is_none_or(|listen| listen.peer != crate::plan::tls_switch::Listen::Http)
 }
 
 /// The event note of a pass that wrote copies during a CA change; `None` when the copies only
@@ -534,6 +544,48 @@ mod tests {
                 && note.contains("main-3 (until main-0, main-1, main-2 trust it)"),
             "{note}"
         );
+    }
+
+    /// A plaintext cluster switched to TLS with a peer Secret you provide (or cert-manager's):
+    /// its running Pods listen for peers on plain http:// only and record no peer trust. They
+    /// present and verify no peer certificate, so they hold no copy back: every member gets
+    /// its copy, and the switch's rolls can move the members onto it.
+    #[test]
+    fn plaintext_pods_hold_no_copy_back_in_a_switch_to_tls() {
+        use k8s_openapi::api::core::v1::{Container, PodSpec};
+        let cluster = cert_manager_cluster();
+        let a = certs::new_ca(&names(), now()).unwrap();
+        let members: Vec<String> = (0..3).map(|i| format!("main-{i}")).collect();
+        let sources: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members
+            .iter()
+            .map(|m| (m.clone(), secret(&a, m, &[&a])))
+            .collect();
+        let plain = |peer: &str| Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: build::CONTAINER_NAME.into(),
+                    args: Some(vec![
+                        format!("--listen-peer-urls={peer}"),
+                        "--listen-client-urls=http://0.0.0.0:2379".to_owned(),
+                    ]),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            ..Pod::default()
+        };
+        let mut pods: BTreeMap<String, Pod> = members
+            .iter()
+            .map(|m| (m.clone(), plain("http://0.0.0.0:2380")))
+            .collect();
+        let copies = plan_copies(&cluster, &members, &pods, &sources, &BTreeMap::new()).unwrap();
+        assert_eq!(copies.writes.len(), 3, "{:?}", copies.plan);
+        // A Pod serving peer TLS without a record (or whose flags cannot be read) may trust
+        // anything: it still holds the others' copies back.
+        pods.insert("main-0".into(), plain("https://0.0.0.0:2380"));
+        let copies = plan_copies(&cluster, &members, &pods, &sources, &BTreeMap::new()).unwrap();
+        let written: Vec<String> = copies.writes.iter().map(TlsWrite::summary).collect();
+        assert_eq!(written, ["create Secret main-0-peer-mounted"]);
     }
 
     #[test]
