@@ -215,6 +215,22 @@ pub fn member_secret_name(member: &str) -> String {
     format!("{member}-tls")
 }
 
+/// Name of a member's mounted copy of its peer certificate: the Secret it mounts for the peer
+/// port when the peer certificates are not operator-managed (a Secret you provide, or
+/// cert-manager's). The operator writes it from the source with a trust bundle, so a source
+/// moved to a new CA in one step reaches members with an overlap (issue 19).
+pub fn mounted_peer_secret_name(member: &str) -> String {
+    format!("{member}-peer-mounted")
+}
+
+/// Whether members mount a copy of their peer certificate ([`mounted_peer_secret_name`]): peer
+/// TLS from a Secret you provide or from cert-manager.
+pub fn peer_copied(tls: &TlsSpec) -> bool {
+    tls.peer
+        .as_ref()
+        .is_some_and(|p| p.secret_ref.is_some() || p.cert_manager.is_some())
+}
+
 /// Name of the operator-managed Secret with the operators' client certificate for a cluster.
 pub fn operator_client_secret_name(cluster: &str) -> String {
     format!("{cluster}-operator-client-tls")

@@ -521,41 +521,40 @@ fn merge_json(base: &mut serde_json::Value, patch: serde_json::Value) {
     }
 }
 
-/// The certificate Secrets a member mounts: (volume, mount path, Secret name), peer first. A
-/// side with a Secret you provide mounts it; a side cert-manager issues mounts the member's
-/// `<member>-<side>-tls`; an operator-managed side mounts the member's own `<member>-tls`.
+/// The certificate Secrets a member mounts: (volume, mount path, Secret name), peer first. An
+/// operator-managed side mounts the member's own `<member>-tls`. On the client side a Secret
+/// you provide is mounted as is and cert-manager's as the member's `<member>-client-tls`; on
+/// the peer side both are mounted through the operator's copy `<member>-peer-mounted`
+/// ([`etcd_api::tls::mounted_peer_secret_name`], `plan::ca_overlap`).
 pub fn member_tls_volumes(
     cluster: &EtcdCluster,
     member: &str,
 ) -> Vec<(&'static str, &'static str, String)> {
-    use etcd_api::tls::{Side, cert_manager_member_secret_name, member_secret_name};
+    use etcd_api::tls::{
+        Side, cert_manager_member_secret_name, member_secret_name, mounted_peer_secret_name,
+        peer_copied,
+    };
     let Some(tls) = &cluster.spec.tls else {
         return vec![];
     };
-    let secret =
-        |provided: Option<&etcd_api::LocalObjectReference>, cert_manager: bool, side| match (
-            provided,
-            cert_manager,
-        ) {
-            (Some(reference), _) => reference.name.clone(),
-            (None, true) => cert_manager_member_secret_name(member, side),
-            (None, false) => member_secret_name(member),
-        };
     let mut volumes = Vec::new();
-    if let Some(peer) = &tls.peer {
-        let name = secret(
-            peer.secret_ref.as_ref(),
-            peer.cert_manager.is_some(),
-            Side::Peer,
-        );
+    if tls.peer.is_some() {
+        // A peer certificate the operator does not issue is mounted through the operator's
+        // copy of it (`plan::ca_overlap`): a source moved to a new CA in one step would
+        // otherwise reach the running member through the kubelet's volume refresh.
+        let name = if peer_copied(tls) {
+            mounted_peer_secret_name(member)
+        } else {
+            member_secret_name(member)
+        };
         volumes.push((PEER_TLS_VOLUME, PEER_TLS_DIR, name));
     }
     if let Some(client) = &tls.client {
-        let name = secret(
-            client.secret_ref.as_ref(),
-            client.cert_manager.is_some(),
-            Side::Client,
-        );
+        let name = match (&client.secret_ref, client.cert_manager.is_some()) {
+            (Some(reference), _) => reference.name.clone(),
+            (None, true) => cert_manager_member_secret_name(member, Side::Client),
+            (None, false) => member_secret_name(member),
+        };
         volumes.push((CLIENT_TLS_VOLUME, CLIENT_TLS_DIR, name));
     }
     volumes
@@ -588,6 +587,12 @@ pub fn member_tls_hash(
     let mut hasher = Sha256::new();
     for (volume, _, secret) in volumes {
         hasher.update(volume.as_bytes());
+        // A mounted copy may hold the same bytes as the source a Pod built before copies
+        // existed mounts directly: the hash differs anyway, so that Pod is rolled onto its copy
+        // once. Other hashes are unchanged (no roll of operator-managed members).
+        if secret == etcd_api::tls::mounted_peer_secret_name(member) {
+            hasher.update(b"@mounted");
+        }
         hasher.update(b"=");
         hasher.update(digests.get(&secret)?.as_bytes());
         hasher.update(b";");

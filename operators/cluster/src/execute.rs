@@ -926,6 +926,10 @@ impl Executor<'_> {
                 None => trusts.remove(&secret),
             };
         }
+        // A peer certificate the operator does not issue is mounted through the member's copy
+        // (crate::overlap), which this pass's TLS writes made once every running member trusts
+        // its certificate: until then the Pod waits (it would start on nothing).
+        crate::overlap::copy_ready(self.cluster, member, &digests)?;
         let mut pod = self.built(build::member_pod_listening(self.cluster, pod, self.listen))?;
         // The certificate Secrets it mounts, as they are now: a later change rolls it. And what
         // its peer certificate and trust are, against which other members' next certificates

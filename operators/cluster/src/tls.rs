@@ -4,6 +4,10 @@
 //! cert-manager Certificates, read, then written as [`writes::plan`] (pure) decides. What
 //! makes a certificate usable is decided by [`crate::certs::check_secret`].
 //!
+//! Peer certificates the operator does not issue (a Secret you provide, cert-manager's) reach
+//! the members through a copy per member that the same writes keep ([`crate::overlap`]): a
+//! source moved to a new CA in one step reaches them with an overlap.
+//!
 //! A Secret that is missing or wrong is reported as a refusal naming the Secret and the problem
 //! ([`Prepared::Invalid`]): nothing is created, deleted or restarted until it is fixed.
 //!
@@ -277,6 +281,19 @@ pub enum TlsError {
         /// The issuer's name.
         issuer: String,
     },
+    /// A member's mounted copy of its peer certificate ([`crate::overlap`]) is not written
+    /// yet: its source is pending or unusable, or the running members do not trust its
+    /// certificate's CA yet (they roll onto a bundle first). The member's Pod waits.
+    #[error(
+        "waiting for Secret {secret}, the mounted copy of member {member}'s peer certificate: \
+         written once its source is usable and every running member trusts its CA"
+    )]
+    WaitingForPeerCopy {
+        /// The member.
+        member: String,
+        /// namespace/name of the copy.
+        secret: String,
+    },
     /// A Secret cert-manager filled is unusable (wrong SANs, usages, no ca.crt, ...).
     #[error("{field}: Secret {name} (issued by cert-manager) {problems}")]
     BadIssuedSecret {
@@ -299,12 +316,13 @@ impl TlsError {
             TlsError::Build(e) => e.reason(),
             TlsError::Certificate { .. } => "CertificateApiFailed",
             TlsError::WaitingForCertManager { .. } => "WaitingForCertManager",
+            TlsError::WaitingForPeerCopy { .. } => "WaitingForPeerCopy",
             TlsError::BadIssuedSecret { .. } => "InvalidIssuedCertificate",
         }
     }
 }
 
-fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     secret
         .data
         .iter()
@@ -671,7 +689,7 @@ pub enum Renewal {
     Never,
 }
 
-fn issued_of(data: &BTreeMap<String, Vec<u8>>) -> Option<Issued> {
+pub(crate) fn issued_of(data: &BTreeMap<String, Vec<u8>>) -> Option<Issued> {
     let text = |key: &str| {
         data.get(key)
             .map(|v| String::from_utf8_lossy(v).into_owned())

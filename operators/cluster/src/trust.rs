@@ -11,8 +11,11 @@
 //!
 //! The operator-managed CA is changed with an overlap by the operator itself
 //! ([`crate::plan::ca_rotation`]: trust both, then issue from the new, then drop the old), and
-//! every step passes the check below. For the other sources the overlap is in the Secrets
-//! (`ca.crt` with both CAs before any certificate of the new one): the operator checks it.
+//! every step passes the check below. For the other sources on the peer port the members
+//! mount the operator's copies (`<member>-peer-mounted`, [`crate::overlap`],
+//! [`crate::plan::ca_overlap`]), which carry a one-step change of the source through the same
+//! overlap: this check judges the copies and is the guard behind them. On the client port the
+//! overlap is in the Secrets you provide or cert-manager fills: the operator checks it.
 //!
 //! Every member Pod records, when it is created, what its peer Secret held (annotation
 //! [`ANNOTATION_PEER_TRUST`]: the fingerprint of the CA that signed its certificate and those of

@@ -1294,6 +1294,64 @@ fn member_tls_hash_follows_the_secrets_the_member_mounts() {
     );
 }
 
+/// A peer certificate the operator does not issue is mounted through the member's copy, and
+/// only the copy's digest counts: the source reaches the member through the copy. A Pod built
+/// before copies existed mounted the source directly with the same volume name and maybe the
+/// same bytes; the hash still differs, so it is rolled onto its copy once.
+#[test]
+fn a_provided_peer_secret_is_mounted_through_the_members_copy() {
+    use std::collections::BTreeMap;
+    let provided = etcd(EtcdClusterSpec {
+        tls: Some(
+            serde_json::from_value(serde_json::json!({"peer": {"secretRef": {"name": "shared"}}}))
+                .unwrap(),
+        ),
+        ..spec()
+    });
+    assert_eq!(
+        member_tls_volumes(&provided, "main-1"),
+        [(
+            PEER_TLS_VOLUME,
+            PEER_TLS_DIR,
+            "main-1-peer-mounted".to_owned()
+        )]
+    );
+    let digest =
+        |v: &str| secret_digest(&BTreeMap::from([("tls.crt".into(), v.as_bytes().to_vec())]));
+    let mut digests = BTreeMap::from([("shared".to_owned(), digest("a"))]);
+    assert_eq!(
+        member_tls_hash(&provided, "main-1", &digests),
+        None,
+        "no copy yet"
+    );
+    digests.insert("main-1-peer-mounted".into(), digest("a"));
+    let through_copy = member_tls_hash(&provided, "main-1", &digests).unwrap();
+    digests.insert("shared".into(), digest("b"));
+    assert_eq!(
+        member_tls_hash(&provided, "main-1", &digests).as_ref(),
+        Some(&through_copy),
+        "the source alone changed: the copy decides"
+    );
+    // The same volume on the same bytes, mounted directly (an operator-managed peer side
+    // hashes this way, as every peer side did before copies).
+    let managed = both_tls();
+    let direct = BTreeMap::from([
+        ("main-1-tls".to_owned(), digest("a")),
+        ("main-1-peer-mounted".to_owned(), digest("a")),
+    ]);
+    let managed_peer_only = etcd(EtcdClusterSpec {
+        tls: Some(etcd_api::TlsSpec {
+            peer: managed.spec.tls.as_ref().unwrap().peer.clone(),
+            client: None,
+        }),
+        ..spec()
+    });
+    assert_ne!(
+        member_tls_hash(&managed_peer_only, "main-1", &direct),
+        Some(through_copy)
+    );
+}
+
 fn both_tls() -> EtcdCluster {
     use etcd_api::{ClientTls, PeerTls, TlsSpec};
     etcd(EtcdClusterSpec {

@@ -44,15 +44,23 @@
 //! replaced) gets one only with a certificate every running Pod trusts: it waits while the
 //! others roll onto the bundle.
 //!
-//! Not wired yet (issue 19, what is left): a Secret name for the copies (e.g.
-//! `<member>-peer-mounted`, owned by the cluster); `build::member_tls_volumes` mounting it for a
-//! peer side that is not operator-managed; `tls::writes` reading the copies of the known members
-//! (Pod, PVC or etcd entry: a new member's copy is planned the pass after its `MemberAdd`, its
-//! Pod waits for it), calling [`plan`] with `operators/cluster/src/overlap.rs` and writing the
-//! copies through the existing `cluster.secret_create`/`cluster.secret_replace` writes (no new
-//! failpoint, no new RBAC verb); the Pods that still mount their source directly read as
-//! [`Running::Unrecorded`] until the one roll that moves them onto their copy. Then
-//! `trust::peer_trust_refusals` judges the copies, which this planner keeps passing.
+//! Wiring (the cluster operator): the copies are `<member>-peer-mounted`
+//! (`etcd_api::tls::mounted_peer_secret_name`), owned by the EtcdCluster, mounted by
+//! `build::member_tls_volumes` for a peer side that is not operator-managed. Each pass's TLS
+//! writes (`operators/cluster/src/tls/writes.rs`) read the copies of every known member (Pod,
+//! PVC or etcd entry), call [`plan`] through `operators/cluster/src/overlap.rs` and write the
+//! copies with the other Secrets (create/replace, the `cluster.secret_create` and
+//! `cluster.secret_replace` failpoints). A member's Pod waits for its copy. A Pod built before
+//! copies existed mounts its source directly and reads by its record (what it trusts is what
+//! it started on; what it presents, that or its source's certificate, is in every bundle, which
+//! holds every source's CA); its certificate hash marks the copy, so it is rolled onto its copy
+//! once. `trust::peer_trust_refusals` judges the copies, which this planner keeps passing.
+//!
+//! A member added (or replaced) while the running members do not trust its source's CA yet
+//! waits for its copy until they rolled onto the bundle. Whether the planner rolls them while
+//! that member has no Pod is the quorum gate's call, so such an addition may wait until the
+//! change is otherwise complete: a liveness limit, not a safety one (nothing starts on a
+//! certificate its peers do not trust).
 //!
 //! What stays outside: the client port. Its certificates are verified by clients the operator
 //! does not know (its own, through the operators' client Secret, are checked in

@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use etcd_admin::ClientTls;
 use etcd_api::EtcdCluster;
 use etcd_api::tls::{
-    ca_secret_name, member_secret_name, operator_client_secret_name, operator_managed, secret_keys,
+    ca_secret_name, member_secret_name, mounted_peer_secret_name, operator_client_secret_name,
+    operator_managed, secret_keys,
 };
 use etcd_api::validation::FieldError;
 use k8s_openapi::ByteString;
@@ -99,6 +100,10 @@ pub fn secrets_to_read(
     };
     let names = crate::observe::cluster_name(cluster);
     let mut read = Vec::new();
+    if etcd_api::tls::peer_copied(tls) {
+        // Every known member's mounted copy (a new member's is planned once it is known).
+        read.extend(members.known.iter().map(|m| mounted_peer_secret_name(m)));
+    }
     if operator_managed(tls) {
         read.push(ca_secret_name(&names.name));
         if ca_missing {
@@ -369,6 +374,38 @@ pub fn plan(
             secret_digests.insert(name, build::secret_digest(&data));
         }
     }
+    // The mounted copies of peer certificates the operator does not issue
+    // (crate::plan::ca_overlap): a source moved to a new CA reaches the members with an overlap.
+    if etcd_api::tls::peer_copied(tls) {
+        let sources: BTreeMap<String, BTreeMap<String, Vec<u8>>> = known_members
+            .iter()
+            .filter_map(|member| {
+                let name = crate::overlap::source_secret_name(cluster, member)?;
+                // Usable sources only: those have a digest (checked above).
+                if !secret_digests.contains_key(&name) {
+                    return None;
+                }
+                Some((member.clone(), data_of(read.secret(&name)?)))
+            })
+            .collect();
+        let copies: BTreeMap<String, &Secret> = known_members
+            .iter()
+            .filter_map(|m| Some((m.clone(), read.secret(&mounted_peer_secret_name(m))?)))
+            .collect();
+        let planned = crate::overlap::plan_copies(cluster, known_members, pods, &sources, &copies)?;
+        writes.extend(planned.writes);
+        changes.extend(
+            crate::overlap::overlap_note(&planned.plan)
+                .map(|note| (crate::overlap::PEER_CA_OVERLAP, note)),
+        );
+        for (name, data) in planned.data {
+            match crate::trust::PeerTrust::of_secret(&data) {
+                Some(trust) => peer_trusts.insert(name.clone(), trust),
+                None => peer_trusts.remove(&name),
+            };
+            secret_digests.insert(name, build::secret_digest(&data));
+        }
+    }
     // The next CA rotation step, once the members rolled onto the current one.
     if let (Some(managed), Some(secret)) = (&ca, ca_secret) {
         let request = cluster
@@ -431,7 +468,7 @@ pub fn plan(
 /// `old` with `issued` and `ca_pem` as its data (a renewal, a new trust bundle), or with `data`
 /// (the CA Secret), at `old`'s resourceVersion: a concurrent writer's change fails the
 /// replace (409), to be looked at again next reconcile.
-fn replacement(
+pub(crate) fn replacement(
     cluster: &EtcdCluster,
     old: &Secret,
     issued: &Issued,

@@ -96,6 +96,9 @@ fn refusals(cluster: &EtcdCluster, pods: &BTreeMap<String, Pod>, now: &Secrets) 
 
 /// Issue 19, CA overlap, the safety defect: cert-manager renewed member 1's peer certificate
 /// from an issuer whose CA was replaced (A by B: `ca.crt` B alone, as a CA issuer writes it).
+/// Members mount it through their copy (crate::overlap), which takes such a certificate only
+/// once every peer trusts B; these tests put the change in the copy itself (as a copy written
+/// without the overlap, or edited by hand, would be): the guard behind the copies.
 /// The planner rolls main-1 onto it at once (its Secret changed); started on it, main-1 would
 /// present a certificate main-0 and main-2 do not trust and refuse theirs: cut off, with the
 /// other two the only voters left, and the next renewal or crash of either loses quorum.
@@ -109,7 +112,7 @@ fn a_member_is_not_rolled_onto_a_certificate_of_a_ca_its_peers_do_not_trust() {
     );
     let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members()
         .iter()
-        .map(|m| (format!("{m}-peer-tls"), secret(&a, m, &[&a])))
+        .map(|m| (format!("{m}-peer-mounted"), secret(&a, m, &[&a])))
         .collect();
     let before = secrets(&data);
     let pods: BTreeMap<String, Pod> = members()
@@ -118,7 +121,7 @@ fn a_member_is_not_rolled_onto_a_certificate_of_a_ca_its_peers_do_not_trust() {
         .collect();
     assert_eq!(refusals(&cluster, &pods, &before), [], "settled on CA A");
 
-    data.insert("main-1-peer-tls".into(), secret(&b, "main-1", &[&b]));
+    data.insert("main-1-peer-mounted".into(), secret(&b, "main-1", &[&b]));
     let after = secrets(&data);
     // What the planner does with it: main-1's certificate hash changed, so main-1 is rolled.
     let mut observed = cluster_of_three();
@@ -139,7 +142,7 @@ fn a_member_is_not_rolled_onto_a_certificate_of_a_ca_its_peers_do_not_trust() {
     assert_eq!(refused[0].field, "spec.tls.peer.certManager");
     let message = &refused[0].message;
     for part in [
-        "Secret db/main-1-peer-tls",
+        "Secret db/main-1-peer-mounted",
         "that members main-0, main-2 do not trust",
         "does not trust the CA of the certificates members main-0, main-2 present",
         "overlap",
@@ -169,7 +172,7 @@ fn a_renewal_from_the_same_ca_passes() {
     let a = certs::new_ca(&names(), now()).unwrap();
     let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members()
         .iter()
-        .map(|m| (format!("{m}-peer-tls"), secret(&a, m, &[&a])))
+        .map(|m| (format!("{m}-peer-mounted"), secret(&a, m, &[&a])))
         .collect();
     let before = secrets(&data);
     let pods: BTreeMap<String, Pod> = members()
@@ -177,7 +180,7 @@ fn a_renewal_from_the_same_ca_passes() {
         .map(|m| (m.clone(), pod_created(&cluster, m, &before)))
         .collect();
     for member in ["main-1", "main-2"] {
-        data.insert(format!("{member}-peer-tls"), secret(&a, member, &[&a]));
+        data.insert(format!("{member}-peer-mounted"), secret(&a, member, &[&a]));
     }
     assert_eq!(refusals(&cluster, &pods, &secrets(&data)), []);
 }
@@ -194,11 +197,16 @@ fn a_provided_secret_changes_ca_only_with_an_overlap_rolled_step_by_step() {
     );
     // One certificate for every member (a wildcard in practice; here main-0's names suffice,
     // the check reads only its CA).
+    // Members mount it through their copies (crate::overlap); here each copy holds the
+    // Secret as provided, as copies written without the overlap would.
     let step = |issuer: &Issued, trusted: &[&Issued]| {
-        secrets(&BTreeMap::from([(
-            "peer-certs".to_owned(),
-            secret(issuer, "main-0", trusted),
-        )]))
+        let shared = secret(issuer, "main-0", trusted);
+        secrets(
+            &members()
+                .iter()
+                .map(|m| (format!("{m}-peer-mounted"), shared.clone()))
+                .collect(),
+        )
     };
     let start = step(&a, &[&a]);
     let both = step(&a, &[&a, &b]);
@@ -223,20 +231,25 @@ fn a_provided_secret_changes_ca_only_with_an_overlap_rolled_step_by_step() {
     let mut mid = all_on(&start);
     mid.insert("main-0".into(), pod_created(&cluster, "main-0", &both));
     assert_eq!(refusals(&cluster, &mid, &both), []);
+    // One refusal per copy: main-0's certificate of B is trusted by neither other member,
+    // main-1's not by main-2 and main-2's not by main-1 (main-0 trusts both already).
     let early = refusals(&cluster, &mid, &issued_by_b);
-    assert_eq!(early.len(), 1, "{early:?}");
+    assert_eq!(early.len(), 3, "{early:?}");
     assert!(
         early[0]
             .message
-            .contains("that members main-1, main-2 do not trust"),
+            .starts_with("Secret db/main-0-peer-mounted")
+            && early[0]
+                .message
+                .contains("that members main-1, main-2 do not trust"),
         "{}",
         early[0].message
     );
-    assert_eq!(early[0].field, "spec.tls.peer.secretRef");
-    // A to B at once.
+    assert!(early.iter().all(|e| e.field == "spec.tls.peer.secretRef"));
+    // A to B at once: every member's copy.
     let at_once = refusals(&cluster, &all_on(&start), &done);
-    assert_eq!(at_once.len(), 1, "{at_once:?}");
-    assert!(at_once[0].message.contains("Secret db/peer-certs"));
+    assert_eq!(at_once.len(), 3, "{at_once:?}");
+    assert!(at_once[1].message.contains("Secret db/main-1-peer-mounted"));
 }
 
 /// The operator-managed CA rotation (plan::ca_rotation) is the overlap: every step's member
@@ -296,7 +309,7 @@ fn pods_without_a_record_members_without_a_pod_and_pods_being_deleted() {
     );
     let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = members()
         .iter()
-        .map(|m| (format!("{m}-peer-tls"), secret(&a, m, &[&a])))
+        .map(|m| (format!("{m}-peer-mounted"), secret(&a, m, &[&a])))
         .collect();
     let before = secrets(&data);
     let mut pods: BTreeMap<String, Pod> = members()
@@ -311,7 +324,7 @@ fn pods_without_a_record_members_without_a_pod_and_pods_being_deleted() {
             .unwrap()
             .remove(ANNOTATION_PEER_TRUST);
     }
-    data.insert("main-1-peer-tls".into(), secret(&b, "main-1", &[&b]));
+    data.insert("main-1-peer-mounted".into(), secret(&b, "main-1", &[&b]));
     let after = secrets(&data);
     let refused = refusals(&cluster, &pods, &after);
     assert_eq!(refused.len(), 1, "{refused:?}");

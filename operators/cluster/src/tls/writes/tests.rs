@@ -364,3 +364,94 @@ fn a_member_certificate_before_its_pod() {
     );
     assert_eq!(change.map(|(reason, _)| reason), Some(CERTIFICATE_RENEWED));
 }
+
+/// cert-manager issues the peer certificates: each pass reads every member's mounted copy;
+/// the first creates them from the filled Secrets (after the Certificates), their digests and
+/// peer trusts are what the Pods are built from, and a pass after them writes nothing. Then
+/// cert-manager renews main-1 from a replaced issuer (CA B, `ca.crt` B alone): the copies are
+/// replaced with the overlap (trusting A and B, main-1's keeping its certificate of A), reported
+/// as an event, and the trust guard (crate::trust) lets every member roll onto them.
+#[test]
+fn peer_certificates_reach_members_through_their_copies() {
+    use crate::trust::{PeerTrust, peer_trust_refusals, pod_annotation};
+    let c = cluster(json!({"peer": {"certManager": {"issuerRef": {"name": "etcd-ca"}}}}));
+    let names = crate::observe::cluster_name(&c);
+    let members = members(3);
+    let (a, b) = (
+        crate::certs::new_ca(&names, now()).unwrap(),
+        crate::certs::new_ca(&names, now()).unwrap(),
+    );
+    let fill = |read: &mut TlsRead, member: &str, ca: &crate::certs::Issued| {
+        let leaf =
+            crate::certs::issue_member(ca, &names, member, now(), crate::certs::LEAF_VALIDITY)
+                .unwrap();
+        let mut secret =
+            build::tls_secret(&c, &format!("{member}-peer-tls"), &leaf, Some(&ca.cert_pem))
+                .unwrap();
+        secret.metadata.owner_references = None;
+        read.secrets.insert(secret.name_any(), Some(secret));
+    };
+    let mut read = TlsRead::default();
+    let certificates = plan_at(&c, &members, &BTreeMap::new(), &read, now()).unwrap();
+    apply(&mut read, &certificates.writes);
+    for member in &members {
+        fill(&mut read, member, &a);
+    }
+    let first = plan_at(&c, &members, &BTreeMap::new(), &read, now()).unwrap();
+    assert_eq!(
+        summaries(&first.writes),
+        [
+            "create Secret main-0-peer-mounted",
+            "create Secret main-1-peer-mounted",
+            "create Secret main-2-peer-mounted",
+        ]
+    );
+    let tls = ready(first.prepared);
+    assert!(tls.peer_trusts.contains_key("main-0-peer-mounted"));
+    apply(&mut read, &first.writes);
+    // Pods built as the executor builds them: the certificate hash and the peer trust record.
+    let mut pods = pods_of(&c, &members, &tls.secret_digests);
+    for (member, pod) in &mut pods {
+        let record = pod_annotation(&c, member, &tls.peer_trusts).unwrap();
+        pod.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(crate::trust::ANNOTATION_PEER_TRUST.to_owned(), record);
+    }
+    let second = plan_at(&c, &members, &pods, &read, now()).unwrap();
+    assert!(second.writes.is_empty(), "{:?}", summaries(&second.writes));
+
+    fill(&mut read, "main-1", &b);
+    let change = plan_at(&c, &members, &pods, &read, now()).unwrap();
+    assert_eq!(
+        summaries(&change.writes),
+        [
+            "replace Secret main-0-peer-mounted",
+            "replace Secret main-1-peer-mounted",
+            "replace Secret main-2-peer-mounted",
+        ]
+    );
+    let tls_now = ready(change.prepared);
+    let reasons: Vec<&str> = tls_now.changes.iter().map(|(r, _)| *r).collect();
+    assert_eq!(reasons, [crate::overlap::PEER_CA_OVERLAP]);
+    let main_1: &PeerTrust = &tls_now.peer_trusts["main-1-peer-mounted"];
+    assert_eq!(main_1.issuer, tls.peer_trusts["main-1-peer-mounted"].issuer);
+    assert_eq!(main_1.trusted.len(), 2, "A and B");
+    // Every member rolls (its copy changed), and the guard lets each one.
+    for member in &members {
+        assert_ne!(
+            build::member_tls_hash(&c, member, &tls_now.secret_digests),
+            build::member_tls_hash(&c, member, &tls.secret_digests),
+            "{member}"
+        );
+    }
+    let refused = peer_trust_refusals(
+        &c,
+        &pods,
+        &members,
+        &tls_now.peer_trusts,
+        &tls_now.secret_digests,
+    );
+    assert_eq!(refused, []);
+}
