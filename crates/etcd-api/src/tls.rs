@@ -71,12 +71,16 @@ pub struct PeerTls {
     /// member's `<member>.<cluster>.<namespace>.svc` (a wildcard `*.<cluster>.<namespace>.svc`
     /// does), it must allow serverAuth and clientAuth, and `ca.crt` must sign it. Unset: the
     /// operator issues a certificate per member from a CA of its own (Secret `<cluster>-ca`).
+    /// Members mount a copy the operator keeps (Secret `<member>-peer-mounted`), through which
+    /// a change of this Secret's CA gets an overlap: both CAs trusted until every member moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectReference>,
 
     /// cert-manager issues the members' peer certificates from this issuer: the operator
     /// creates a `Certificate` per member (Secret `<member>-peer-tls`). The issuer must fill
-    /// `ca.crt` (a CA or Vault issuer does). Excludes `secretRef`.
+    /// `ca.crt` (a CA or Vault issuer does). Excludes `secretRef`. Members mount a copy the
+    /// operator keeps (`<member>-peer-mounted`), so an issuer whose CA is replaced gets an
+    /// overlap, as with `secretRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_manager: Option<CertManagerSource>,
 
