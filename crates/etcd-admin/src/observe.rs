@@ -65,7 +65,8 @@ pub const STARTING_MEMBER_WAIT: Duration = Duration::from_secs(1);
 /// for `endpoints` and this `tls`.
 ///
 /// The endpoints in `starting` (members that never answered since their Pod started; the
-/// caller decides, and never names a known voter) are waited for at most
+/// caller decides, and names a known voter only while nothing acts on the answers) are waited
+/// for at most
 /// [`STARTING_MEMBER_WAIT`]; one that has not answered by then is `Err` in the view, while its
 /// request goes on in the background up to `timeout` and, if answered, is recorded in the pool
 /// ([`ClientPool::answered_at`]): a member that answers at all, however slowly, is no longer
