@@ -66,11 +66,11 @@ pub const STARTING_MEMBER_WAIT: Duration = Duration::from_secs(1);
 ///
 /// The endpoints in `starting` (members that never answered since their Pod started; the
 /// caller decides, and names a known voter only while nothing acts on the answers) are waited
-/// for at most
-/// [`STARTING_MEMBER_WAIT`]; one that has not answered by then is `Err` in the view, while its
-/// request goes on in the background up to `timeout` and, if answered, is recorded in the pool
-/// ([`ClientPool::answered_at`]): a member that answers at all, however slowly, is no longer
-/// starting on the next observation and gets the full `timeout` from then on.
+/// for at most [`STARTING_MEMBER_WAIT`] (or `timeout` if shorter); one that has not answered by
+/// then is `Err` in the view, while its request goes on in the background up to `timeout` and,
+/// if answered, is recorded in the pool ([`ClientPool::answered_at`]): a member that answers at
+/// all, however slowly, is no longer starting on the next observation and gets the full
+/// `timeout` from then on.
 pub async fn observe_pooled(
     pool: &ClientPool,
     scope: &str,
@@ -197,6 +197,7 @@ pub(crate) async fn statuses(
     pooled: Option<&Pooled>,
 ) -> Answers {
     let started = tokio::time::Instant::now();
+    let starting_wait = STARTING_MEMBER_WAIT.min(timeout);
     let mut asked = JoinSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
         let endpoint = endpoint.clone();
@@ -237,10 +238,10 @@ pub(crate) async fn statuses(
         .map(|e| (e.clone(), Err("status request did not complete".to_owned())))
         .collect();
     while !pending.is_empty() {
-        // Once only starting members are left, wait for them until STARTING_MEMBER_WAIT.
+        // Once only starting members are left, wait for them until `starting_wait`.
         let only_starting = pending.iter().all(|i| starting.get(*i) == Some(&true));
         let joined = if only_starting {
-            match tokio::time::timeout_at(started + STARTING_MEMBER_WAIT, asked.join_next()).await {
+            match tokio::time::timeout_at(started + starting_wait, asked.join_next()).await {
                 Ok(joined) => joined,
                 Err(_) => {
                     // Their requests go on (bounded by `timeout`) and record an answer.
@@ -248,7 +249,7 @@ pub(crate) async fn statuses(
                     for index in &pending {
                         if let Some(slot) = answers.get_mut(*index) {
                             slot.1 = Err(format!(
-                                "no answer within {STARTING_MEMBER_WAIT:?} (a starting member: \
+                                "no answer within {starting_wait:?} (a starting member: \
                                  still asked in the background)"
                             ));
                         }
