@@ -26,7 +26,9 @@ mod version;
 pub use admin::EtcdAdmin;
 pub use error::{AdminError, ErrorClass, classify, classify_error};
 pub use maintenance::{compact_to_current, defragment, disarm_no_space};
-pub use observe::{member_status, member_status_tls, observe, observe_pooled, observe_tls};
+pub use observe::{
+    STARTING_MEMBER_WAIT, member_status, member_status_tls, observe, observe_pooled, observe_tls,
+};
 pub use pool::{ClientPool, IDLE_EXPIRY, OnDial};
 pub use tls::{ClientIdentity, ClientTls, MissingKey};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};

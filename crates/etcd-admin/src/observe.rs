@@ -52,13 +52,30 @@ pub async fn observe_tls(
     observe_detailed(endpoints, timeout, tls, None).await.0
 }
 
+/// How long an observation waits for the Status of a member that may still be starting (see
+/// [`observe_pooled`]'s `starting`). A started etcd answers Status in milliseconds; one that
+/// is still starting (a learner receiving the leader's snapshot, a seed opening its restored
+/// database) accepts the connection but serves nothing until it is ready, so its request runs
+/// into the full timeout (5 s by default): `make bench` (restore) showed every learner's
+/// catching-up pass blocked 5 s on it while the learner turned ready meanwhile.
+pub const STARTING_MEMBER_WAIT: Duration = Duration::from_secs(1);
+
 /// [`observe_tls`] through the clients `pool` keeps for `scope` (one per endpoint, reused
 /// between observations; see [`ClientPool`]). The pool keeps, of `scope`'s clients, only those
 /// for `endpoints` and this `tls`.
+///
+/// The endpoints in `starting` (members that never answered since their Pod started; the
+/// caller decides, and names a known voter only while nothing acts on the answers) are waited
+/// for at most [`STARTING_MEMBER_WAIT`] (or `timeout` if shorter); one that has not answered by
+/// then is `Err` in the view, while its request goes on in the background up to `timeout` and,
+/// if answered, is recorded in the pool ([`ClientPool::answered_at`]): a member that answers at
+/// all, however slowly, is no longer starting on the next observation and gets the full
+/// `timeout` from then on.
 pub async fn observe_pooled(
     pool: &ClientPool,
     scope: &str,
     endpoints: &[String],
+    starting: &[String],
     timeout: Duration,
     tls: Option<&ClientTls>,
 ) -> ClusterView {
@@ -66,6 +83,7 @@ pub async fn observe_pooled(
     let pooled = Pooled {
         pool: pool.clone(),
         scope: scope.to_owned(),
+        starting: starting.to_vec(),
     };
     observe_detailed(endpoints, timeout, tls, Some(&pooled))
         .await
@@ -77,6 +95,8 @@ pub async fn observe_pooled(
 pub(crate) struct Pooled {
     pool: ClientPool,
     scope: String,
+    /// Endpoints waited for at most [`STARTING_MEMBER_WAIT`].
+    starting: Vec<String>,
 }
 
 /// One member's Status, through `endpoint` only, bounded by `timeout`.
@@ -167,13 +187,17 @@ pub(crate) async fn observe_detailed(
 }
 
 /// Every endpoint's Status, asked concurrently, keeping each connection that answered. With
-/// `pooled`, the connections come from (and stay in) the pool; one that fails is dropped from it.
+/// `pooled`, the connections come from (and stay in) the pool; one that fails is dropped from it;
+/// an answer is recorded in it, and its `starting` endpoints are waited for at most
+/// [`STARTING_MEMBER_WAIT`] (their requests left running, see [`observe_pooled`]).
 pub(crate) async fn statuses(
     endpoints: &[String],
     timeout: Duration,
     tls: Option<&ClientTls>,
     pooled: Option<&Pooled>,
 ) -> Answers {
+    let started = tokio::time::Instant::now();
+    let starting_wait = STARTING_MEMBER_WAIT.min(timeout);
     let mut asked = JoinSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
         let endpoint = endpoint.clone();
@@ -194,24 +218,56 @@ pub(crate) async fn statuses(
                 Ok((client, s))
             })
             .await;
-            if answer.is_err()
-                && let Some(p) = &pooled
-            {
-                p.pool.forget_endpoint(&p.scope, &endpoint);
+            if let Some(p) = &pooled {
+                match &answer {
+                    Ok(_) => p.pool.record_answer(&p.scope, &endpoint),
+                    Err(_) => p.pool.forget_endpoint(&p.scope, &endpoint),
+                }
             }
             (index, answer)
         });
     }
+    let starting: Vec<bool> = endpoints
+        .iter()
+        .map(|e| pooled.is_some_and(|p| p.starting.contains(e)))
+        .collect();
+    let mut pending: BTreeSet<usize> = (0..endpoints.len()).collect();
     let mut clients: BTreeMap<usize, Client> = BTreeMap::new();
     let mut answers: Vec<(String, Answer)> = endpoints
         .iter()
         .map(|e| (e.clone(), Err("status request did not complete".to_owned())))
         .collect();
-    while let Some(joined) = asked.join_next().await {
+    while !pending.is_empty() {
+        // Once only starting members are left, wait for them until `starting_wait`.
+        let only_starting = pending.iter().all(|i| starting.get(*i) == Some(&true));
+        let joined = if only_starting {
+            match tokio::time::timeout_at(started + starting_wait, asked.join_next()).await {
+                Ok(joined) => joined,
+                Err(_) => {
+                    // Their requests go on (bounded by `timeout`) and record an answer.
+                    asked.detach_all();
+                    for index in &pending {
+                        if let Some(slot) = answers.get_mut(*index) {
+                            slot.1 = Err(format!(
+                                "no answer within {starting_wait:?} (a starting member: \
+                                 still asked in the background)"
+                            ));
+                        }
+                    }
+                    break;
+                }
+            }
+        } else {
+            asked.join_next().await
+        };
+        let Some(joined) = joined else {
+            break;
+        };
         // A task cannot panic short of a bug in etcd-client; its endpoint keeps the Err above.
         let Ok((index, answer)) = joined else {
             continue;
         };
+        pending.remove(&index);
         if let Some(slot) = answers.get_mut(index) {
             slot.1 = match answer {
                 Ok((client, s)) => {

@@ -9,13 +9,18 @@
 //! dropped when a request on it fails (the next observation dials again), when its endpoint is
 //! no longer asked or the TLS material changed ([`ClientPool::retain`]), and when it was not
 //! used for [`IDLE_EXPIRY`] (a deleted cluster's).
+//!
+//! The pool also remembers when each endpoint last answered a status request
+//! ([`ClientPool::answered_at`]), also an answer that came after its observation stopped
+//! waiting: how the cluster operator tells a member that never answered since its Pod started
+//! (a short wait, `observe_pooled`'s `starting`) from one that did (the full timeout).
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_client::Client;
 
@@ -48,6 +53,8 @@ pub type OnDial = Arc<dyn Fn() + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct ClientPool {
     clients: Arc<Mutex<HashMap<Key, Entry>>>,
+    /// When each (scope, endpoint) last answered a status request, in Unix milliseconds.
+    answered: Arc<Mutex<HashMap<(String, String), i64>>>,
     on_dial: Option<OnDial>,
 }
 
@@ -73,6 +80,7 @@ impl ClientPool {
     pub fn with_dial_hook(on_dial: OnDial) -> Self {
         ClientPool {
             clients: Arc::default(),
+            answered: Arc::default(),
             on_dial: Some(on_dial),
         }
     }
@@ -141,8 +149,30 @@ impl ClientPool {
             .retain(|key, _| !(key.scope == scope && key.endpoint == endpoint));
     }
 
+    /// `endpoint` of `scope` answered a status request just now.
+    pub(crate) fn record_answer(&self, scope: &str, endpoint: &str) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((scope.to_owned(), endpoint.to_owned()), now);
+    }
+
+    /// When `endpoint` of `scope` last answered a status request (Unix milliseconds), if it
+    /// did since this process started and since `scope` was last [forgotten](Self::forget).
+    pub fn answered_at(&self, scope: &str, endpoint: &str) -> Option<i64> {
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(scope.to_owned(), endpoint.to_owned()))
+            .copied()
+    }
+
     /// Keeps, of `scope`'s clients, only those for `endpoints` with this `timeout` and `tls`:
-    /// a member that went away, or TLS material that changed, drops its client.
+    /// a member that went away, or TLS material that changed, drops its client (and its last
+    /// answer's time when its endpoint is no longer asked).
     pub fn retain(
         &self,
         scope: &str,
@@ -151,6 +181,10 @@ impl ClientPool {
         tls: Option<&ClientTls>,
     ) {
         let digest = tls_digest(tls);
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(s, endpoint), _| s != scope || endpoints.contains(endpoint));
         self.lock().retain(|key, _| {
             key.scope != scope
                 || (endpoints.contains(&key.endpoint)
@@ -162,6 +196,10 @@ impl ClientPool {
     /// Drops every client of `scope` (its cluster is gone).
     pub fn forget(&self, scope: &str) {
         self.lock().retain(|key, _| key.scope != scope);
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(s, _), _| s != scope);
     }
 }
 

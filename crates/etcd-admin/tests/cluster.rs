@@ -390,3 +390,95 @@ async fn etcd_3_4_observes_and_takes_a_learner() {
         .unwrap();
     let (_id, _m2) = grow_with_learner(&cluster, &mut admin).await;
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}: {status}");
+}
+
+/// Issue 24 (restore bench): a member still starting (a learner receiving the leader's
+/// snapshot) accepts connections and answers nothing until it is ready; the cluster operator's
+/// pass waited the whole timeout on it. A `starting` endpoint is waited for only
+/// STARTING_MEMBER_WAIT, while any other silent endpoint (a known voter, however slow) still gets
+/// the full timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_starting_member_is_waited_for_briefly_and_a_voter_for_the_whole_timeout() {
+    let cluster = EtcdCluster::start(EtcdVersion::V3_6, 1).await.unwrap();
+    let voter = cluster.member(1).unwrap().client_url();
+    // A listening socket that never accepts: the connection completes (backlog), nothing answers,
+    // as with an etcd that has not finished starting.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://{}", silent.local_addr().unwrap());
+    let endpoints = [voter.clone(), silent.clone()];
+    let pool = etcd_admin::ClientPool::default();
+
+    // Far above STARTING_MEMBER_WAIT: the pass must not wait for the starting member this long.
+    let timeout = Duration::from_secs(30);
+    let started = Instant::now();
+    let view = etcd_admin::observe_pooled(
+        &pool,
+        "c",
+        &endpoints,
+        std::slice::from_ref(&silent),
+        timeout,
+        None,
+    )
+    .await;
+    let took = started.elapsed();
+    eprintln!("observed with a silent starting member in {took:?}");
+    assert!(took < timeout / 2, "waited {took:?} for a starting member");
+    assert!(view.membership.is_some(), "the voter's list: {view:#?}");
+    let error = view
+        .unreached
+        .get(&silent)
+        .expect("the starting member is unreached");
+    assert!(error.contains("starting member"), "{error}");
+    assert!(
+        pool.answered_at("c", &voter).is_some(),
+        "the voter's answer is recorded"
+    );
+    assert!(pool.answered_at("c", &silent).is_none());
+
+    // Not starting: the same silent endpoint is waited for the whole (here shorter) timeout.
+    let timeout = Duration::from_secs(3);
+    let started = Instant::now();
+    let view = etcd_admin::observe_pooled(&pool, "c", &endpoints, &[], timeout, None).await;
+    let took = started.elapsed();
+    assert!(took >= timeout, "gave up on a voter after {took:?}");
+    assert!(view.unreached.contains_key(&silent), "{view:#?}");
+}
+
+/// A starting member that answers after the observation stopped waiting is not lost: its
+/// request goes on in the background and its answer is recorded in the pool, so the next
+/// observation no longer takes it for starting (a slow member gets the full timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_starting_member_answering_late_is_recorded_in_the_pool() {
+    let mut cluster = EtcdCluster::start(EtcdVersion::V3_6, 1).await.unwrap();
+    let member = cluster.member(1).unwrap().client_url();
+    let pid = cluster.member_mut(1).unwrap().pid().unwrap();
+    let pool = etcd_admin::ClientPool::default();
+    let endpoints = std::slice::from_ref(&member);
+    let timeout = Duration::from_secs(30);
+    // Stopped (SIGSTOP), it answers nothing until continued.
+    signal(pid, "STOP");
+    let view = etcd_admin::observe_pooled(&pool, "c", endpoints, endpoints, timeout, None).await;
+    let answered_before_continue = pool.answered_at("c", &member);
+    signal(pid, "CONT");
+    assert!(view.membership.is_none(), "{view:#?}");
+    assert!(
+        answered_before_continue.is_none(),
+        "a stopped etcd answered"
+    );
+    let deadline = Instant::now() + timeout;
+    while pool.answered_at("c", &member).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the background request's answer was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

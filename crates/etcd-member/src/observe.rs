@@ -29,7 +29,7 @@ pub use convert::{
     classes_to_ask, client_tls_of, cluster_name, cluster_version_urls, endpoints_to_ask,
     known_members, kube_observation, last_known_members, last_known_version,
     lowest_cluster_version, operator_speaks_tls, pod_listeners, pod_ready, predates, serving_gate,
-    to_observed, unasked_client_urls, v2_snapshot_urls,
+    starting_endpoints, to_observed, unasked_client_urls, v2_snapshot_urls,
 };
 
 /// A failed observation step.
@@ -178,14 +178,16 @@ pub async fn operator_client_tls(
 
 /// Asks etcd: the member list from a member in quorum and every member's status, through the
 /// clients `pool` keeps for `scope` (the cluster's UID: a cluster recreated under the same name
-/// never reuses the old one's connections).
+/// never reuses the old one's connections). The `starting` endpoints ([`starting_endpoints`])
+/// are waited for only briefly (`etcd_admin::observe_pooled`).
 pub async fn observe_etcd(
     (pool, scope): (&etcd_admin::ClientPool, &str),
     endpoints: &[String],
+    starting: &[String],
     timeout: Duration,
     tls: Option<&etcd_admin::ClientTls>,
 ) -> ClusterView {
-    etcd_admin::observe_pooled(pool, scope, endpoints, timeout, tls).await
+    etcd_admin::observe_pooled(pool, scope, endpoints, starting, timeout, tls).await
 }
 
 /// How long each member gets to answer `GET /metrics` in [`observe_v2_snapshots`]. etcd answers

@@ -594,13 +594,20 @@ async fn reconcile_pass(
     let (view, cluster_version) = match reads.and_then(|r| r.answer(&endpoints, etcd_tls)) {
         Some((view, cluster_version)) => (view, Some(cluster_version)),
         None => {
+            // Members still starting are waited for briefly (a learner copying the leader's
+            // snapshot answers nothing for seconds: the pass would block on it).
+            let starting = observe::starting_endpoints(cluster, &kube, |endpoint| {
+                ctx.etcd_clients.answered_at(&uid, endpoint)
+            });
             let mut view =
-                observe::observe_etcd(pool, &endpoints, ctx.etcd_timeout, etcd_tls).await;
+                observe::observe_etcd(pool, &endpoints, &starting, ctx.etcd_timeout, etcd_tls)
+                    .await;
             let unasked = observe::unasked_client_urls(&endpoints, &view);
             if !unasked.is_empty() {
                 // Members added by hand: ask them too, so they are judged by their own answer.
                 let all: Vec<String> = endpoints.iter().chain(&unasked).cloned().collect();
-                view = observe::observe_etcd(pool, &all, ctx.etcd_timeout, etcd_tls).await;
+                view =
+                    observe::observe_etcd(pool, &all, &starting, ctx.etcd_timeout, etcd_tls).await;
             }
             (view, None)
         }

@@ -245,8 +245,6 @@ pub fn operator_speaks_tls(cluster: &EtcdCluster, kube: &KubeObservation) -> boo
 /// the scheme [`operator_speaks_tls`] gives, on `https://…:2378` for a Pod that serves both
 /// schemes during a switch to TLS.
 pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<String> {
-    let name = cluster_name(cluster);
-    let tls = operator_speaks_tls(cluster, kube);
     let mut members: Vec<String> = kube.pods.keys().cloned().collect();
     if let Some(previous) = &cluster.status {
         members.extend(last_known_members(previous));
@@ -255,18 +253,78 @@ pub fn endpoints_to_ask(cluster: &EtcdCluster, kube: &KubeObservation) -> Vec<St
     members.dedup();
     members
         .iter()
-        .map(|m| {
-            let host = name.member_host(m);
-            let client = kube.pods.get(m).and_then(pod_listeners).map(|l| l.client);
-            match (tls, client) {
-                (false, _) => format!("http://{host}:{CLIENT_PORT}"),
-                (true, Some(tls_switch::Listen::Dual)) => {
-                    format!("https://{host}:{SWITCH_CLIENT_TLS_PORT}")
-                }
-                (true, _) => format!("https://{host}:{CLIENT_PORT}"),
-            }
-        })
+        .map(|m| client_url_to_ask(cluster, kube, m))
         .collect()
+}
+
+/// The client URL [`endpoints_to_ask`] asks `member` on.
+fn client_url_to_ask(cluster: &EtcdCluster, kube: &KubeObservation, member: &str) -> String {
+    let host = cluster_name(cluster).member_host(member);
+    let client = kube
+        .pods
+        .get(member)
+        .and_then(pod_listeners)
+        .map(|l| l.client);
+    match (operator_speaks_tls(cluster, kube), client) {
+        (false, _) => format!("http://{host}:{CLIENT_PORT}"),
+        (true, Some(tls_switch::Listen::Dual)) => {
+            format!("https://{host}:{SWITCH_CLIENT_TLS_PORT}")
+        }
+        (true, _) => format!("https://{host}:{CLIENT_PORT}"),
+    }
+}
+
+/// Of [`endpoints_to_ask`], those of members that may still be starting, which an observation
+/// waits for only briefly (`etcd_admin::STARTING_MEMBER_WAIT`) instead of the full etcd
+/// timeout: a member Pod whose etcd has not answered a status request since the Pod was
+/// created (`answered_at`: when the endpoint last answered, Unix milliseconds, from the
+/// operator's client pool), unless the last status lists it as a voter. A known voter always
+/// gets the full timeout, however long since it answered: a slow voter must not look
+/// unreachable because of a short wait (dead-member replacement and the quorum gate judge
+/// voters by their answers). Except while a restore holds the cluster: nothing acts then (the
+/// plan waits for the hand-over whatever etcd answers), and the members are the replaced
+/// cluster's, which the restore stops, and its seed: every member Pod is waited for briefly.
+/// The restore bench showed the pass that asked the old member as the restore stopped it
+/// waiting the whole timeout, and the first member add after the hand-over with it.
+///
+/// A starting member that answers late is not lost: its request goes on in the background and
+/// records the answer, so from the next observation on it is no longer starting.
+pub fn starting_endpoints(
+    cluster: &EtcdCluster,
+    kube: &KubeObservation,
+    answered_at: impl Fn(&str) -> Option<i64>,
+) -> Vec<String> {
+    let restoring = cluster
+        .annotations()
+        .contains_key(etcd_api::restore::RESTORING_ANNOTATION);
+    let voter = |member: &str| {
+        !restoring
+            && cluster.status.as_ref().is_some_and(|status| {
+                status
+                    .members
+                    .iter()
+                    .any(|m| m.name == member && m.id.is_some() && !m.learner)
+            })
+    };
+    let mut starting: Vec<String> = kube
+        .pods
+        .iter()
+        .filter(|(member, _)| !voter(member))
+        .filter_map(|(member, pod)| {
+            let url = client_url_to_ask(cluster, kube, member);
+            if restoring {
+                return Some(url);
+            }
+            // The creation time has whole seconds: an answer counts only from the next second
+            // on (an answer of the Pod it replaced may fall in the same second).
+            let created_ms = pod.metadata.creation_timestamp.as_ref()?.0.as_millisecond();
+            let answered_since =
+                answered_at(&url).is_some_and(|at| at >= created_ms.saturating_add(1000));
+            (!answered_since).then_some(url)
+        })
+        .collect();
+    starting.sort();
+    starting
 }
 
 /// Client URLs of listed members that were not asked: members added by hand (not ours, so no
@@ -770,6 +828,122 @@ mod tests {
             ClusterName::new("db", "main").client_url("main-1"),
         ];
         assert_eq!(unasked_client_urls(&asked, &view), ["http://10.1.2.3:2379"]);
+    }
+
+    /// A member Pod created at `created` (Unix seconds), without flags (plain HTTP).
+    fn pod_created_at(created: i64) -> Pod {
+        let at = k8s_openapi::jiff::Timestamp::from_second(created).unwrap();
+        Pod {
+            metadata: kube::api::ObjectMeta {
+                creation_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// `etcd_cluster()` whose last status lists `members` as (name, voter).
+    fn with_status_members(members: &[(&str, bool)]) -> EtcdCluster {
+        let mut cluster = etcd_cluster();
+        cluster.status = Some(EtcdClusterStatus {
+            members: members
+                .iter()
+                .enumerate()
+                .map(|(i, (name, voter))| etcd_api::MemberStatus {
+                    name: (*name).to_owned(),
+                    id: Some(format!("{:x}", i + 1)),
+                    learner: !voter,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        });
+        cluster
+    }
+
+    /// Issue 24 (restore bench): a pass waited the whole etcd timeout on a member still starting
+    /// (a learner copying the leader's snapshot). Only Pods whose etcd never answered since the
+    /// Pod was created, and that the last status does not list as voters, are waited for
+    /// briefly; a known voter keeps the full timeout however long since it answered.
+    #[test]
+    fn only_members_that_never_answered_since_their_pod_started_are_starting() {
+        let url = |m: &str| ClusterName::new("db", "main").client_url(m);
+        let created = 1_700_000_000;
+        let kube = KubeObservation {
+            pods: [
+                ("main-0".to_owned(), pod_created_at(created)),
+                ("main-1".to_owned(), pod_created_at(created)),
+                ("main-2".to_owned(), pod_created_at(created)),
+            ]
+            .into(),
+            ..no_objects()
+        };
+        // main-0 a voter, main-1 a learner, main-2 not yet a member: none answered yet.
+        let cluster = with_status_members(&[("main-0", true), ("main-1", false)]);
+        let never = |_: &str| None;
+        assert_eq!(
+            starting_endpoints(&cluster, &kube, never),
+            [url("main-1"), url("main-2")],
+            "a known voter is never starting"
+        );
+        // The learner answered (well after its Pod's creation): no longer starting.
+        let learner_answered = |e: &str| (e == url("main-1")).then_some(created * 1000 + 5_000);
+        assert_eq!(
+            starting_endpoints(&cluster, &kube, learner_answered),
+            [url("main-2")]
+        );
+        // An answer from before the Pod's creation (its predecessor's, under the same name,
+        // also within the creation second) does not count.
+        for before in [created * 1000 - 3_000, created * 1000 + 500] {
+            let old_answer = |e: &str| (e == url("main-1")).then_some(before);
+            assert_eq!(
+                starting_endpoints(&cluster, &kube, old_answer),
+                [url("main-1"), url("main-2")]
+            );
+        }
+        // Before any status (a new cluster's seed), every Pod that never answered is starting.
+        assert_eq!(
+            starting_endpoints(&etcd_cluster(), &kube, never),
+            [url("main-0"), url("main-1"), url("main-2")]
+        );
+        // A member listed without a Pod is not starting (nothing serves: its request fails at
+        // once), nor is a Pod without a creation time (not one the API server returned).
+        let no_time = KubeObservation {
+            pods: [("main-0".to_owned(), Pod::default())].into(),
+            ..no_objects()
+        };
+        assert!(starting_endpoints(&etcd_cluster(), &no_time, never).is_empty());
+    }
+
+    /// While a restore holds the cluster nothing acts on etcd's answers, and its members are the
+    /// replaced cluster's (stopped by the restore: the restore bench's pass waited the whole
+    /// timeout on one going away) and the new seed: every member Pod is waited for briefly,
+    /// whether it is a voter in the last status or answered before.
+    #[test]
+    fn during_a_restore_hold_every_member_pod_is_waited_for_briefly() {
+        let url = |m: &str| ClusterName::new("db", "main").client_url(m);
+        let kube = KubeObservation {
+            pods: [("main-0".to_owned(), pod_created_at(1_700_000_000))].into(),
+            ..no_objects()
+        };
+        let mut cluster = with_status_members(&[("main-0", true), ("main-1", true)]);
+        assert!(starting_endpoints(&cluster, &kube, |_| None).is_empty());
+        cluster.metadata.annotations = Some(
+            [(
+                etcd_api::restore::RESTORING_ANNOTATION.to_owned(),
+                "restore-1".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            starting_endpoints(&cluster, &kube, |_| None),
+            [url("main-0")]
+        );
+        let answered = |_: &str| Some(1_800_000_000_000);
+        assert_eq!(
+            starting_endpoints(&cluster, &kube, answered),
+            [url("main-0")]
+        );
     }
 
     /// Issue 17 (defect 5): the kubelet's readiness of a member Pod is observed, as the second
