@@ -2752,16 +2752,7 @@ async fn member_lost_mid_switch_case(
     case: &Case,
 ) -> (Result<(), String>, Duration) {
     let before = Snapshot::take(env, target).await;
-    env.kubectl(&[
-        "patch",
-        "etcdcluster",
-        target.name,
-        "-n",
-        NS,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
-    ]);
+    set_tls(env, target);
     let (moved, urls) = match first_switched_member(env, target).await {
         Ok(found) => found,
         Err(not_reached) => return (Err(not_reached), Duration::ZERO),
@@ -2786,30 +2777,18 @@ async fn member_lost_mid_switch_case(
     }
     let lost = Instant::now();
     eprintln!("chaos: {victim}'s PVC and Pod deleted after {moved}'s peer URL moved to https://");
-    let deadline = lost + 2 * STEP;
-    loop {
-        let pending = match switched_to_tls(env, target).await {
-            Ok(()) if !member_names(env, target.name).await.contains(&victim) => break,
-            Ok(()) => format!("{victim} is still a member"),
-            Err(pending) => pending,
-        };
-        if Instant::now() > deadline {
-            let status = env
-                .clusters()
-                .get(target.name)
-                .await
-                .ok()
-                .and_then(|c| c.status);
-            return (
-                Err(format!(
-                    "{} not switched to TLS {:?} after {victim} was lost: {pending}; status {status:?}",
-                    target.name,
-                    2 * STEP
-                )),
-                lost.elapsed(),
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let gone = wait_switched_to_tls(env, target, 2 * STEP, async || {
+        member_names(env, target.name)
+            .await
+            .contains(&victim)
+            .then(|| format!("{victim} is still a member"))
+    })
+    .await;
+    if let Err(pending) = gone {
+        return (
+            Err(format!("after {victim} was lost: {pending}")),
+            lost.elapsed(),
+        );
     }
     env.wait_available(target.name, target.size, target.version, STEP)
         .await;
@@ -2845,16 +2824,7 @@ async fn tls_switch_case(armed: &Armed<'_>, target: &Cluster) -> CaseResult {
     // The new operator Pod has a network namespace of its own: the cut goes with the old one.
     let restarted = armed
         .crash_and_restart(patience, async || {
-            env.kubectl(&[
-                "patch",
-                "etcdcluster",
-                target.name,
-                "-n",
-                NS,
-                "--type=merge",
-                "-p",
-                r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
-            ]);
+            set_tls(env, target);
             if reverts {
                 cut_first_switched_member(env, target, case).await?;
             }
@@ -2867,13 +2837,8 @@ async fn tls_switch_case(armed: &Armed<'_>, target: &Cluster) -> CaseResult {
     };
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
     // The restarted operator waits REVERT_AFTER again before it completes a revert.
-    let deadline = Instant::now() + 2 * STEP + REVERT_AFTER;
     let mut retried = BTreeSet::new();
-    loop {
-        let pending = match switched_to_tls(env, target).await {
-            Ok(()) => break,
-            Err(pending) => pending,
-        };
+    let switched = wait_switched_to_tls(env, target, 2 * STEP + REVERT_AFTER, async || {
         // A member moved back to http:// waits until its Pod is re-created (the operator's
         // Reverted wait: "delete its Pod to try again"), which an administrator would do.
         for (pod, uid) in reverted_on_http(env, target).await {
@@ -2882,17 +2847,14 @@ async fn tls_switch_case(armed: &Armed<'_>, target: &Cluster) -> CaseResult {
                 pods.delete(&pod, &Default::default()).await.unwrap();
             }
         }
-        if Instant::now() > deadline {
-            return (
-                Err(format!(
-                    "{} not switched to TLS {:?} after the restart: {pending}",
-                    target.name,
-                    2 * STEP
-                )),
-                restarted.elapsed(),
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        None
+    })
+    .await;
+    if let Err(pending) = switched {
+        return (
+            Err(format!("after the restart: {pending}")),
+            restarted.elapsed(),
+        );
     }
     env.wait_available(target.name, target.size, target.version, STEP)
         .await;
@@ -2915,6 +2877,53 @@ async fn tls_switch_case(armed: &Armed<'_>, target: &Cluster) -> CaseResult {
         .await
         .and_then(|()| check(&before, &after, target, case));
     (outcome, converged)
+}
+
+/// `spec.tls` set on `target`, peer and client, operator-managed: the switch to TLS starts.
+fn set_tls(env: &Env, target: &Cluster) {
+    env.kubectl(&[
+        "patch",
+        "etcdcluster",
+        target.name,
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tls":{"peer":{},"client":{}}}}"#,
+    ]);
+}
+
+/// Polls every 0.5 s until `target` is switched to TLS ([`switched_to_tls`]) and `also` (which
+/// may act, e.g. delete reverted Pods) reports nothing pending; once `within` has passed, what is
+/// still pending and the cluster's status.
+async fn wait_switched_to_tls(
+    env: &Env,
+    target: &Cluster,
+    within: Duration,
+    mut also: impl AsyncFnMut() -> Option<String>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let extra = also().await;
+        let pending = match (switched_to_tls(env, target).await, extra) {
+            (Ok(()), None) => return Ok(()),
+            (Ok(()), Some(extra)) => extra,
+            (Err(pending), _) => pending,
+        };
+        if Instant::now() > deadline {
+            let status = env
+                .clusters()
+                .get(target.name)
+                .await
+                .ok()
+                .and_then(|c| c.status);
+            return Err(format!(
+                "{} not switched to TLS within {within:?}: {pending}; status {status:?}",
+                target.name
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The switch is through: every member Pod Ready, listening for peers on `https://` only and
