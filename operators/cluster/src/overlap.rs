@@ -302,33 +302,12 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::certs::{self, Issued, Use};
-    use crate::naming::ClusterName;
+    use crate::certs::{self, Use};
     use crate::plan::ca_overlap;
     use crate::tls::TlsWrite;
-    use time::OffsetDateTime;
 
-    fn now() -> OffsetDateTime {
-        OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
-    }
-
-    fn names() -> ClusterName {
-        ClusterName::new("db", "main").with_tls(true, false)
-    }
-
-    fn secret(issuer: &Issued, member: &str, trusted: &[&Issued]) -> BTreeMap<String, Vec<u8>> {
-        let leaf =
-            certs::issue_member(issuer, &names(), member, now(), certs::LEAF_VALIDITY).unwrap();
-        let bundle: String = trusted
-            .iter()
-            .map(|ca| ca.cert_pem.trim_end().to_owned() + "\n")
-            .collect();
-        BTreeMap::from([
-            ("tls.crt".to_owned(), leaf.cert_pem.into_bytes()),
-            ("tls.key".to_owned(), leaf.key_pem.into_bytes()),
-            ("ca.crt".to_owned(), bundle.into_bytes()),
-        ])
-    }
+    // The same certificates as the trust check's tests: the overlap feeds that check.
+    use crate::trust::tests::{names, now, secret};
 
     /// A source moved from CA A to B in one step, with real certificates: the planner's first
     /// write keeps the certificate of A and trusts both; the copy built from it passes the

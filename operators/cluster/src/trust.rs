@@ -422,4 +422,4 @@ pub fn client_trust_refusals(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

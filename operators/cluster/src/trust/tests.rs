@@ -6,11 +6,11 @@ use crate::tls::ManagedCa;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use time::OffsetDateTime;
 
-fn now() -> OffsetDateTime {
+pub(crate) fn now() -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
 }
 
-fn names() -> ClusterName {
+pub(crate) fn names() -> ClusterName {
     ClusterName::new("db", "main").with_tls(true, false)
 }
 
@@ -38,7 +38,11 @@ fn provided() -> EtcdCluster {
 
 /// A peer Secret's data: a certificate for `member` issued by `issuer`, and `trusted` as
 /// `ca.crt`.
-fn secret(issuer: &Issued, member: &str, trusted: &[&Issued]) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn secret(
+    issuer: &Issued,
+    member: &str,
+    trusted: &[&Issued],
+) -> BTreeMap<String, Vec<u8>> {
     let leaf = certs::issue_member(issuer, &names(), member, now(), certs::LEAF_VALIDITY).unwrap();
     let bundle: String = trusted
         .iter()
