@@ -205,11 +205,11 @@ bench: override export BENCH_RESULTS := $(abspath $(BENCH_RESULTS))
 bench: deps build-cache ## Benchmarks: figures and ratios against baselines measured in the same run, one table at the end
 	mkdir -p "$(dir $(BENCH_RESULTS))" && : > "$(BENCH_RESULTS)"
 	cargo build -q --workspace --bins   # the cluster bench runs the chart's operators from these
-	$(call timed,bench-cluster,cargo bench -p e2e-scenarios --bench cluster)
-	$(call timed,bench-restore,cargo bench -p e2e-scenarios --bench restore)
-	$(call timed,bench-backup,cargo bench -p etcd-backup-operator --bench backup)
-	$(call timed,bench-scale,cargo bench -p e2e-scenarios --bench scale)
-	$(call timed,bench-repair,cargo bench -p e2e-scenarios --bench repair)
+	$(call timed,bench-cluster,cargo bench --workspace --bench cluster)
+	$(call timed,bench-restore,cargo bench --workspace --bench restore)
+	$(call timed,bench-backup,cargo bench --workspace --bench backup)
+	$(call timed,bench-scale,cargo bench --workspace --bench scale)
+	$(call timed,bench-repair,cargo bench --workspace --bench repair)
 	cargo run -q -p test-support --bin bench-report -- "$(BENCH_RESULTS)"
 
 .PHONY: localkube

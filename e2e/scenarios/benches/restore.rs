@@ -17,8 +17,9 @@
 //!
 //! Does I/O throughout: localkube, kubectl, etcd Pods and processes, the aws CLI, etcdutl.
 //! Needs the workspace's binaries built (`cargo build --workspace --bins`): localkube runs the
-//! operator binaries next to itself. `BENCH_ROUNDS` (default 1: a round at 1 GiB is minutes)
-//! sets the rounds of each side, alternating operator, by hand. With `BENCH_RESULTS` set (as
+//! operator binaries next to itself. `BENCH_ROUNDS` (default 3: a round pair at 1 GiB is under a
+//! minute, and one round's ratio moved by ±40% between runs) sets the rounds of each side,
+//! alternating operator, by hand; the ratio is of the medians. With `BENCH_RESULTS` set (as
 //! `make bench` does), the ratio is appended there for the combined table
 //! (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -95,7 +96,7 @@ async fn main() {
             .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} is a number")))
             .unwrap_or(default)
     };
-    let rounds = env_number("BENCH_ROUNDS", 1);
+    let rounds = env_number("BENCH_ROUNDS", 3);
     let db_mib = env_number("BENCH_DB_MIB", 1024);
     assert!(rounds > 0, "BENCH_ROUNDS must be at least 1");
     assert!(db_mib > 0, "BENCH_DB_MIB must be at least 1");
