@@ -202,9 +202,12 @@ BENCH_RESULTS ?= target/bench/results.jsonl
 
 .PHONY: bench
 bench: override export BENCH_RESULTS := $(abspath $(BENCH_RESULTS))
+# The benches that run localkube run the chart's operators from the binaries next to it: release
+# builds, as the image ships them (debug ones measured the debug build's SDK and proxy, not ours).
+bench: export LOCALKUBE_BIN := $(CURDIR)/target/release/localkube
 bench: deps build-cache ## Benchmarks: figures and ratios against baselines measured in the same run, one table at the end
 	mkdir -p "$(dir $(BENCH_RESULTS))" && : > "$(BENCH_RESULTS)"
-	cargo build -q --workspace --bins   # the cluster bench runs the chart's operators from these
+	cargo build -q --release --workspace --bins   # localkube and the operators the benches run
 	$(call timed,bench-cluster,cargo bench --workspace --bench cluster)
 	$(call timed,bench-restore,cargo bench --workspace --bench restore)
 	$(call timed,bench-backup,cargo bench --workspace --bench backup)

@@ -8,13 +8,14 @@
 //! killed follower is restarted on its data dir at once, until every voter answers status with a
 //! leader.
 //!
-//! Does I/O throughout: starts the local control plane with the chart installed (as the
-//! scenarios do), etcd processes on loopback, kubectl and etcd clients. Needs the workspace's
-//! binaries built (`cargo build --workspace --bins`): localkube runs the operator binary next to
-//! itself. `BENCH_ROUNDS` (default 3) sets the rounds of each side; rounds alternate operator
-//! (apply, then kill), by hand (bootstrap, then kill), so a change in the machine's load hits
-//! both sides alike. With `BENCH_RESULTS` set (as `make bench` does), the two ratios are appended
-//! there for the combined table (`test_support::bench`).
+//! Does I/O throughout: starts the local control plane with the chart installed (as the scenarios
+//! do), etcd processes on loopback, kubectl and etcd clients. Needs the workspace's binaries built:
+//! localkube runs the operator binary next to itself (`make bench` builds them in release, as the
+//! image ships them, and points `LOCALKUBE_BIN` at `target/release/localkube`; without it,
+//! `target/debug`'s). `BENCH_ROUNDS` (default 3) sets the rounds of each side; rounds alternate
+//! operator (apply, then kill), by hand (bootstrap, then kill), so a change in the machine's load
+//! hits both sides alike. With `BENCH_RESULTS` set (as `make bench` does), the two ratios are
+//! appended there for the combined table (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod by_hand;

@@ -7,7 +7,8 @@
 //! it). The observable signal is the Pod's deletion (t = 0, when the delete returns);
 //! **detection** is the operator's first action after it (the eventTime of its first action
 //! Event on the EtcdCluster since t = 0, e.g. `MemberRemoved`; its `MemberUnhealthy` Warning
-//! before that is shown as a step, not counted as an action); **repair** ends when the EtcdCluster's
+//! before that is shown as a step, not counted as an action); **repair** ends when the
+//! EtcdCluster's
 //! status is Available with 3 healthy voters and the lost member's etcd ID is gone.
 //!
 //! (b) By hand: a 3-member cluster of host processes (started untimed); each round SIGKILLs a
@@ -16,9 +17,11 @@
 //! promote` (each retried every 100 ms while etcd answers "retry later", as the operator's calls
 //! are), until every voter answers status with a leader. Detection by hand is 0 by definition.
 //!
-//! Goals (issue #24): detection ≤ 2 s; repair ≤ detection + 7 s. `BENCH_ROUNDS` (default 3)
-//! sets the rounds of each side, alternating. Needs the workspace's binaries built (`cargo build
-//! --workspace --bins`). With `BENCH_RESULTS` set, appends the figures for the combined table.
+//! Goals (issue #24): detection ≤ 2 s; repair ≤ detection + 7 s. `BENCH_ROUNDS` (default 3) sets
+//! the rounds of each side, alternating. Needs the workspace's binaries built (`make bench` builds
+//! them in release, as the image ships them, and points `LOCALKUBE_BIN` at
+//! `target/release/localkube`; without it, `target/debug`'s). With `BENCH_RESULTS` set, appends the
+//! figures for the combined table.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod by_hand;

@@ -15,12 +15,13 @@
 //! round (its `pass` debug lines; the chart is installed with JSON logs for them): where growing
 //! the seed back to full size waits, inside passes by step or between them.
 //!
-//! Does I/O throughout: localkube, kubectl, etcd Pods and processes, the aws CLI, etcdutl.
-//! Needs the workspace's binaries built (`cargo build --workspace --bins`): localkube runs the
-//! operator binaries next to itself. `BENCH_ROUNDS` (default 3: a round pair at 1 GiB is under a
-//! minute, and one round's ratio moved by ±40% between runs) sets the rounds of each side,
-//! alternating operator, by hand; the ratio is of the medians. With `BENCH_RESULTS` set (as
-//! `make bench` does), the ratio is appended there for the combined table
+//! Does I/O throughout: localkube, kubectl, etcd Pods and processes, the aws CLI, etcdutl. Needs
+//! the workspace's binaries built: localkube runs the operator binaries next to itself (`make
+//! bench` builds them in release, as the image ships them, and points `LOCALKUBE_BIN` at
+//! `target/release/localkube`; without it, `target/debug`'s). `BENCH_ROUNDS` (default 3: a round
+//! pair at 1 GiB is under a minute, and one round's ratio moved by ±40% between runs) sets the
+//! rounds of each side, alternating operator, by hand; the ratio is of the medians. With
+//! `BENCH_RESULTS` set (as `make bench` does), the ratio is appended there for the combined table
 //! (`test_support::bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

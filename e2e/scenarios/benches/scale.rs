@@ -17,8 +17,9 @@
 //!    this is the cost of an observe → converged round per cluster): the same figures.
 //!
 //! Prints a table (figure, goal, ratio) and appends the headline figures to `BENCH_RESULTS`
-//! (`test_support::bench`). Needs the workspace's binaries built (`cargo build --workspace
-//! --bins`).
+//! (`test_support::bench`). Needs the workspace's binaries built (`make bench` builds them in
+//! release, as the image ships them, and points `LOCALKUBE_BIN` at `target/release/localkube`;
+//! without it, `target/debug`'s).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
