@@ -49,6 +49,7 @@ pub fn operator_passes(
         "app.kubernetes.io/component=cluster-operator",
         "--tail=-1",
     ]);
+    keep_logs(env, name, start, &logs);
     let mut passes: Vec<PassLine> = logs
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -84,6 +85,77 @@ pub fn operator_passes(
         );
     }
     passes
+}
+
+/// With `BENCH_RESULTS` set (as `make bench` sets it), keeps the round's logs beside it, in
+/// `logs/<cluster>-<round start>-*.log`: the cluster operator's (`operator_log`, its passes and
+/// debug lines) and every member container's of the round's cluster (`kubectl logs --prefix`),
+/// so a slow round can be explained after the run: etcd's own view of a learner's join (the
+/// publish race in CONTRIBUTING.md was found in them) or an operator restart.
+fn keep_logs(env: &Env, name: &str, start: jiff::Timestamp, operator_log: &str) {
+    let Some(results) = std::env::var_os("BENCH_RESULTS") else {
+        return;
+    };
+    let Some(dir) = std::path::Path::new(&results)
+        .parent()
+        .map(|d| d.join("logs"))
+    else {
+        return;
+    };
+    let stamp = start.strftime("%Y%m%dT%H%M%S").to_string();
+    let members = env.try_kubectl(&[
+        "logs",
+        "-n",
+        NS,
+        "-l",
+        &format!("app.kubernetes.io/instance={name}"),
+        "--all-containers",
+        "--prefix",
+        "--timestamps",
+        "--max-log-requests=20",
+        "--tail=-1",
+    ]);
+    let members = members.unwrap_or_else(|e| format!("kubectl logs failed: {e}\n"));
+    // An operator that restarted (a lost leader Lease, a crash) shows as a gap in its passes;
+    // its previous container's log and the count say so.
+    let previous = env
+        .try_kubectl(&[
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=cluster-operator",
+            "--previous",
+            "--tail=-1",
+        ])
+        .unwrap_or_default();
+    let restarts = env
+        .try_kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=cluster-operator",
+            "-o",
+            "jsonpath={.items[*].status.containerStatuses[*].restartCount}",
+        ])
+        .unwrap_or_default();
+    println!(
+        "cluster operator container restarts so far: {}",
+        restarts.trim()
+    );
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::write(
+            dir.join(format!("{name}-{stamp}-cluster-operator.log")),
+            format!("{previous}{operator_log}"),
+        )?;
+        std::fs::write(dir.join(format!("{name}-{stamp}-members.log")), members)
+    });
+    match written {
+        Ok(()) => println!("logs of {name}'s round kept in {}", dir.display()),
+        Err(e) => println!("logs of {name}'s round not kept in {}: {e}", dir.display()),
+    }
 }
 
 /// Where the operator's time went: per round (its total and passes), the time inside reconcile
