@@ -65,7 +65,8 @@ pub const STARTING_MEMBER_WAIT: Duration = Duration::from_secs(1);
 /// for `endpoints` and this `tls`.
 ///
 /// The endpoints in `starting` (members that never answered since their Pod started; the
-/// caller decides, and names a known voter only while nothing acts on the answers) are waited
+/// caller decides, and names a known voter only while nothing acts on the answers or when its
+/// Pod is gone) are waited
 /// for at most [`STARTING_MEMBER_WAIT`] (or `timeout` if shorter); one that has not answered by
 /// then is `Err` in the view, while its request goes on in the background up to `timeout` and,
 /// if answered, is recorded in the pool ([`ClientPool::answered_at`]): a member that answers at
@@ -142,12 +143,19 @@ pub(crate) async fn observe_detailed(
         let pooled = pooled.cloned();
         checks.spawn(async move {
             let op = format!("confirmed member list from {endpoint}");
+            let asked = tokio::time::Instant::now();
             let list = bounded(
                 &op,
                 timeout,
                 confirmed_list(&mut client, &endpoint, id, timeout),
             )
             .await;
+            tracing::debug!(
+                %endpoint,
+                ms = asked.elapsed().as_secs_f64() * 1000.0,
+                confirmed = list.is_ok(),
+                "member list done"
+            );
             if list.is_err()
                 && let Some(p) = &pooled
             {
@@ -268,6 +276,13 @@ pub(crate) async fn statuses(
             continue;
         };
         pending.remove(&index);
+        tracing::debug!(
+            endpoint = endpoints.get(index).map_or("", String::as_str),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            starting = starting.get(index) == Some(&true),
+            answered = answer.is_ok(),
+            "status request done"
+        );
         if let Some(slot) = answers.get_mut(index) {
             slot.1 = match answer {
                 Ok((client, s)) => {

@@ -27,6 +27,7 @@
 mod by_hand;
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod passes;
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,8 @@ struct Round {
     /// Seconds from the signal to the first action (the operator's first Event).
     detection: f64,
     steps: Steps,
+    /// The cluster operator's reconcile passes during the round (its `pass` debug lines).
+    passes: Vec<passes::PassLine>,
 }
 
 #[tokio::main]
@@ -83,7 +86,8 @@ async fn main() {
         9 - SIZE
     );
     let setup = Instant::now();
-    let env = Env::start().await;
+    // With the cluster operator's pass lines: where detection and repair wait.
+    let env = Env::start_with_values(&passes::DEBUG_PASS_VALUES).await;
     let version = VERSION.version_string();
     env.apply(&cluster_yaml(NAME, SIZE as u32, version))
         .unwrap();
@@ -113,6 +117,11 @@ async fn main() {
         by_hand.push(b);
     }
     let figures = report(&operator, &by_hand);
+    let passes: Vec<(Duration, &[passes::PassLine])> = operator
+        .iter()
+        .map(|r| (r.total, r.passes.as_slice()))
+        .collect();
+    print!("{}", passes::passes_report(&passes));
     if let Some(path) = bench::record(&figures).expect("recording the figures") {
         println!("\nfigures appended to {}", path.display());
     }
@@ -184,10 +193,12 @@ async fn operator_round(env: &Env) -> Round {
         .iter()
         .find(|(k, _)| ACTIONS.iter().any(|a| k.starts_with(&format!("{a} #"))))
         .map_or(f64::NAN, |(_, offset)| offset);
+    let passes = passes::operator_passes(env, NAME, wall_start, total);
     Round {
         total,
         detection,
         steps,
+        passes,
     }
 }
 
@@ -311,6 +322,7 @@ async fn by_hand_round(cluster: &mut EtcdCluster, new_index: usize) -> Round {
         total,
         detection: 0.0,
         steps,
+        passes: Vec::new(),
     }
 }
 

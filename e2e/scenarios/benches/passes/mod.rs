@@ -13,7 +13,7 @@ pub const DEBUG_PASS_VALUES: [&str; 4] = [
     "--set",
     "logging.format=json",
     "--set",
-    "logging.level=info\\,etcd_cluster_operator=debug",
+    "logging.level=info\\,etcd_cluster_operator=debug\\,etcd_admin=debug",
 ];
 
 /// One reconcile pass of the operator, from its `pass` debug line.
