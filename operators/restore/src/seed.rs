@@ -8,9 +8,8 @@
 //! Steps, and why in this order:
 //! 1. `data-dir/member` exists → [`SeedOutcome::AlreadyPrepared`], nothing touched: an init
 //!    container runs again after every Pod restart, and etcd may have written since.
-//! 2. The object is downloaded to a file in `work-dir` in ranged GETs, several at a time, each
-//!    written at its offset, hashed whole in order and checked against etcd's trailer on the way
-//!    ([`etcd_snapshot::TrailerVerifier`]) on a thread of its own, with bounded memory ([`download`]).
+//! 2. The object is streamed to a file in `work-dir` (bounded memory), hashed whole and checked
+//!    against etcd's trailer on the way ([`TrailerVerifier`]).
 //! 3. The whole object's SHA-256 must equal the recorded one, then the trailer must verify.
 //! 4. `etcdutl snapshot status` (the restored revision), `etcdutl snapshot restore` into a staging
 //!    directory INSIDE `data-dir` (same filesystem even when `data-dir` is itself a mount point),
@@ -23,11 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use etcd_snapshot::VerifyError;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use etcd_snapshot::s3::S3ErrorKind;
-
-pub mod download;
+use etcd_snapshot::{TrailerVerifier, VerifyError};
+use tokio::io::AsyncWriteExt;
 
 /// How long the download may go without receiving a byte before it is given up.
 pub const READ_STALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -457,7 +455,7 @@ async fn restore(
 ) -> Result<SnapshotInfo, SeedError> {
     let uri = spec.uri();
     let started = std::time::Instant::now();
-    let downloaded = download::download(spec, s3, &paths.download).await?;
+    let downloaded = download(spec, s3, &paths.download).await?;
     let size_bytes = downloaded.bytes_seen();
     step_done("downloaded and hashed", started, Some(size_bytes));
     let verified = downloaded.finish();
@@ -529,6 +527,56 @@ fn step_done(step: &'static str, started: std::time::Instant, bytes: Option<u64>
         ),
         None => tracing::info!(step, seconds, "seed preparation step done"),
     }
+}
+
+/// Streams the object into `file`, feeding the verifier; the file is synced before returning.
+async fn download(
+    spec: &SeedSpec,
+    s3: &aws_sdk_s3::Client,
+    file: &Path,
+) -> Result<TrailerVerifier, SeedError> {
+    let object = s3
+        .get_object()
+        .bucket(&spec.bucket)
+        .key(&spec.key)
+        .send()
+        .await
+        .map_err(|e| classify(spec, e))?;
+    let mut body = object.body;
+    let mut out = tokio::fs::File::create(file)
+        .await
+        .map_err(io("creating", file))?;
+    let mut verifier = TrailerVerifier::new();
+    loop {
+        let next = tokio::time::timeout(READ_STALL_TIMEOUT, body.next())
+            .await
+            .map_err(|_| SeedError::S3Unavailable {
+                uri: spec.uri(),
+                detail: format!(
+                    "no data for {READ_STALL_TIMEOUT:?} after {} bytes",
+                    verifier.bytes_seen()
+                ),
+            })?;
+        match next {
+            None => break,
+            Some(Ok(chunk)) => {
+                verifier.update(&chunk);
+                out.write_all(&chunk).await.map_err(io("writing", file))?;
+            }
+            Some(Err(e)) => {
+                return Err(SeedError::S3Unavailable {
+                    uri: spec.uri(),
+                    detail: format!(
+                        "download broke after {} bytes: {}",
+                        verifier.bytes_seen(),
+                        DisplayErrorContext(&e)
+                    ),
+                });
+            }
+        }
+    }
+    out.sync_all().await.map_err(io("syncing", file))?;
+    Ok(verifier)
 }
 
 /// SHA-256 of a whole file, lowercase hex.
