@@ -537,6 +537,14 @@ async fn seed_init_steps(env: &Env, seed: &str, start: jiff::Timestamp, steps: &
         for (step, at) in seed_log_steps(&log) {
             steps.push(&format!("  {step}"), since(at));
         }
+        // Where the download's time went inside the container (operators/restore/src/seed.rs,
+        // `download`): its seconds, and how many of them hashing and writing took.
+        for line in log.lines().filter(|l| l.contains("snapshot downloaded")) {
+            let fields = line
+                .split_once("snapshot downloaded")
+                .map_or("", |(_, f)| f);
+            println!("  {seed} prepare-seed: snapshot downloaded{fields}");
+        }
     }
     if let Some(t) = terminated.finished_at {
         steps.push(SEED_DATA_READY, since(t.0));
