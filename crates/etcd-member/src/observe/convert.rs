@@ -311,10 +311,10 @@ pub fn starting_endpoints(
     let mut starting: Vec<String> = kube
         .pods
         .iter()
-        .filter(|(member, pod)| !voter(member) || etcd_container_down(pod))
+        .filter(|(member, pod)| !voter(member) || going_or_down(pod))
         .filter_map(|(member, pod)| {
             let url = client_url_to_ask(cluster, kube, member);
-            if restoring || etcd_container_down(pod) {
+            if restoring || going_or_down(pod) {
                 return Some(url);
             }
             // The creation time has whole seconds: an answer counts only from the next second
@@ -344,11 +344,19 @@ pub fn starting_endpoints(
     starting
 }
 
-/// The kubelet reports the Pod's etcd container not running (exited, or waiting to start
-/// again): nothing serves its client port, and a request to it can only fail or hang until the
-/// timeout (a deleted Pod's address, whose network is gone before the Pod object: the repair
-/// bench's detection waited the whole 5 s on it). A short wait cannot mistake a slow member
-/// for a dead one here: the kubelet, the second observer, says it is down.
+/// The Pod is being deleted, or the kubelet reports its etcd container not running (exited,
+/// or waiting to start again): a request to it can only fail, hang until the timeout (a deleted
+/// Pod's address, whose network goes before the Pod object: the repair bench's detection
+/// waited the whole 5 s on it, its container still reported running), or come from an etcd
+/// being stopped. A short wait cannot get a member removed that should stay: a Pod being
+/// deleted lasts its grace period (30 s), far below the dead-member grace (5 min by default),
+/// and a member not Ready per the kubelet is judged by that grace, not by one answer; the
+/// quorum gate counting it unhealthy only makes the gate stricter.
+fn going_or_down(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some() || etcd_container_down(pod)
+}
+
+/// The kubelet reports the Pod's etcd container exited or waiting to start again.
 fn etcd_container_down(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -947,10 +955,10 @@ mod tests {
         assert!(starting_endpoints(&etcd_cluster(), &no_time, never).is_empty());
     }
 
-    /// Issue 24 (repair bench): a deleted voter's Pod, its etcd container reported exited (the
-    /// object not yet gone), held the pass for the whole etcd timeout. A voter whose etcd
-    /// container the kubelet reports not running is waited for briefly; running, it keeps the
-    /// full timeout.
+    /// Issue 24 (repair bench): a deleted voter's Pod (the object not yet gone, its container
+    /// still reported running) held the pass for the whole etcd timeout. A voter whose Pod is
+    /// being deleted, or whose etcd container the kubelet reports not running, is waited for
+    /// briefly; running in a Pod that stays, it keeps the full timeout.
     #[test]
     fn a_voter_whose_etcd_container_is_down_is_waited_for_briefly() {
         use k8s_openapi::api::core::v1::{
@@ -982,20 +990,29 @@ mod tests {
             running: Some(ContainerStateRunning::default()),
             ..ContainerState::default()
         };
+        let mut deleted = with_state(running.clone());
+        deleted.metadata.deletion_timestamp = deleted.metadata.creation_timestamp.clone();
         let kube = KubeObservation {
             pods: [
                 ("main-0".to_owned(), with_state(running)),
                 ("main-1".to_owned(), with_state(exited)),
                 ("main-2".to_owned(), with_state(waiting)),
+                ("main-3".to_owned(), deleted),
             ]
             .into(),
             ..no_objects()
         };
-        let cluster = with_status_members(&[("main-0", true), ("main-1", true), ("main-2", true)]);
+        let cluster = with_status_members(&[
+            ("main-0", true),
+            ("main-1", true),
+            ("main-2", true),
+            ("main-3", true),
+        ]);
         let answered = |_: &str| Some(1_800_000_000_000);
         assert_eq!(
             starting_endpoints(&cluster, &kube, answered),
-            [url("main-1"), url("main-2")]
+            [url("main-1"), url("main-2"), url("main-3")],
+            "only the running voter whose Pod stays keeps the full timeout"
         );
     }
 
