@@ -285,9 +285,11 @@ fn client_url_to_ask(cluster: &EtcdCluster, kube: &KubeObservation, member: &str
 /// plan waits for the hand-over whatever etcd answers), and the members are the replaced
 /// cluster's, which the restore stops, and its seed: every member Pod is waited for briefly.
 /// The restore bench showed the pass that asked the old member as the restore stopped it
-/// waiting the whole timeout, and the first member add after the hand-over with it. And a
-/// member the last status lists without a Pod, whose answer decides nothing a short wait
-/// could get wrong (see the body).
+/// waiting the whole timeout, and the first member add after the hand-over with it. Also,
+/// voter or not, a member whose Pod is being deleted or whose etcd container the kubelet
+/// reports not running (`going_or_down`), and a member the last status lists without a Pod:
+/// their answers decide nothing a short wait could get wrong, and a request to them can hang
+/// until the timeout (the repair bench's detection waited 5 s on one).
 ///
 /// A starting member that answers late is not lost: its request goes on in the background and
 /// records the answer, so from the next observation on it is no longer starting.

@@ -16,6 +16,9 @@ pub const DEBUG_PASS_VALUES: [&str; 4] = [
     "logging.level=info\\,etcd_cluster_operator=debug\\,etcd_admin=debug",
 ];
 
+/// The cluster operator's Pod, by the chart's component label.
+const CLUSTER_OPERATOR: &str = "app.kubernetes.io/component=cluster-operator";
+
 /// One reconcile pass of the operator, from its `pass` debug line.
 #[derive(Clone, Debug)]
 pub struct PassLine {
@@ -46,7 +49,7 @@ pub fn operator_passes(
         "-n",
         OPERATOR_NAMESPACE,
         "-l",
-        "app.kubernetes.io/component=cluster-operator",
+        CLUSTER_OPERATOR,
         "--tail=-1",
     ]);
     keep_logs(env, name, start, &logs);
@@ -124,7 +127,7 @@ fn keep_logs(env: &Env, name: &str, start: jiff::Timestamp, operator_log: &str) 
             "-n",
             OPERATOR_NAMESPACE,
             "-l",
-            "app.kubernetes.io/component=cluster-operator",
+            CLUSTER_OPERATOR,
             "--previous",
             "--tail=-1",
         ])
@@ -136,7 +139,7 @@ fn keep_logs(env: &Env, name: &str, start: jiff::Timestamp, operator_log: &str) 
             "-n",
             OPERATOR_NAMESPACE,
             "-l",
-            "app.kubernetes.io/component=cluster-operator",
+            CLUSTER_OPERATOR,
             "-o",
             "jsonpath={.items[*].status.containerStatuses[*].restartCount}",
         ])
