@@ -12,7 +12,8 @@
 //! - `etcd_operator_cluster_healthy_voters` — voting members that answer with a leader and no error
 //! - `etcd_operator_cluster_voters` — voting members in etcd's member list
 //! - `etcd_operator_cluster_learners` — learners in etcd's member list
-//! - `etcd_operator_cluster_quorum` — 1 while a quorum of the voters is healthy, else 0
+//! - `etcd_operator_cluster_quorum` — 1 while etcd confirms quorum (a linearizable read
+//!   succeeded on a voter this pass, as the status's `QuorumLost` reason means), else 0
 //! - `etcd_operator_cluster_bootstrapping` — 1 until the cluster's first member answered (the
 //!   quorum gauge is 0 then too, but nothing was lost: the quorum-loss alert leaves these out)
 //! - `etcd_operator_cluster_leader_changes_total` — leader changes this process observed
@@ -245,7 +246,11 @@ pub struct ClusterSample {
     pub healthy_voters: i64,
     /// Learners in the member list.
     pub learners: i64,
-    /// A quorum of the voters is healthy (false when no member in quorum answered).
+    /// etcd confirmed quorum: the member list is known, which needs a linearizable read to
+    /// succeed on a voter (`etcd-admin`'s observation). Not a majority of `healthy_voters`: a
+    /// voter the operator cannot reach, or one that has joined raft but does not serve clients
+    /// yet (it publishes itself first), still counts in etcd's quorum; the status reports
+    /// those as `MembersUnreachable` / `MemberUnhealthy`, never `QuorumLost`.
     pub quorum: bool,
     /// No member ever answered: the cluster is being created (see [`Observed::bootstrapping`]).
     pub bootstrapping: bool,
@@ -282,7 +287,7 @@ pub fn sample(observed: &Observed, view: &ClusterView) -> ClusterSample {
         out.voters = count(&|m| !m.learner);
         out.learners = count(&|m| m.learner);
         out.healthy_voters = count(&|m| !m.learner && m.healthy());
-        out.quorum = out.voters > 0 && out.healthy_voters > out.voters / 2;
+        out.quorum = out.voters > 0;
         out.leader = members.iter().find(|m| m.leader()).map(|m| m.id);
         out.version = members
             .iter()
@@ -460,7 +465,7 @@ impl ClusterMetrics {
         );
         registry.register(
             "quorum",
-            "1 while a quorum of the voting members is healthy, 0 when quorum is lost or no member in quorum answers",
+            "1 while etcd confirms quorum (a linearizable read succeeded on a voting member), 0 when quorum is lost or no member in quorum answers",
             m.quorum.clone(),
         );
         registry.register(
