@@ -7,6 +7,7 @@
 //! HTTP or over TLS (`https://` client URLs), so one small request is enough: no HTTP client
 //! dependency.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -72,6 +73,90 @@ pub async fn v2_snapshots_saved_each_tls(
         },
     )
     .await
+}
+
+/// What a member's own metrics say of its raft state, read on its metrics port
+/// (`--listen-metrics-urls`, plain HTTP). etcd serves that port from its start, before the
+/// member has published itself to the cluster; its client port serves nothing until then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftProgress {
+    /// `etcd_server_id`: which member answered (absent before etcd 3.5).
+    pub member_id: Option<u64>,
+    /// `etcd_server_has_leader`.
+    pub has_leader: bool,
+    /// `etcd_server_is_learner`.
+    pub learner: bool,
+    /// `etcd_server_proposals_applied_total`: the index it applied.
+    pub applied: u64,
+    /// `etcd_server_proposals_committed_total`: the commit index it knows of.
+    pub committed: u64,
+    /// `etcd_server_snapshot_apply_in_progress_total` is not 0: it is applying a snapshot.
+    pub applying_snapshot: bool,
+}
+
+impl RaftProgress {
+    /// It follows a leader and applied everything it knows committed, with no snapshot half
+    /// applied. Not proof that it is in sync with the leader (etcd's promote checks that).
+    pub fn caught_up(&self) -> bool {
+        self.has_leader
+            && !self.applying_snapshot
+            && self.applied > 0
+            && self.applied >= self.committed
+    }
+}
+
+/// [`RaftProgress`] of each of `endpoints` (metrics URLs, `http://host:2381`; in `endpoints`
+/// order), all asked at once, each bounded by `timeout`.
+pub async fn raft_progress_each(
+    endpoints: &[String],
+    timeout: Duration,
+) -> Vec<Result<RaftProgress, AdminError>> {
+    ask_each(endpoints, "/metrics", None, move |endpoint, _| async move {
+        let answer = http_get(&endpoint, "/metrics", MAX_METRICS_ANSWER, timeout, None).await?;
+        parse_raft_progress(&answer).ok_or_else(|| AdminError::Incomplete {
+            op: format!("GET {endpoint}/metrics"),
+            detail: "no etcd raft gauges in the answer".to_owned(),
+        })
+    })
+    .await
+}
+
+/// The [`RaftProgress`] of an HTTP 200 answer in Prometheus' text format; `None` when a gauge
+/// it needs is missing.
+fn parse_raft_progress(answer: &str) -> Option<RaftProgress> {
+    let body = ok_body(answer)?;
+    let mut values: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut member_id = None;
+    for line in body.lines().filter(|line| !line.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        if let Some(labels) = series.strip_prefix("etcd_server_id{") {
+            member_id = labels
+                .split_once("server_id=\"")
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .and_then(|(id, _)| u64::from_str_radix(id, 16).ok());
+        } else if let Ok(value) = value.trim().parse::<f64>() {
+            values.insert(series, value);
+        }
+    }
+    let value = |name: &str| values.get(name).copied();
+    Some(RaftProgress {
+        member_id,
+        has_leader: value("etcd_server_has_leader")? == 1.0,
+        learner: value("etcd_server_is_learner")? == 1.0,
+        applied: value("etcd_server_proposals_applied_total")? as u64,
+        committed: value("etcd_server_proposals_committed_total")? as u64,
+        applying_snapshot: value("etcd_server_snapshot_apply_in_progress_total").unwrap_or(0.0)
+            != 0.0,
+    })
+}
+
+/// The body of an HTTP 200 answer.
+fn ok_body(answer: &str) -> Option<&str> {
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    (status.split_whitespace().nth(1) == Some("200")).then_some(body)
 }
 
 /// `ask` of every endpoint at once (each its own task); the answers in `endpoints` order. `path`
@@ -199,12 +284,8 @@ async fn http_get(
 
 /// The value of [`SNAP_SAVE_COUNT`] in an HTTP 200 answer in Prometheus' text format.
 fn parse_snapshot_saves(answer: &str) -> Option<u64> {
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    if status.split_whitespace().nth(1) != Some("200") {
-        return None;
-    }
-    body.lines()
+    ok_body(answer)?
+        .lines()
         .filter(|line| !line.starts_with('#'))
         .find_map(|line| {
             let (name, value) = line.split_once(' ')?;
@@ -234,11 +315,7 @@ where
 
 /// The `etcdcluster` value of an HTTP 200 answer.
 fn parse_answer(answer: &str) -> Option<String> {
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    if status.split_whitespace().nth(1) != Some("200") {
-        return None;
-    }
+    let body = ok_body(answer)?;
     let key = "\"etcdcluster\"";
     let after = body[body.find(key)? + key.len()..].trim_start();
     let value = after.strip_prefix(':')?.trim_start().strip_prefix('"')?;
@@ -264,6 +341,70 @@ mod tests {
         let refused = "HTTP/1.0 404 Not Found\r\n\r\n\
                        etcd_debugging_snap_save_total_duration_seconds_count 2\n";
         assert_eq!(parse_snapshot_saves(refused), None);
+    }
+
+    /// Measured on etcd 3.6.16: a learner that received the leader's snapshot and lost the race
+    /// to publish itself (its client port silent for 7 s) answers this on its metrics port.
+    #[test]
+    fn raft_progress_is_read_from_the_metrics() {
+        let learner = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n\
+                       # HELP etcd_server_has_leader Whether or not a leader exists.\n\
+                       # TYPE etcd_server_has_leader gauge\n\
+                       etcd_server_has_leader 1\n\
+                       etcd_server_id{server_id=\"b25f9a6b0b72a943\"} 1\n\
+                       etcd_server_is_learner 1\n\
+                       etcd_server_proposals_applied_total 6\n\
+                       etcd_server_proposals_committed_total 6\n\
+                       etcd_server_proposals_pending 0\n\
+                       etcd_server_snapshot_apply_in_progress_total 0\n";
+        let progress = parse_raft_progress(learner).unwrap();
+        assert_eq!(
+            progress,
+            RaftProgress {
+                member_id: Some(0xb25f_9a6b_0b72_a943),
+                has_leader: true,
+                learner: true,
+                applied: 6,
+                committed: 6,
+                applying_snapshot: false,
+            }
+        );
+        assert!(progress.caught_up());
+        // Still applying the snapshot, behind its commit index, without a leader, or nothing
+        // applied yet: not caught up.
+        for not_yet in [
+            RaftProgress {
+                applying_snapshot: true,
+                ..progress
+            },
+            RaftProgress {
+                applied: 5,
+                ..progress
+            },
+            RaftProgress {
+                has_leader: false,
+                ..progress
+            },
+            RaftProgress {
+                applied: 0,
+                committed: 0,
+                ..progress
+            },
+        ] {
+            assert!(!not_yet.caught_up(), "{not_yet:?}");
+        }
+        // A gauge missing, or not a 200: nothing read.
+        assert_eq!(
+            parse_raft_progress(&learner.replace("etcd_server_is_learner 1\n", "")),
+            None
+        );
+        assert_eq!(
+            parse_raft_progress(&learner.replace("200 OK", "404 Not Found")),
+            None
+        );
+        // etcd before 3.5 has no etcd_server_id.
+        let old = learner.replace("etcd_server_id{server_id=\"b25f9a6b0b72a943\"} 1\n", "");
+        assert_eq!(parse_raft_progress(&old).unwrap().member_id, None);
     }
 
     #[test]

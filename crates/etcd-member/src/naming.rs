@@ -101,6 +101,12 @@ impl ClusterName {
         )
     }
 
+    /// Metrics URL of a member: plain HTTP on [`METRICS_PORT`] whatever the cluster's TLS (etcd
+    /// serves it from its start, before the member serves clients).
+    pub fn metrics_url(&self, member: &str) -> String {
+        format!("http://{}:{METRICS_PORT}", self.member_host(member))
+    }
+
     /// The peer URL a member gets when a running plaintext cluster is switched to TLS:
     /// `https://` on [`SWITCH_PEER_TLS_PORT`], since it still serves `http://` on [`PEER_PORT`]
     /// meanwhile (see [`crate::plan::tls_switch`]).

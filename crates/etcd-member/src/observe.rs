@@ -28,8 +28,9 @@ pub use convert::{
     Compactions, KubeObservation, RETAINED_BY_RESTORE_LABEL, UnhealthySince, belongs_to,
     classes_to_ask, client_tls_of, cluster_name, cluster_version_urls, endpoints_to_ask,
     known_members, kube_observation, last_known_members, last_known_version,
-    lowest_cluster_version, operator_speaks_tls, pod_listeners, pod_ready, predates, serving_gate,
-    starting_endpoints, to_observed, unasked_client_urls, v2_snapshot_urls,
+    lowest_cluster_version, operator_speaks_tls, pod_listeners, pod_ready, predates,
+    record_raft_progress, serving_gate, starting_endpoints, to_observed, unasked_client_urls,
+    unpublished_member_metrics_urls, v2_snapshot_urls,
 };
 
 /// A failed observation step.
@@ -233,6 +234,29 @@ fn record_v2_snapshots(
             Err(error) => tracing::debug!(%error, member = %name, "v2 snapshots not read"),
         }
     }
+}
+
+/// Each member that did not answer Status and has not published itself
+/// ([`unpublished_member_metrics_urls`]) asked on its metrics port whether raft has it caught up
+/// ([`record_raft_progress`]), all at once, each for at most [`METRICS_READ_TIMEOUT`] (or
+/// `timeout` if shorter). Only while a member joins: it answers as soon as it has published
+/// itself, and only one that lost etcd's publish race stays silent once caught up
+/// (`crate::state::PodState::raft_caught_up`).
+pub async fn observe_unpublished_members(observed: &mut crate::state::Observed, timeout: Duration) {
+    let asked = unpublished_member_metrics_urls(observed);
+    if asked.is_empty() {
+        return;
+    }
+    let urls: Vec<String> = asked.iter().map(|(_, _, url)| url.clone()).collect();
+    let reads = etcd_admin::raft_progress_each(&urls, timeout.min(METRICS_READ_TIMEOUT)).await;
+    record_raft_progress(
+        observed,
+        asked.into_iter().map(|(name, id, _)| (name, id)).zip(
+            reads
+                .into_iter()
+                .map(|read| read.map_err(|e| e.to_string())),
+        ),
+    );
 }
 
 /// How long each member gets to answer `GET /version` in [`observe_cluster_version`]. It is

@@ -167,6 +167,13 @@ pub struct PodState {
     /// For such a Pod: its etcd saved a v2 snapshot since it started (read from the member's
     /// metrics; `false` when unknown).
     pub v2_snapshot_saved: bool,
+    /// Its member did not answer a client this pass and has not published itself, but its
+    /// etcd's metrics port says raft has it caught up: it follows the leader and applied all it
+    /// knows committed (read by the controller, `observe::observe_unpublished_members`; `false`
+    /// when unknown or not asked). etcd can lose the race to publish a member that received the
+    /// leader's snapshot (etcd-io/etcd#16436): that member then serves no client until its
+    /// request times out (7 s by default), though raft has it in sync.
+    pub raft_caught_up: bool,
     /// What it listens on, read from its etcd flags; `None` when they do not say (then it is
     /// taken as built as the spec says: before the switch to TLS existed, `spec.tls` could not
     /// change, so every Pod was).
@@ -217,6 +224,20 @@ impl Observed {
         matches!(self.membership, Membership::Unknown)
             && self.recorded_cluster_id.is_none()
             && self.last_known_members.is_empty()
+    }
+
+    /// Member `member` joined raft but has not published itself yet: etcd's member list has no
+    /// name for it (publishing sets it), its metrics say raft has it caught up
+    /// ([`PodState::raft_caught_up`]), and its Pod is not being deleted. etcd serves its clients
+    /// once it has published, within etcd's request timeout (7 s by default) when it lost the
+    /// publish race. It does not answer meanwhile, but it is neither unreachable nor unhealthy.
+    pub fn joining(&self, member: &Member) -> bool {
+        !member.healthy()
+            && !member.started()
+            && member
+                .member_name(&self.cluster)
+                .and_then(|name| self.pods.get(&name))
+                .is_some_and(|pod| pod.raft_caught_up && !pod.terminating)
     }
 
     /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or

@@ -689,7 +689,8 @@ async fn reconcile_pass(
     };
     clock.lap(PassStep::ClusterVersion);
     observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;
-    clock.lap(PassStep::V2Snapshots);
+    observe::observe_unpublished_members(&mut observed, ctx.etcd_timeout).await;
+    clock.lap(PassStep::MemberMetrics);
     ctx.compactions
         .fill(&cluster.uid().unwrap_or_default(), &mut observed);
 
@@ -1122,7 +1123,9 @@ fn requeue_after(action: &Action, near_quota: bool) -> Duration {
             // by hand it follows in 0.1 s (`make bench`). While it lasts (seconds; minutes for a
             // learner copying a large database) a look costs a Pod list and one status per
             // member.
-            WaitReason::SeedStarting | WaitReason::LearnerCatchingUp { .. } => MEMBER_STARTING_LOOK,
+            WaitReason::SeedStarting
+            | WaitReason::LearnerCatchingUp { .. }
+            | WaitReason::MemberJoining { .. } => MEMBER_STARTING_LOOK,
             WaitReason::PodTerminating { .. }
             | WaitReason::PodNotReady { .. }
             | WaitReason::V2SnapshotPending { .. } => Duration::from_secs(2),

@@ -129,8 +129,9 @@ pub enum PassStep {
     Etcd,
     /// etcd's cluster version (`GET /version` of every member that answered).
     ClusterVersion,
-    /// v2 snapshots before a 3.5 → 3.6 upgrade (only the Pods built to take one are asked).
-    V2Snapshots,
+    /// Members' metrics: v2 snapshots before a 3.5 → 3.6 upgrade (only the Pods built to take
+    /// one are asked), the raft progress of learners that did not answer.
+    MemberMetrics,
     /// The cluster's Services, budget, NetworkPolicy and PVC owners written.
     Objects,
     /// The `spec.backup` schedule.
@@ -149,7 +150,7 @@ impl PassStep {
         PassStep::Tls,
         PassStep::Etcd,
         PassStep::ClusterVersion,
-        PassStep::V2Snapshots,
+        PassStep::MemberMetrics,
         PassStep::Objects,
         PassStep::BackupSchedule,
         PassStep::Action,
@@ -164,7 +165,7 @@ impl PassStep {
             PassStep::Tls => "tls",
             PassStep::Etcd => "etcd",
             PassStep::ClusterVersion => "cluster_version",
-            PassStep::V2Snapshots => "v2_snapshots",
+            PassStep::MemberMetrics => "member_metrics",
             PassStep::Objects => "objects",
             PassStep::BackupSchedule => "backup_schedule",
             PassStep::Action => "action",

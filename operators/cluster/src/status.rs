@@ -90,6 +90,9 @@ pub mod reasons {
     /// Available, Progressing, Degraded, event: quorum holds (a linearizable read succeeded) but
     /// the operator reaches fewer than a majority of the voters.
     pub const MEMBERS_UNREACHABLE: &str = "MembersUnreachable";
+    /// Available, Progressing: a voter in sync with the leader has not published itself yet
+    /// (etcd serves its clients after that); no other voter is silent.
+    pub const MEMBER_JOINING: &str = "MemberJoining";
     /// Degraded: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
     /// Event: the seed member of a new cluster was created.
@@ -672,6 +675,7 @@ pub fn event_for(action: &Action) -> Option<ActionEvent> {
             | WaitReason::PodTerminating { .. }
             | WaitReason::PodNotReady { .. }
             | WaitReason::LearnerCatchingUp { .. }
+            | WaitReason::MemberJoining { .. }
             | WaitReason::ClusterVersionBehind { .. }
             | WaitReason::V2SnapshotPending { .. },
         )
@@ -760,8 +764,11 @@ struct Facts<'a> {
     known: Option<&'a [Member]>,
     voters: usize,
     healthy_voters: usize,
-    /// Names of voters that do not answer, by ordinal.
+    /// Names of voters that do not answer and are not joining, by ordinal.
     unhealthy_voters: Vec<String>,
+    /// Names of voters that do not answer because they have not published themselves yet
+    /// ([`Observed::joining`]), by ordinal.
+    joining_voters: Vec<String>,
     /// `spec.version`, when it parses.
     target: Option<EtcdVersion>,
     /// Some member (or the version they all last agreed on) is behind `target`.
@@ -785,12 +792,17 @@ impl<'a> Facts<'a> {
         let members = known.unwrap_or_default();
         let voters: Vec<&Member> = members.iter().filter(|m| !m.learner).collect();
         let healthy_voters = voters.iter().filter(|m| m.healthy()).count();
-        let mut unhealthy_voters: Vec<String> = voters
-            .iter()
-            .filter(|m| !m.healthy())
-            .map(|m| display_name(&observed.cluster, m))
-            .collect();
-        sort_by_ordinal(&observed.cluster, &mut unhealthy_voters, |name| name);
+        let silent_voters = |joining: bool| {
+            let mut names: Vec<String> = voters
+                .iter()
+                .filter(|m| !m.healthy() && observed.joining(m) == joining)
+                .map(|m| display_name(&observed.cluster, m))
+                .collect();
+            sort_by_ordinal(&observed.cluster, &mut names, |name| name);
+            names
+        };
+        let unhealthy_voters = silent_voters(false);
+        let joining_voters = silent_voters(true);
         let lowest = members
             .iter()
             .filter_map(Member::version)
@@ -827,6 +839,7 @@ impl<'a> Facts<'a> {
             voters: voters.len(),
             healthy_voters,
             unhealthy_voters,
+            joining_voters,
             target,
             upgrading,
             on_target,
@@ -847,9 +860,11 @@ impl<'a> Facts<'a> {
         }
     }
 
-    /// A member list (quorum confirmed) but the operator reaches a minority of the voters.
+    /// A member list (quorum confirmed) but the operator reaches a minority of the voters (a
+    /// joining voter answered on its metrics port: it is reached).
     fn minority_reached(&self) -> bool {
-        self.known.is_some() && self.healthy_voters < quorum(self.voters)
+        self.known.is_some()
+            && self.healthy_voters + self.joining_voters.len() < quorum(self.voters)
     }
 
     fn size(&self) -> i32 {
@@ -993,6 +1008,8 @@ fn available(facts: &Facts) -> ConditionUpdate {
                 facts.unhealthy_voters.join(", ")
             ),
         )
+    } else if let Some(member) = facts.joining_voters.first() {
+        (false, reasons::MEMBER_JOINING, joining_message(member))
     } else {
         (
             true,
@@ -1075,6 +1092,9 @@ fn progressing(facts: &Facts, action: &Action) -> ConditionUpdate {
             reasons::PROMOTING_LEARNER,
             format!("Waiting for learner {member} to start and catch up before promoting it"),
         ),
+        Action::Wait(WaitReason::MemberJoining { member }) => {
+            active(reasons::MEMBER_JOINING, joining_message(member))
+        }
         Action::RemoveMember {
             member,
             reason: RemovalReason::ScaleDown,
@@ -1505,6 +1525,13 @@ fn alarm_message(facts: &Facts) -> String {
 
 /// Quorum holds (etcd served a linearizable read), the operator reaches a minority: not quorum
 /// loss, and no restore.
+fn joining_message(member: &str) -> String {
+    format!(
+        "Member {member} is in sync with the leader and is publishing itself to the cluster; \
+         etcd serves its clients after that (within etcd's request timeout, 7 s by default)"
+    )
+}
+
 fn members_unreachable_message(reachable: usize, voters: usize) -> String {
     format!(
         "The operator reaches {reachable} of {voters} voting members, but etcd confirmed quorum \

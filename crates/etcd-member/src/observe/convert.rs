@@ -185,6 +185,51 @@ pub fn v2_snapshot_urls(observed: &Observed) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The learners to ask for their raft progress on their metrics port (`observe_unpublished_members`):
+/// each listed learner that did not answer Status, whose Pod is there and not being deleted, as
+/// (Pod name, member ID, metrics URL). A learner that answers needs no more; one without a Pod
+/// has no etcd to ask.
+pub fn unpublished_member_metrics_urls(observed: &Observed) -> Vec<(String, u64, String)> {
+    let Membership::Known(members) = &observed.membership else {
+        return vec![];
+    };
+    members
+        .iter()
+        .filter(|m| m.learner && !m.healthy())
+        .filter_map(|m| {
+            let name = m.member_name(&observed.cluster)?;
+            let pod = observed.pods.get(&name)?;
+            (!pod.terminating).then(|| (name.clone(), m.id, observed.cluster.metrics_url(&name)))
+        })
+        .collect()
+}
+
+/// Records the answers to `observe_unpublished_members`: a Pod's `raft_caught_up` when its metrics
+/// came from the member asked (same `etcd_server_id`, where etcd reports one) and say it is a
+/// learner caught up in raft. A failed read leaves `false`: the planner waits for the learner to
+/// answer, as before it could read this.
+pub fn record_raft_progress(
+    observed: &mut Observed,
+    reads: impl IntoIterator<Item = ((String, u64), Result<etcd_admin::RaftProgress, String>)>,
+) {
+    for ((name, id), read) in reads {
+        let caught_up = match read {
+            Ok(progress) => {
+                progress.learner
+                    && progress.caught_up()
+                    && progress.member_id.is_none_or(|answered| answered == id)
+            }
+            Err(error) => {
+                tracing::debug!(%error, member = %name, "raft progress not read");
+                false
+            }
+        };
+        if let Some(pod) = observed.pods.get_mut(&name) {
+            pod.raft_caught_up = caught_up;
+        }
+    }
+}
+
 /// The client URLs to ask for the cluster version: every listed member that answered Status.
 pub fn cluster_version_urls(view: &ClusterView) -> Vec<String> {
     let Some((_, members)) = &view.membership else {
@@ -461,6 +506,7 @@ pub fn to_observed(
                         .contains_key(build::ANNOTATION_SNAPSHOT_BEFORE_UPGRADE),
                     // Read from the member by the controller (observe_v2_snapshots).
                     v2_snapshot_saved: false,
+                    raft_caught_up: false,
                     listen: pod_listeners(pod),
                     tls_switch_reverted: pod
                         .annotations()
@@ -1283,6 +1329,68 @@ mod tests {
             Instant::now(),
         );
         assert!(v2_snapshot_urls(&unknown).is_empty(), "no member list");
+    }
+
+    /// Only a learner that does not answer and has a Pod not being deleted is asked; its answer
+    /// counts only if it comes from that member and says it is a learner caught up in raft.
+    #[test]
+    fn unpublished_members_are_asked_for_their_raft_progress() {
+        use crate::fixtures::{Build, V35, cluster, healthy, learner, name};
+        let cluster_name = ClusterName::new("db", "main");
+        let observed = cluster(3, V35)
+            .members(vec![
+                healthy(0, V35, true),
+                learner(1, false),
+                learner(2, true),
+            ])
+            .pods(&[0, 1, 2]);
+        assert_eq!(
+            unpublished_member_metrics_urls(&observed),
+            [(name(1), 0xa1, cluster_name.metrics_url(&name(1)))]
+        );
+        assert_eq!(
+            cluster_name.metrics_url(&name(1)),
+            "http://main-1.main.db.svc:2381"
+        );
+        let mut going = observed.clone();
+        going.pods.get_mut(&name(1)).unwrap().terminating = true;
+        assert!(unpublished_member_metrics_urls(&going).is_empty());
+        let mut podless = observed.clone();
+        podless.pods.remove(&name(1));
+        assert!(unpublished_member_metrics_urls(&podless).is_empty());
+
+        let progress = etcd_admin::RaftProgress {
+            member_id: Some(0xa1),
+            has_leader: true,
+            learner: true,
+            applied: 6,
+            committed: 6,
+            applying_snapshot: false,
+        };
+        let caught_up = |read: Result<etcd_admin::RaftProgress, String>| {
+            let mut observed = observed.clone();
+            record_raft_progress(&mut observed, [((name(1), 0xa1), read)]);
+            observed.pods[&name(1)].raft_caught_up
+        };
+        assert!(caught_up(Ok(progress)));
+        assert!(caught_up(Ok(etcd_admin::RaftProgress {
+            member_id: None,
+            ..progress
+        })));
+        // Another member answered on that name, a voter, behind, or no answer: not caught up.
+        assert!(!caught_up(Ok(etcd_admin::RaftProgress {
+            member_id: Some(0xb2),
+            ..progress
+        })));
+        assert!(!caught_up(Ok(etcd_admin::RaftProgress {
+            learner: false,
+            ..progress
+        })));
+        assert!(!caught_up(Ok(etcd_admin::RaftProgress {
+            applied: 5,
+            ..progress
+        })));
+        assert!(!caught_up(Err("connection refused".into())));
     }
 
     /// A Secret without the operators' certificate is unusable, and says why.

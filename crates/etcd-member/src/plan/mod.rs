@@ -345,6 +345,13 @@ pub enum WaitReason {
         /// Member name.
         member: String,
     },
+    /// A voter in sync with the leader has not published itself yet
+    /// ([`crate::state::Observed::joining`]): etcd serves its clients after that. Every voter
+    /// that does not answer is such a one.
+    MemberJoining {
+        /// Member name.
+        member: String,
+    },
     /// Fewer than a majority of voters answer. Nothing destructive is done; the members may
     /// come back, or the user restores from a backup.
     QuorumLost {
@@ -761,26 +768,41 @@ fn plan_with_members(
         return step;
     }
 
-    // 5. The operator reaches a minority, or a member is unhealthy within its grace period:
+    // 5. Every voter that does not answer is joining (in raft, not published yet): wait for it
+    //    to serve, under its own name rather than as unreachable or unhealthy.
+    let silent: Vec<&Member> = voters.iter().copied().filter(|m| !m.healthy()).collect();
+    if let Some(first) = silent.first()
+        && silent.iter().all(|m| observed.joining(m))
+    {
+        return Action::Wait(WaitReason::MemberJoining {
+            member: name_of(first),
+        });
+    }
+
+    // 5b. The operator reaches a minority, or a member is unhealthy within its grace period:
     //    change nothing. Not quorum loss: the member list is only known after a linearizable
     //    read succeeded (state.rs), so etcd confirmed quorum; the operator is cut off.
-    if healthy_voters < quorum(voters.len()) {
+    //    A joining voter answered on its metrics port: it is reached, and not the one named.
+    let reachable = healthy_voters + silent.iter().filter(|m| observed.joining(m)).count();
+    if reachable < quorum(voters.len()) {
         return Action::Wait(WaitReason::MembersUnreachable {
-            reachable: healthy_voters,
+            reachable,
             voters: voters.len(),
         });
     }
-    if let Some(unhealthy) = voters.iter().find(|m| !m.healthy()) {
+    if let Some(unhealthy) = silent.iter().find(|m| !observed.joining(m)) {
         return Action::Wait(WaitReason::MemberUnhealthy {
             member: name_of(unhealthy),
         });
     }
 
     // 6. A learner (a dead voter was dealt with above, so it does not wait on the learner):
-    //    promote it once it answers and every voter does (promoting raises the quorum); never
+    //    promote it once it answers, or once its metrics say raft has it caught up (it lost
+    //    etcd's publish race and serves no client for seconds; etcd refuses the promotion if it
+    //    is not in sync after all), and every voter answers (promoting raises the quorum); never
     //    add another before.
     if let Some(learner) = learner {
-        return if learner.healthy() {
+        return if learner.healthy() || observed.joining(learner) {
             Action::PromoteLearner {
                 member: name_of(learner),
                 id: learner.id,

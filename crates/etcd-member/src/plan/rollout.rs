@@ -187,6 +187,7 @@ mod tests {
                             tls_hash: None,
                             snapshot_before_upgrade: false,
                             v2_snapshot_saved: false,
+                            raft_caught_up: false,
                             listen: None,
                             tls_switch_reverted: false,
                             serving_gate: None,

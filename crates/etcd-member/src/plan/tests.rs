@@ -191,6 +191,117 @@ fn learner_not_answering_yet_is_waited_for() {
     );
 }
 
+/// etcd's publish race (etcd-io/etcd#16436): a learner that got the leader's snapshot can lose
+/// its own "publish" proposal (it was inside that snapshot) and serve no client for the 7 s of
+/// etcd's request timeout. Its metrics port says it follows the leader and applied all it knows
+/// committed: it is promoted then (etcd refuses, "retry later", if it is not in sync after all).
+#[test]
+fn learner_caught_up_in_raft_but_not_serving_yet_is_promoted() {
+    let caught_up =
+        |mut observed: Observed, ordinal: u32, change: fn(&mut crate::state::PodState)| {
+            change(observed.pods.get_mut(&name(ordinal)).unwrap());
+            observed
+        };
+    let observed = caught_up(
+        cluster(3, V35)
+            .members(vec![healthy(0, V35, true), unstarted_learner(1)])
+            .pods(&[0, 1])
+            .pvcs(&[0, 1]),
+        1,
+        |pod| pod.raft_caught_up = true,
+    );
+    assert_eq!(
+        plan(&observed),
+        Action::PromoteLearner {
+            member: name(1),
+            id: 0xa1
+        }
+    );
+    // Not while its Pod is being deleted: that member is going away.
+    let going = caught_up(observed.clone(), 1, |pod| pod.terminating = true);
+    assert_ne!(
+        plan(&going),
+        Action::PromoteLearner {
+            member: name(1),
+            id: 0xa1
+        }
+    );
+    // Nor while a voter does not answer: promoting raises the quorum.
+    let short = caught_up(
+        cluster(5, V35)
+            .members(vec![
+                healthy(0, V35, true),
+                healthy(2, V35, false),
+                unhealthy(3, 1),
+                unstarted_learner(1),
+            ])
+            .pods(&[0, 1, 2, 3])
+            .pvcs(&[0, 1, 2, 3]),
+        1,
+        |pod| pod.raft_caught_up = true,
+    );
+    assert_eq!(
+        plan(&short),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(3) })
+    );
+}
+
+/// Once promoted, that member is a voter that still serves no client until it publishes
+/// itself: the planner waits for it as joining, not as an unreachable or unhealthy member.
+#[test]
+fn a_promoted_voter_not_published_yet_is_waited_for_as_joining() {
+    let unpublished_voter = Member {
+        learner: false,
+        ..unstarted_learner(1)
+    };
+    let mut observed = cluster(3, V35)
+        .members(vec![healthy(0, V35, true), unpublished_voter.clone()])
+        .pods(&[0, 1])
+        .pvcs(&[0, 1]);
+    // Without its metrics: the operator reaches one of two voters.
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
+            voters: 2
+        })
+    );
+    observed.pods.get_mut(&name(1)).unwrap().raft_caught_up = true;
+    assert_eq!(
+        plan(&observed),
+        Action::Wait(WaitReason::MemberJoining { member: name(1) })
+    );
+    // A voter that published once (etcd knows its name) and stopped answering is unhealthy,
+    // whatever its metrics say.
+    let mut published = observed.clone();
+    let Membership::Known(members) = &mut published.membership else {
+        unreachable!()
+    };
+    members[1].name = name(1);
+    assert_eq!(
+        plan(&published),
+        Action::Wait(WaitReason::MembersUnreachable {
+            reachable: 1,
+            voters: 2
+        })
+    );
+    // Another voter down as well: not only joining members are silent.
+    let mut three = cluster(5, V35)
+        .members(vec![
+            healthy(0, V35, true),
+            unpublished_voter,
+            healthy(2, V35, false),
+            unhealthy(3, 1),
+        ])
+        .pods(&[0, 1, 2, 3])
+        .pvcs(&[0, 1, 2, 3]);
+    three.pods.get_mut(&name(1)).unwrap().raft_caught_up = true;
+    assert_eq!(
+        plan(&three),
+        Action::Wait(WaitReason::MemberUnhealthy { member: name(3) })
+    );
+}
+
 #[test]
 fn learner_that_answers_is_promoted_before_anything_else_is_added() {
     let learner = Member {

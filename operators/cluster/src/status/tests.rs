@@ -84,6 +84,12 @@ fn snapshotting(mut observed: Observed, saved: bool) -> Observed {
     observed
 }
 
+/// `observed` with member 1's metrics saying raft has it caught up.
+fn caught_up_in_raft(mut observed: Observed) -> Observed {
+    observed.pods.get_mut(&name(1)).unwrap().raft_caught_up = true;
+    observed
+}
+
 fn cases() -> Vec<Case> {
     let none = EtcdClusterStatus::default;
     let seed = || cluster(3, V35).pods(&[0]).pvcs(&[0]);
@@ -176,6 +182,44 @@ fn cases() -> Vec<Case> {
             phase: ClusterPhase::Scaling,
             available: (true, "AllMembersHealthy"),
             progressing: (true, "PromotingLearner"),
+            degraded: (false, "Healthy"),
+            event: None,
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "learner silent but caught up in raft (lost etcd's publish race): promote it",
+            observed: caught_up_in_raft(
+                one()
+                    .pods(&[1])
+                    .pvcs(&[1])
+                    .members(vec![healthy(0, V35, true), learner(1, false)]),
+            ),
+            previous: none(),
+            action: Action::PromoteLearner {
+                member: name(1),
+                id: 0xa1,
+            },
+            phase: ClusterPhase::Scaling,
+            available: (true, "AllMembersHealthy"),
+            progressing: (true, "PromotingLearner"),
+            degraded: (false, "Healthy"),
+            event: Some((false, "LearnerPromoted")),
+            degraded_mentions: &[],
+        },
+        Case {
+            name: "promoted voter not published yet: joining, neither unreachable nor unhealthy",
+            observed: caught_up_in_raft(one().pods(&[1]).pvcs(&[1]).members(vec![
+                healthy(0, V35, true),
+                Member {
+                    learner: false,
+                    ..learner(1, false)
+                },
+            ])),
+            previous: none(),
+            action: Action::Wait(WaitReason::MemberJoining { member: name(1) }),
+            phase: ClusterPhase::Scaling,
+            available: (false, "MemberJoining"),
+            progressing: (true, "MemberJoining"),
             degraded: (false, "Healthy"),
             event: None,
             degraded_mentions: &[],
@@ -951,6 +995,7 @@ fn the_table_covers_every_action_and_wait_reason() {
             "UpgradeMember",
             "Wait::ClusterLost",
             "Wait::LearnerCatchingUp",
+            "Wait::MemberJoining",
             "Wait::MemberUnhealthy",
             "Wait::MembersUnreachable",
             "Wait::Paused",
