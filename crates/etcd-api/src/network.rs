@@ -6,7 +6,8 @@
 //!   backup and restore operators, the scheduled backup Jobs), from the member Pods themselves,
 //!   and from the peers in `clients`;
 //! - the metrics port (2381, also the readiness probe's with client TLS) from anywhere, or only
-//!   from `metrics` when given.
+//!   from `metrics` and the operators' namespace when given (the cluster operator reads a
+//!   joining member's raft progress there).
 //!
 //! Whether a cluster gets one when `enabled` is unset is the cluster operator's default
 //! (`--network-policy`, the chart's `clusterOperator.networkPolicy`: `tls` by default, which
@@ -36,8 +37,10 @@ pub struct NetworkPolicySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<NetworkPolicyPeer>,
 
-    /// Sources admitted to the metrics port (2381). Empty: any source (Prometheus wherever it
-    /// runs, and the kubelet's readiness probe, which uses this port with client TLS).
+    /// Sources admitted to the metrics port (2381), besides every Pod of the operators'
+    /// namespace (the cluster operator reads a joining member's raft progress there). Empty:
+    /// any source (Prometheus wherever it runs, and the kubelet's readiness probe, which uses
+    /// this port with client TLS).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<NetworkPolicyPeer>,
 }

@@ -7,7 +7,8 @@
 //! - client port: from the member Pods (etcdctl in a member, a member's own gateway), Pods of
 //!   the cluster's namespace labelled `etcd.operator.rs/client-of: <cluster>`, every Pod of the
 //!   operators' namespace (the operators and the scheduled backup Jobs), and `spec.clients`;
-//! - metrics port: from anywhere, or from `spec.metrics`.
+//! - metrics port: from anywhere, or from `spec.metrics` and every Pod of the operators'
+//!   namespace (the cluster operator reads a joining member's raft progress there).
 //!
 //! Only ingress: the members' egress (to each other, to DNS) is left alone, so a policy of the
 //! namespace's own that denies egress still applies.
@@ -94,27 +95,32 @@ pub fn network_policy(
 ) -> Result<NetworkPolicy, BuildError> {
     let members = build::cluster_labels(cluster);
     let spec = cluster.spec.network_policy.clone().unwrap_or_default();
+    let operators = NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(
+                NAMESPACE_NAME_LABEL.to_owned(),
+                operator_namespace.to_owned(),
+            )])),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    };
     let mut clients = vec![
         pods(members.clone()),
         pods(BTreeMap::from([(
             CLIENT_OF_LABEL.to_owned(),
             name(cluster),
         )])),
-        NetworkPolicyPeer {
-            namespace_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(
-                    NAMESPACE_NAME_LABEL.to_owned(),
-                    operator_namespace.to_owned(),
-                )])),
-                ..LabelSelector::default()
-            }),
-            ..NetworkPolicyPeer::default()
-        },
+        operators.clone(),
     ];
     clients.extend(spec.clients);
     let metrics = NetworkPolicyIngressRule {
         // No `from`: any source.
-        from: (!spec.metrics.is_empty()).then_some(spec.metrics),
+        from: (!spec.metrics.is_empty()).then(|| {
+            let mut from = spec.metrics;
+            from.push(operators);
+            from
+        }),
         ports: port(METRICS_PORT),
     };
     Ok(NetworkPolicy {
@@ -224,7 +230,8 @@ mod tests {
         let clients = ingress[1].from.clone().unwrap();
         assert_eq!(clients.len(), 4);
         assert_eq!(clients[3], apps);
-        assert_eq!(ingress[2].from, Some(vec![prometheus]));
+        // The operators' namespace too: the cluster operator reads joining members' metrics.
+        assert_eq!(ingress[2].from, Some(vec![prometheus, clients[2].clone()]));
     }
 
     /// 2378 is admitted exactly where a member serves it (a cluster switched from plaintext),
