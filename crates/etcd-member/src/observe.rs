@@ -27,10 +27,10 @@ mod convert;
 pub use convert::{
     Compactions, KubeObservation, RETAINED_BY_RESTORE_LABEL, UnhealthySince, belongs_to,
     classes_to_ask, client_tls_of, cluster_name, cluster_version_urls, endpoints_to_ask,
-    known_members, kube_observation, last_known_members, last_known_version,
-    lowest_cluster_version, operator_speaks_tls, pod_listeners, pod_ready, predates,
-    record_raft_progress, serving_gate, starting_endpoints, to_observed, unasked_client_urls,
-    unpublished_member_metrics_urls, v2_snapshot_urls,
+    joining_member_metrics_urls, known_members, kube_observation, last_known_members,
+    last_known_version, lowest_cluster_version, operator_speaks_tls, pod_listeners, pod_ready,
+    predates, record_raft_progress, serving_gate, starting_endpoints, to_observed,
+    unasked_client_urls, v2_snapshot_urls,
 };
 
 /// A failed observation step.
@@ -236,14 +236,13 @@ fn record_v2_snapshots(
     }
 }
 
-/// Each member that did not answer Status and has not published itself
-/// ([`unpublished_member_metrics_urls`]) asked on its metrics port whether raft has it caught up
+/// Each member that did not answer Status and whose etcd just started
+/// ([`joining_member_metrics_urls`]) asked on its metrics port whether raft has it caught up
 /// ([`record_raft_progress`]), all at once, each for at most [`METRICS_READ_TIMEOUT`] (or
-/// `timeout` if shorter). Only while a member joins: it answers as soon as it has published
-/// itself, and only one that lost etcd's publish race stays silent once caught up
-/// (`crate::state::PodState::raft_caught_up`).
-pub async fn observe_unpublished_members(observed: &mut crate::state::Observed, timeout: Duration) {
-    let asked = unpublished_member_metrics_urls(observed);
+/// `timeout` if shorter). Only for seconds after a member starts: one that lost etcd's publish
+/// race stays silent once caught up (`crate::state::PodState::raft_caught_up`).
+pub async fn observe_joining_members(observed: &mut crate::state::Observed, timeout: Duration) {
+    let asked = joining_member_metrics_urls(observed);
     if asked.is_empty() {
         return;
     }

@@ -167,12 +167,14 @@ pub struct PodState {
     /// For such a Pod: its etcd saved a v2 snapshot since it started (read from the member's
     /// metrics; `false` when unknown).
     pub v2_snapshot_saved: bool,
-    /// Its member did not answer a client this pass and has not published itself, but its
-    /// etcd's metrics port says raft has it caught up: it follows the leader and applied all it
-    /// knows committed (read by the controller, `observe::observe_unpublished_members`; `false`
-    /// when unknown or not asked). etcd can lose the race to publish a member that received the
-    /// leader's snapshot (etcd-io/etcd#16436): that member then serves no client until its
-    /// request times out (7 s by default), though raft has it in sync.
+    /// Its member did not answer a client this pass, its etcd started within etcd's publish
+    /// window ([`Observed::publish_window`]), and its etcd's metrics port says raft has it
+    /// caught up: it follows the leader and applied all it knows committed (read by the
+    /// controller, `observe::observe_joining_members`; `false` when unknown or not asked).
+    /// etcd can lose the race to publish a member that received the leader's snapshot
+    /// (etcd-io/etcd#16436): the leader applied the member's publish proposal inside that
+    /// snapshot, the member never sees it applied and serves no client until its request
+    /// times out, though raft has it in sync.
     pub raft_caught_up: bool,
     /// What it listens on, read from its etcd flags; `None` when they do not say (then it is
     /// taken as built as the spec says: before the switch to TLS existed, `spec.tls` could not
@@ -181,6 +183,9 @@ pub struct PodState {
     /// Its peer URL was moved back to `http://` during a switch to TLS
     /// ([`crate::plan::tls_switch::ANNOTATION_TLS_SWITCH_REVERTED`]).
     pub tls_switch_reverted: bool,
+    /// When the kubelet reports its etcd container started running (Unix seconds); `None`
+    /// when not running or not reported.
+    pub etcd_started_at: Option<i64>,
     /// Its readiness gate [`crate::build::SERVING_CONDITION`]: `None` when the Pod has none
     /// (built before revision 3 of the template, or a restore's seed), else whether its
     /// condition is `True`. Closed, the Pod is not Ready whatever its probe says.
@@ -226,18 +231,32 @@ impl Observed {
             && self.last_known_members.is_empty()
     }
 
-    /// Member `member` joined raft but has not published itself yet: etcd's member list has no
-    /// name for it (publishing sets it), its metrics say raft has it caught up
-    /// ([`PodState::raft_caught_up`]), and its Pod is not being deleted. etcd serves its clients
-    /// once it has published, within etcd's request timeout (7 s by default) when it lost the
-    /// publish race. It does not answer meanwhile, but it is neither unreachable nor unhealthy.
+    /// Member `member` is joining: it does not answer a client, but its etcd started within
+    /// the publish window and raft has it caught up ([`PodState::raft_caught_up`]), and its
+    /// Pod is not being deleted. etcd serves its clients once the member has published itself,
+    /// within etcd's request timeout of its start when it lost the publish race. Neither
+    /// unreachable nor unhealthy meanwhile.
     pub fn joining(&self, member: &Member) -> bool {
         !member.healthy()
-            && !member.started()
             && member
                 .member_name(&self.cluster)
                 .and_then(|name| self.pods.get(&name))
                 .is_some_and(|pod| pod.raft_caught_up && !pod.terminating)
+    }
+
+    /// How long after its etcd starts a member that raft has caught up may still serve no
+    /// client: etcd's request timeout (5 s + 2 x the election timeout, `ReqTimeout`), which
+    /// bounds a publish attempt whose proposal was lost in the leader's snapshot, plus 2 s for
+    /// the kubelet's whole-second start time. Afterwards the member has published (a later
+    /// attempt is in the log after that snapshot) or something else is wrong with it.
+    pub fn publish_window(&self) -> i64 {
+        let election_ms = self
+            .spec
+            .etcd_options
+            .as_ref()
+            .and_then(|o| o.election_timeout_ms)
+            .unwrap_or(1000);
+        5 + (2 * i64::from(election_ms.max(0)) + 999) / 1000 + 2
     }
 
     /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or

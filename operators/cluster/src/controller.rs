@@ -689,7 +689,7 @@ async fn reconcile_pass(
     };
     clock.lap(PassStep::ClusterVersion);
     observe::observe_v2_snapshots(&mut observed, ctx.etcd_timeout, etcd_tls).await;
-    observe::observe_unpublished_members(&mut observed, ctx.etcd_timeout).await;
+    observe::observe_joining_members(&mut observed, ctx.etcd_timeout).await;
     clock.lap(PassStep::MemberMetrics);
     ctx.compactions
         .fill(&cluster.uid().unwrap_or_default(), &mut observed);

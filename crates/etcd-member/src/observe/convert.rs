@@ -185,39 +185,51 @@ pub fn v2_snapshot_urls(observed: &Observed) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The learners to ask for their raft progress on their metrics port (`observe_unpublished_members`):
-/// each listed learner that did not answer Status, whose Pod is there and not being deleted, as
-/// (Pod name, member ID, metrics URL). A learner that answers needs no more; one without a Pod
-/// has no etcd to ask.
-pub fn unpublished_member_metrics_urls(observed: &Observed) -> Vec<(String, u64, String)> {
-    let Membership::Known(members) = &observed.membership else {
+/// The members to ask for their raft progress on their metrics port
+/// (`observe_joining_members`): each listed member that did not answer Status, whose Pod is
+/// not being deleted and whose etcd container started within [`Observed::publish_window`] of
+/// `observed.wall_clock`, as (Pod name, member ID, metrics URL). Only a member that just
+/// started can be silent for etcd's publish race; one silent for longer is not asked (no
+/// request for a member cut off by a partition).
+pub fn joining_member_metrics_urls(observed: &Observed) -> Vec<(String, u64, String)> {
+    let (Membership::Known(members), Some(now)) = (&observed.membership, observed.wall_clock)
+    else {
         return vec![];
     };
+    let window = observed.publish_window();
     members
         .iter()
-        .filter(|m| m.learner && !m.healthy())
+        .filter(|m| !m.healthy())
         .filter_map(|m| {
             let name = m.member_name(&observed.cluster)?;
             let pod = observed.pods.get(&name)?;
-            (!pod.terminating).then(|| (name.clone(), m.id, observed.cluster.metrics_url(&name)))
+            let started = pod.etcd_started_at?;
+            (!pod.terminating && now - started <= window)
+                .then(|| (name.clone(), m.id, observed.cluster.metrics_url(&name)))
         })
         .collect()
 }
 
-/// Records the answers to `observe_unpublished_members`: a Pod's `raft_caught_up` when its metrics
-/// came from the member asked (same `etcd_server_id`, where etcd reports one) and say it is a
-/// learner caught up in raft. A failed read leaves `false`: the planner waits for the learner to
-/// answer, as before it could read this.
+/// Records the answers to `observe_joining_members`: a Pod's `raft_caught_up` when its
+/// metrics came from the member asked (same `etcd_server_id`, where etcd reports one; a learner
+/// if the member list says so, else a voter) and say raft has it caught up. A failed read leaves
+/// `false`: the planner waits for the member to answer, as before it could read this.
 pub fn record_raft_progress(
     observed: &mut Observed,
     reads: impl IntoIterator<Item = ((String, u64), Result<etcd_admin::RaftProgress, String>)>,
 ) {
+    let learners: Vec<u64> = match &observed.membership {
+        Membership::Known(members) => members.iter().filter(|m| m.learner).map(|m| m.id).collect(),
+        Membership::Unknown => vec![],
+    };
     for ((name, id), read) in reads {
         let caught_up = match read {
             Ok(progress) => {
-                progress.learner
+                let caught_up = progress.learner == learners.contains(&id)
                     && progress.caught_up()
-                    && progress.member_id.is_none_or(|answered| answered == id)
+                    && progress.member_id.is_none_or(|answered| answered == id);
+                tracing::debug!(member = %name, ?progress, caught_up, "raft progress read");
+                caught_up
             }
             Err(error) => {
                 tracing::debug!(%error, member = %name, "raft progress not read");
@@ -403,6 +415,23 @@ fn going_or_down(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some() || etcd_container_down(pod)
 }
 
+/// When the kubelet reports the Pod's etcd container started running (Unix seconds).
+fn etcd_started_at(pod: &Pod) -> Option<i64> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == build::CONTAINER_NAME)?
+        .state
+        .as_ref()?
+        .running
+        .as_ref()?
+        .started_at
+        .as_ref()
+        .map(|t| t.0.as_second())
+}
+
 /// The kubelet reports the Pod's etcd container exited or waiting to start again.
 fn etcd_container_down(pod: &Pod) -> bool {
     pod.status
@@ -513,6 +542,7 @@ pub fn to_observed(
                         .get(tls_switch::ANNOTATION_TLS_SWITCH_REVERTED)
                         .is_some_and(|v| v == "true"),
                     serving_gate: serving_gate(pod),
+                    etcd_started_at: etcd_started_at(pod),
                 };
                 (member.clone(), state)
             })
@@ -1334,30 +1364,59 @@ mod tests {
     /// Only a learner that does not answer and has a Pod not being deleted is asked; its answer
     /// counts only if it comes from that member and says it is a learner caught up in raft.
     #[test]
-    fn unpublished_members_are_asked_for_their_raft_progress() {
-        use crate::fixtures::{Build, V35, cluster, healthy, learner, name};
+    fn members_just_started_are_asked_for_their_raft_progress() {
+        use crate::fixtures::{Build, V35, cluster, healthy, learner, name, unhealthy};
         let cluster_name = ClusterName::new("db", "main");
-        let observed = cluster(3, V35)
-            .members(vec![
-                healthy(0, V35, true),
-                learner(1, false),
-                learner(2, true),
-            ])
-            .pods(&[0, 1, 2]);
+        // etcd's request timeout with the default election timeout (5 s + 2 x 1 s), plus 2 s.
+        let now = 1_000_000;
+        let started = |mut observed: crate::state::Observed, seconds_ago: &[(u32, i64)]| {
+            observed.wall_clock = Some(now);
+            for (ordinal, ago) in seconds_ago {
+                observed
+                    .pods
+                    .get_mut(&name(*ordinal))
+                    .unwrap()
+                    .etcd_started_at = Some(now - ago);
+            }
+            observed
+        };
+        let members = || {
+            cluster(3, V35)
+                .members(vec![
+                    healthy(0, V35, true),
+                    learner(1, false),
+                    unhealthy(2, 600),
+                ])
+                .pods(&[0, 1, 2])
+        };
+        assert_eq!(members().publish_window(), 9);
+        // The silent learner started 3 s ago is asked; the voter silent since its etcd started
+        // 10 minutes ago is not (etcd's publish race is over by then), nor the one answering.
+        let observed = started(members(), &[(0, 600), (1, 3), (2, 600)]);
         assert_eq!(
-            unpublished_member_metrics_urls(&observed),
+            joining_member_metrics_urls(&observed),
             [(name(1), 0xa1, cluster_name.metrics_url(&name(1)))]
         );
         assert_eq!(
             cluster_name.metrics_url(&name(1)),
             "http://main-1.main.db.svc:2381"
         );
+        // A silent voter whose etcd just (re)started is asked too.
+        assert_eq!(
+            joining_member_metrics_urls(&started(members(), &[(1, 3), (2, 9)])).len(),
+            2
+        );
+        // Its etcd not running (no start time), or not known when this was observed: not asked.
+        assert!(joining_member_metrics_urls(&started(members(), &[])).is_empty());
+        let mut no_clock = observed.clone();
+        no_clock.wall_clock = None;
+        assert!(joining_member_metrics_urls(&no_clock).is_empty());
         let mut going = observed.clone();
         going.pods.get_mut(&name(1)).unwrap().terminating = true;
-        assert!(unpublished_member_metrics_urls(&going).is_empty());
+        assert!(joining_member_metrics_urls(&going).is_empty());
         let mut podless = observed.clone();
         podless.pods.remove(&name(1));
-        assert!(unpublished_member_metrics_urls(&podless).is_empty());
+        assert!(joining_member_metrics_urls(&podless).is_empty());
 
         let progress = etcd_admin::RaftProgress {
             member_id: Some(0xa1),
@@ -1382,6 +1441,7 @@ mod tests {
             member_id: Some(0xb2),
             ..progress
         })));
+        // main-1 is a learner in the member list: an answer as a voter is not its own.
         assert!(!caught_up(Ok(etcd_admin::RaftProgress {
             learner: false,
             ..progress

@@ -769,11 +769,21 @@ fn plan_with_members(
     }
 
     // 5. Every voter that does not answer is joining (in raft, not published yet): wait for it
-    //    to serve, under its own name rather than as unreachable or unhealthy.
+    //    to serve, under its own name rather than as unreachable or unhealthy. Short of
+    //    spec.size with no learner, no Pod going and no alarm, the next learner is added
+    //    meanwhile: a learner changes no quorum, and its snapshot transfer overlaps the
+    //    joining member's publish (etcd refuses, "retry later", until it allows the change).
     let silent: Vec<&Member> = voters.iter().copied().filter(|m| !m.healthy()).collect();
     if let Some(first) = silent.first()
         && silent.iter().all(|m| observed.joining(m))
     {
+        if learner.is_none()
+            && voters.len() < desired.size.voters()
+            && observed.alarms.is_empty()
+            && !observed.pods.values().any(|pod| pod.terminating)
+        {
+            return add_learner(observed, cluster, &voters, members);
+        }
         return Action::Wait(WaitReason::MemberJoining {
             member: name_of(first),
         });
@@ -829,11 +839,7 @@ fn plan_with_members(
     // 7. Scale up (or replace a removed member): one learner at a time.
     let size = desired.size.voters();
     if voters.len() < size {
-        let member = cluster.member_name(next_ordinal(observed, members));
-        return Action::AddLearner {
-            peer_url: new_member_peer_url(cluster, &voters, &member),
-            member,
-        };
+        return add_learner(observed, cluster, &voters, members);
     }
 
     // 8. Scale down: the highest ordinal that is not the leader (all are healthy here).
@@ -1085,6 +1091,20 @@ fn next_tls_switch_step(
         },
         tls_switch::SwitchStep::Wait(wait) => Action::Wait(WaitReason::TlsSwitch(wait)),
     })
+}
+
+/// `MemberAdd` of the next member as a learner (its Pod follows, step 1).
+fn add_learner(
+    observed: &Observed,
+    cluster: &ClusterName,
+    voters: &[&Member],
+    members: &[Member],
+) -> Action {
+    let member = cluster.member_name(next_ordinal(observed, members));
+    Action::AddLearner {
+        peer_url: new_member_peer_url(cluster, voters, &member),
+        member,
+    }
 }
 
 /// The peer URL a new member joins on: one its Pod's peer listeners ([`pod_listeners`]) serve.

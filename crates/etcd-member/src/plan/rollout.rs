@@ -188,6 +188,7 @@ mod tests {
                             snapshot_before_upgrade: false,
                             v2_snapshot_saved: false,
                             raft_caught_up: false,
+                            etcd_started_at: None,
                             listen: None,
                             tls_switch_reverted: false,
                             serving_gate: None,

@@ -13,7 +13,7 @@ pub const DEBUG_PASS_VALUES: [&str; 4] = [
     "--set",
     "logging.format=json",
     "--set",
-    "logging.level=info\\,etcd_cluster_operator=debug\\,etcd_admin=debug",
+    "logging.level=info\\,etcd_cluster_operator=debug\\,etcd_admin=debug\\,etcd_member=debug",
 ];
 
 /// The cluster operator's Pod, by the chart's component label.

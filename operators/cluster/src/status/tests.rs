@@ -208,7 +208,8 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "promoted voter not published yet: joining, neither unreachable nor unhealthy",
-            observed: caught_up_in_raft(one().pods(&[1]).pvcs(&[1]).members(vec![
+            // At spec.size (2): nothing to add meanwhile.
+            observed: caught_up_in_raft(cluster(2, V35).pods(&[0, 1]).pvcs(&[0, 1]).members(vec![
                 healthy(0, V35, true),
                 Member {
                     learner: false,
