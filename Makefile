@@ -49,6 +49,10 @@ lint: ## rustfmt check, clippy with warnings as errors, generated CRDs fresh, he
 	$(call timed,crds-check,cargo run -q -p etcd-api --bin crdgen -- check $(CHART))
 	$(call timed,chart-lint,$(CHART_LINT))
 
+.PHONY: doc
+doc: ## The workspace's API docs, warnings (broken or private intra-doc links) as errors
+	RUSTDOCFLAGS=-Dwarnings cargo doc -q --no-deps --workspace
+
 .PHONY: crds
 crds: ## Regenerate the chart's CRD templates and the API reference from the Rust types
 	cargo run -q -p etcd-api --bin crdgen -- write $(CHART)

@@ -734,7 +734,7 @@ pub fn serving_patch(serving: bool, now: &serde_json::Value) -> serde_json::Valu
 /// Stable across processes and releases: SHA-256 of a JSON document whose maps are `BTreeMap`s
 /// (sorted keys), never Rust's `Hash`, whose output may change between compiler versions and
 /// would roll every member after an operator upgrade. A field read by [`member_pod`] or
-/// [`etcd_args`] from the spec must be added here, or changing it would not roll the members.
+/// `etcd_args` from the spec must be added here, or changing it would not roll the members.
 pub fn config_hash(spec: &EtcdClusterSpec) -> String {
     let explicit_quota = spec
         .etcd_options

@@ -2,7 +2,7 @@
 //! StorageClasses of volumes to grow from the API, etcd's own answers (member list from a member
 //! in quorum, each member's status, the cluster version, v2 snapshots before an upgrade), and the
 //! operators' client certificate. What was read is turned into [`Observed`] by the pure
-//! functions of [`convert`] (re-exported here), unit-tested without a cluster.
+//! functions of `convert` (re-exported here), unit-tested without a cluster.
 //!
 //! Which endpoints are asked: the client URL of every member Pod and of every member the last
 //! status listed. etcd is asked through the members' DNS names (the headless peer Service

@@ -13,7 +13,7 @@
 //! - [`process`]: [`process::ProcessGuard`] (a logged child process, SIGKILLed on drop), log
 //!   tails, [`process::TestDir`].
 //! - [`s3`]: [`S3Server`], `weed mini` with generated credentials, and its `aws-sdk-s3` client.
-//! - [`bench`]: what the parts of `make bench` share: their operator-against-by-hand tables, and
+//! - [`mod@bench`]: what the parts of `make bench` share: their operator-against-by-hand tables, and
 //!   the [`bench::Figure`]s each records for the combined table `bench-report` prints.
 //! - [`kube_tools`]: [`KubeClients`], kubectl + helm of one [`KubePair`].
 //! - [`monitoring`]: the chart's alert and dashboard queries and the metric names in them.

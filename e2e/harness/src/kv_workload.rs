@@ -321,7 +321,7 @@ fn write_error(error: String) -> Outcome {
 /// is applied (a raft entry) every member refuses writes alike, but its quota applier applies a
 /// write and then answers NOSPACE when the quota was exceeded, so every write applied between
 /// the one that crossed it and the alarm gets this answer too
-/// (server/etcdserver/apply/quota.go). Recorded as unknown ([`write_error`]).
+/// (server/etcdserver/apply/quota.go). Recorded as unknown (`write_error`).
 pub fn refused_for_no_space(error: &str) -> bool {
     error.contains("etcdserver: mvcc: database space exceeded")
 }

@@ -444,7 +444,7 @@ impl RealNode {
     }
 
     /// The kubelet first (SIGTERM, then SIGKILL after 10 s), then every process of the node's
-    /// cgroup ([`stop_cgroup`]). Pods stop with the node, as with the node agent.
+    /// cgroup (`stop_cgroup`). Pods stop with the node, as with the node agent.
     pub async fn stop(mut self) {
         if let Some(kubelet) = self.kubelet.as_mut() {
             terminate(kubelet, Duration::from_secs(10)).await;

@@ -1,7 +1,7 @@
 //! The node's registration and heartbeats, as the kubelet does them: the Node object (created
 //! when missing, labels, addresses, capacity, the kubelet endpoint), its status every
-//! [`STATUS_PERIOD`] with a `Ready` condition, and the node Lease in `kube-node-lease` renewed
-//! every [`LEASE_RENEW`] (what kube-controller-manager's node lifecycle controller reads: a
+//! `STATUS_PERIOD` with a `Ready` condition, and the node Lease in `kube-node-lease` renewed
+//! every `LEASE_RENEW` (what kube-controller-manager's node lifecycle controller reads: a
 //! node whose Lease stops being renewed turns NotReady and its pods are evicted).
 
 use std::net::Ipv4Addr;

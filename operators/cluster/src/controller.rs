@@ -106,7 +106,7 @@ pub fn refusal_backoff() -> FailureBackoff {
     FailureBackoff::new(REFUSAL_RETRY, Duration::from_secs(30)).flat_for(REFUSALS_AT_FIRST_INTERVAL)
 }
 
-/// Per key (a cluster's uid and one of its objects, [`object_key`]; or the backup schedule's
+/// Per key (a cluster's uid and one of its objects, `object_key`; or the backup schedule's
 /// key): the digest of what was last written and when. An idle pass whose wanted objects have
 /// the same digests writes nothing (issue 24: each idle pass applied three objects and read the
 /// NetworkPolicy).

@@ -87,7 +87,7 @@ fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
 }
 
 /// The NetworkPolicy of `cluster`, whose operators run in `operator_namespace`; `switch_port`:
-/// admit 2378 too ([`client_ports`]).
+/// admit 2378 too (`client_ports`).
 pub fn network_policy(
     cluster: &EtcdCluster,
     operator_namespace: &str,

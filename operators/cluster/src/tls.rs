@@ -683,7 +683,7 @@ pub type MemberSecret = (
 /// Whether [`ensure_member_secret`] may re-issue a certificate there is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renewal {
-    /// When [`needs_renewal`], with this lifetime (also the lifetime of a new one).
+    /// When `needs_renewal`, with this lifetime (also the lifetime of a new one).
     WhenDue(Duration),
     /// Not now (a missing Secret is still created, with [`certs::LEAF_VALIDITY`]).
     Never,
