@@ -18,6 +18,8 @@ pub const DEBUG_PASS_VALUES: [&str; 4] = [
 
 /// The cluster operator's Pod, by the chart's component label.
 const CLUSTER_OPERATOR: &str = "app.kubernetes.io/component=cluster-operator";
+/// The restore operator's Pod, by the chart's component label.
+const RESTORE_OPERATOR: &str = "app.kubernetes.io/component=restore-operator";
 
 /// One reconcile pass of the operator, from its `pass` debug line.
 #[derive(Clone, Debug)]
@@ -148,7 +150,25 @@ fn keep_logs(env: &Env, name: &str, start: jiff::Timestamp, operator_log: &str) 
         "cluster operator container restarts so far: {}",
         restarts.trim()
     );
+    // The restore operator's side of a restore round (the seed, the hold, the hand-over); empty
+    // in the benches that do not install it.
+    let restore_operator = env
+        .try_kubectl(&[
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            RESTORE_OPERATOR,
+            "--tail=-1",
+        ])
+        .unwrap_or_default();
     let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        if !restore_operator.trim().is_empty() {
+            std::fs::write(
+                dir.join(format!("{name}-{stamp}-restore-operator.log")),
+                &restore_operator,
+            )?;
+        }
         std::fs::write(
             dir.join(format!("{name}-{stamp}-cluster-operator.log")),
             format!("{previous}{operator_log}"),
