@@ -1,6 +1,6 @@
 //! [`etcd_admin::raft_progress_each`] against real etcd: what a member's metrics port says of its
-//! raft state, which the cluster operator reads for a member that has not published itself yet
-//! (etcd's publish race: a learner that got the leader's snapshot can stay silent on its client
+//! raft state, which the cluster operator reads for a member that just started and does not
+//! answer (etcd's publish race: a learner that got the leader's snapshot can stay silent on its client
 //! port for etcd's request timeout while raft has it in sync).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -90,8 +90,8 @@ pub mod reasons {
     /// Available, Progressing, Degraded, event: quorum holds (a linearizable read succeeded) but
     /// the operator reaches fewer than a majority of the voters.
     pub const MEMBERS_UNREACHABLE: &str = "MembersUnreachable";
-    /// Available, Progressing: a voter in sync with the leader has not published itself yet
-    /// (etcd serves its clients after that); no other voter is silent.
+    /// Available, Progressing: a voter raft has caught up does not serve clients yet (its etcd
+    /// just started and waits for its own publish); no other voter is silent.
     pub const MEMBER_JOINING: &str = "MemberJoining";
     /// Degraded: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
@@ -766,7 +766,7 @@ struct Facts<'a> {
     healthy_voters: usize,
     /// Names of voters that do not answer and are not joining, by ordinal.
     unhealthy_voters: Vec<String>,
-    /// Names of voters that do not answer because they have not published themselves yet
+    /// Names of voters that do not answer because they are joining
     /// ([`Observed::joining`]), by ordinal.
     joining_voters: Vec<String>,
     /// `spec.version`, when it parses.

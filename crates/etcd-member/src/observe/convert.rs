@@ -1361,8 +1361,9 @@ mod tests {
         assert!(v2_snapshot_urls(&unknown).is_empty(), "no member list");
     }
 
-    /// Only a learner that does not answer and has a Pod not being deleted is asked; its answer
-    /// counts only if it comes from that member and says it is a learner caught up in raft.
+    /// Only a member that does not answer, whose etcd started within the publish window and
+    /// whose Pod stays is asked; its answer counts only if it comes from that member, as the
+    /// learner or voter the member list says it is, and says raft has it caught up.
     #[test]
     fn members_just_started_are_asked_for_their_raft_progress() {
         use crate::fixtures::{Build, V35, cluster, healthy, learner, name, unhealthy};

@@ -345,8 +345,8 @@ pub enum WaitReason {
         /// Member name.
         member: String,
     },
-    /// A voter in sync with the leader has not published itself yet
-    /// ([`crate::state::Observed::joining`]): etcd serves its clients after that. Every voter
+    /// A voter raft has caught up does not serve clients yet: its etcd just started and waits
+    /// for its own publish to be applied ([`crate::state::Observed::joining`]). Every voter
     /// that does not answer is such a one.
     MemberJoining {
         /// Member name.
@@ -768,8 +768,8 @@ fn plan_with_members(
         return step;
     }
 
-    // 5. Every voter that does not answer is joining (in raft, not published yet): wait for it
-    //    to serve, under its own name rather than as unreachable or unhealthy. Short of
+    // 5. Every voter that does not answer is joining (caught up in raft, not serving yet): wait
+    //    for it to serve, under its own name rather than as unreachable or unhealthy. Short of
     //    spec.size with no learner, no Pod going and no alarm, the next learner is added
     //    meanwhile: a learner changes no quorum, and its snapshot transfer overlaps the
     //    joining member's publish (etcd refuses, "retry later", until it allows the change).
