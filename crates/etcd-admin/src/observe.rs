@@ -57,8 +57,14 @@ pub async fn observe_tls(
 /// is still starting (a learner receiving the leader's snapshot, a seed opening its restored
 /// database) accepts the connection but serves nothing until it is ready, so its request runs
 /// into the full timeout (5 s by default): `make bench` (restore) showed every learner's
-/// catching-up pass blocked 5 s on it while the learner turned ready meanwhile.
-pub const STARTING_MEMBER_WAIT: Duration = Duration::from_secs(1);
+/// catching-up pass blocked 5 s on it while the learner turned ready meanwhile. At 1 s, the
+/// passes of a restore round still spent 11-15 s of 19-23 s waiting here (`etcd=1002` ms per
+/// pass while a learner caught up, after its promotion and during the hold), each delaying the
+/// promotion, the next member add or the next Pod by up to a second. A quarter second is still
+/// far above a started member's answer (2-5 ms here, a few round trips with a new TLS
+/// connection), and a member that answers later is not lost: its answer is recorded and it
+/// gets the full timeout from the next observation on.
+pub const STARTING_MEMBER_WAIT: Duration = Duration::from_millis(250);
 
 /// [`observe_tls`] through the clients `pool` keeps for `scope` (one per endpoint, reused
 /// between observations; see [`ClientPool`]). The pool keeps, of `scope`'s clients, only those
