@@ -250,13 +250,12 @@ impl Observed {
     /// the kubelet's whole-second start time. Afterwards the member has published (a later
     /// attempt is in the log after that snapshot) or something else is wrong with it.
     pub fn publish_window(&self) -> i64 {
-        let election_ms = self
-            .spec
-            .etcd_options
-            .as_ref()
-            .and_then(|o| o.election_timeout_ms)
-            .unwrap_or(1000);
-        5 + (2 * i64::from(election_ms.max(0)) + 999) / 1000 + 2
+        publish_window_secs(
+            self.spec
+                .etcd_options
+                .as_ref()
+                .and_then(|o| o.election_timeout_ms),
+        )
     }
 
     /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or
@@ -268,6 +267,13 @@ impl Observed {
             Membership::Unknown => self.last_known_members.len().max(size.voters()),
         }
     }
+}
+
+/// [`Observed::publish_window`] for `spec.etcdOptions.electionTimeoutMs` (etcd's default 1000 ms
+/// when unset), in seconds.
+pub fn publish_window_secs(election_timeout_ms: Option<i32>) -> i64 {
+    let election_ms = election_timeout_ms.unwrap_or(1000);
+    5 + (2 * i64::from(election_ms.max(0)) + 999) / 1000 + 2
 }
 
 impl Member {

@@ -596,9 +596,12 @@ async fn reconcile_pass(
         None => {
             // Members still starting are waited for briefly (a learner copying the leader's
             // snapshot answers nothing for seconds: the pass would block on it).
-            let starting = observe::starting_endpoints(cluster, &kube, |endpoint| {
-                ctx.etcd_clients.answered_at(&uid, endpoint)
-            });
+            let starting = observe::starting_endpoints(
+                cluster,
+                &kube,
+                |endpoint| ctx.etcd_clients.answered_at(&uid, endpoint),
+                jiff::Timestamp::now().as_second(),
+            );
             let mut view =
                 observe::observe_etcd(pool, &endpoints, &starting, ctx.etcd_timeout, etcd_tls)
                     .await;
