@@ -549,6 +549,15 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         }),
         "the restore operator cannot patch its finalizer: {restore}"
     );
+    // ... and reads its EtcdRestore again between the steps one reconcile takes (issue 24).
+    assert!(
+        restore["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|rule| { has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "get") }),
+        "the restore operator cannot read its EtcdRestore: {restore}"
+    );
     // ... and opens its seed's readiness gate (issue 17, defect 4).
     assert!(
         restore["rules"]
