@@ -33,6 +33,6 @@ pub use pool::{ClientPool, IDLE_EXPIRY, OnDial};
 pub use tls::{ClientIdentity, ClientTls, MissingKey};
 pub use types::{Alarm, ClusterView, MemberInfo, MemberStatus, initial_cluster};
 pub use version::{
-    RaftProgress, cluster_version, cluster_version_tls, cluster_versions_tls, raft_progress_each,
-    v2_snapshots_saved_each_tls, v2_snapshots_saved_tls,
+    APPLY_GAP_CAUGHT_UP, RaftProgress, cluster_version, cluster_version_tls, cluster_versions_tls,
+    raft_progress_each, v2_snapshots_saved_each_tls, v2_snapshots_saved_tls,
 };

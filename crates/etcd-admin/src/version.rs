@@ -94,14 +94,23 @@ pub struct RaftProgress {
     pub applying_snapshot: bool,
 }
 
+/// How far a member's applied index may trail the commit index it knows and still count as
+/// caught up: etcd's own `maxGapBetweenApplyAndCommitIndex`, the gap past which it refuses new
+/// proposals as falling behind. Not zero: a member applies what it is sent a moment after
+/// learning it is committed, and the restore bench read a joining voter at `applied 8,
+/// committed 9` (its own publish, committed and not yet applied), which then counted as
+/// unreachable for a pass (a `MembersUnreachable` warning, the next member add held back).
+pub const APPLY_GAP_CAUGHT_UP: u64 = 5000;
+
 impl RaftProgress {
-    /// It follows a leader and applied everything it knows committed, with no snapshot half
-    /// applied. Not proof that it is in sync with the leader (etcd's promote checks that).
+    /// It follows a leader and applies what is committed (at most [`APPLY_GAP_CAUGHT_UP`]
+    /// behind), with no snapshot half applied. Not proof that it is in sync with the leader
+    /// (etcd's promote checks that).
     pub fn caught_up(&self) -> bool {
         self.has_leader
             && !self.applying_snapshot
             && self.applied > 0
-            && self.applied >= self.committed
+            && self.applied.saturating_add(APPLY_GAP_CAUGHT_UP) >= self.committed
     }
 }
 
@@ -370,15 +379,23 @@ mod tests {
             }
         );
         assert!(progress.caught_up());
-        // Still applying the snapshot, behind its commit index, without a leader, or nothing
-        // applied yet: not caught up.
+        // An entry committed and not applied yet (its own publish) is the normal trail.
+        assert!(
+            RaftProgress {
+                applied: 5,
+                ..progress
+            }
+            .caught_up()
+        );
+        // Still applying the snapshot, further behind its commit index than etcd lets a member
+        // fall, without a leader, or nothing applied yet: not caught up.
         for not_yet in [
             RaftProgress {
                 applying_snapshot: true,
                 ..progress
             },
             RaftProgress {
-                applied: 5,
+                committed: 6 + APPLY_GAP_CAUGHT_UP + 1,
                 ..progress
             },
             RaftProgress {
