@@ -71,6 +71,9 @@ pub struct Context {
     pub cluster_objects: AppliedObjects,
     /// One etcd client per member, kept between reconciles (scoped by the cluster's UID).
     pub etcd_clients: etcd_admin::ClientPool,
+    /// The starting member each cluster waits on, watched so its reconcile follows the moment
+    /// it is ready ([`crate::member_watch`]).
+    pub member_watches: crate::member_watch::MemberWatches,
 }
 
 /// Every member Pod and PVC (the cluster label), kept by the watches that trigger reconciles.
@@ -265,6 +268,11 @@ pub async fn run(
         .touched_objects();
     let budget_events = watcher(budgets, ours).default_backoff().touched_objects();
     let (forget_services, forget_budgets) = (ctx.clone(), ctx.clone());
+    // A starting member that turned ready (crate::member_watch): its cluster's reconcile now.
+    let ready_members =
+        futures_util::stream::unfold(ctx.member_watches.triggers(), |mut rx| async {
+            rx.recv().await.map(|cluster| (cluster, rx))
+        });
     let controller = Controller::new(clusters, watcher::Config::default())
         .with_config(controller::Config::default().concurrency(max_concurrent))
         .watches_stream(pod_events, |pod| cluster_of(&pod))
@@ -275,6 +283,7 @@ pub async fn run(
         .watches_stream(budget_events, move |budget| {
             cluster_object_changed(&forget_budgets, &budget)
         })
+        .reconcile_on(ready_members)
         // Reconciles in flight finish, then the stream ends (SIGTERM or a lost Lease, through
         // `run_elected`).
         .graceful_shutdown_on(stop.cancelled_owned());
@@ -718,6 +727,13 @@ async fn reconcile_pass(
             cluster_version: observed.cluster_version,
         })));
     }
+    // A wait on a silent starting member is watched (any other pass ends the watch).
+    let unanswered: Vec<String> = view.unreached.keys().cloned().collect();
+    ctx.member_watches.set(
+        cluster,
+        crate::member_watch::watch_target(&action, &observed, &unanswered),
+        etcd_tls,
+    );
     // Only an action that acts, or a restore's wait, writes the cluster's objects: both come
     // from a valid spec.
     let budget_voters = desired.map(|d| observed.budget_voters(d.size));

@@ -27,6 +27,7 @@ pub mod cert_manager;
 pub mod certs;
 pub mod controller;
 pub mod execute;
+pub mod member_watch;
 pub mod metrics;
 pub mod network_policy;
 pub mod overlap;

@@ -112,6 +112,7 @@ async fn run(args: Args) -> ExitCode {
         metrics,
         claims,
         member_stores: Default::default(),
+        member_watches: Default::default(),
         cluster_objects: Default::default(),
         network: NetworkSettings {
             default_policy: args.network_policy,
