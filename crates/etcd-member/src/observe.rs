@@ -28,9 +28,9 @@ pub use convert::{
     Compactions, KubeObservation, RETAINED_BY_RESTORE_LABEL, UnhealthySince, belongs_to,
     classes_to_ask, client_tls_of, cluster_name, cluster_version_urls, endpoints_to_ask,
     joining_member_metrics_urls, known_members, kube_observation, last_known_members,
-    last_known_version, lowest_cluster_version, operator_speaks_tls, pod_listeners, pod_ready,
-    predates, record_raft_progress, serving_gate, starting_endpoints, to_observed,
-    unasked_client_urls, v2_snapshot_urls,
+    last_known_version, lowest_cluster_version, operator_speaks_tls, own_raft_caught_up,
+    pod_listeners, pod_ready, predates, record_raft_progress, serving_gate, starting_endpoints,
+    to_observed, unasked_client_urls, v2_snapshot_urls,
 };
 
 /// A failed observation step.

@@ -40,9 +40,22 @@ pub struct WatchTarget {
     pub member: String,
     /// Its client URL as the pass asked it, which gave no answer.
     pub client_url: String,
-    /// Its metrics URL and etcd member ID, when the pass read its raft progress there and
-    /// found it not caught up (etcd's publish window: `Observed::joining`).
-    pub metrics: Option<(String, u64)>,
+    /// Its metrics URL, etcd member ID and whether the member list has it as a learner, when
+    /// the pass read its raft progress there and found it not caught up (etcd's publish
+    /// window: `Observed::joining`). The watch counts it caught up exactly as the pass does
+    /// (`record_raft_progress`), so its trigger never finds the pass seeing it otherwise.
+    pub metrics: Option<Metrics>,
+}
+
+/// Where and as whom a member's raft progress is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metrics {
+    /// `http://<member>:2381`.
+    pub url: String,
+    /// The etcd member ID it must report.
+    pub id: u64,
+    /// The member list has it as a learner.
+    pub learner: bool,
 }
 
 /// The member `action` waits on, if the pass found it silent (a member that answers but is not
@@ -69,20 +82,24 @@ pub fn watch_target(
     }
     // Raft progress is worth watching only where the pass read it (a member within etcd's
     // publish window) and found it behind: then catching up is what the planner acts on.
-    let id = match &observed.membership {
+    let listed = match &observed.membership {
         Membership::Known(members) => members
             .iter()
             .find(|m| m.member_name(&observed.cluster).as_deref() == Some(member.as_str()))
-            .map(|m| m.id),
+            .map(|m| (m.id, m.learner)),
         Membership::Unknown => None,
     };
     let within_window = match (pod.etcd_started_at, observed.wall_clock) {
         (Some(started), Some(now)) => now - started <= observed.publish_window(),
         _ => false,
     };
-    let metrics = id
+    let metrics = listed
         .filter(|_| within_window && !pod.raft_caught_up)
-        .map(|id| (observed.cluster.metrics_url(&member), id));
+        .map(|(id, learner)| Metrics {
+            url: observed.cluster.metrics_url(&member),
+            id,
+            learner,
+        });
     Some(WatchTarget {
         member,
         client_url,
@@ -164,15 +181,17 @@ async fn watch(
         }
     };
     let caught_up = async {
-        let Some((url, id)) = &target.metrics else {
+        let Some(metrics) = &target.metrics else {
             return std::future::pending().await;
         };
+        let urls = std::slice::from_ref(&metrics.url);
         loop {
             tokio::time::sleep(POLL).await;
-            let read = etcd_admin::raft_progress_each(std::slice::from_ref(url), POLL * 5).await;
+            let read = etcd_admin::raft_progress_each(urls, POLL * 5).await;
+            // As the pass counts it (`record_raft_progress`).
             if read.first().is_some_and(|progress| {
                 progress.as_ref().is_ok_and(|p| {
-                    p.caught_up() && p.member_id.is_none_or(|answered| answered == *id)
+                    crate::observe::own_raft_caught_up(p, metrics.id, metrics.learner)
                 })
             }) {
                 return "caught up in raft";
@@ -219,7 +238,11 @@ mod tests {
             Some(WatchTarget {
                 member: name(1),
                 client_url: url(1),
-                metrics: Some((main().metrics_url(&name(1)), 0xa1)),
+                metrics: Some(Metrics {
+                    url: main().metrics_url(&name(1)),
+                    id: 0xa1,
+                    learner: true,
+                }),
             })
         );
         // Past the window (the planner no longer reads its metrics), or already caught up in

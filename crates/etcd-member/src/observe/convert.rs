@@ -226,9 +226,7 @@ pub fn record_raft_progress(
     for ((name, id), read) in reads {
         let caught_up = match read {
             Ok(progress) => {
-                let caught_up = progress.learner == learners.contains(&id)
-                    && progress.caught_up()
-                    && progress.member_id.is_none_or(|answered| answered == id);
+                let caught_up = own_raft_caught_up(&progress, id, learners.contains(&id));
                 tracing::debug!(member = %name, ?progress, caught_up, "raft progress read");
                 caught_up
             }
@@ -241,6 +239,14 @@ pub fn record_raft_progress(
             pod.raft_caught_up = caught_up;
         }
     }
+}
+
+/// `progress`, read on a member's metrics port, came from the member `id` (where etcd reports
+/// one) in the role the member list gives it (`learner`), and says raft has it caught up.
+pub fn own_raft_caught_up(progress: &etcd_admin::RaftProgress, id: u64, learner: bool) -> bool {
+    progress.learner == learner
+        && progress.caught_up()
+        && progress.member_id.is_none_or(|answered| answered == id)
 }
 
 /// The client URLs to ask for the cluster version: every listed member that answered Status.
