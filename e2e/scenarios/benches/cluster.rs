@@ -454,8 +454,9 @@ fn report(operator: &[Round], by_hand: &[Round]) -> Figure {
          member's DNS name resolving (a joining member's etcd resolves the members' peer URLs, \
          its own among them, and retries every second until the cluster DNS has its new Pod: \
          seconds of a round, in its log as \"failed to resolve URL Host\"), the operator's observe → act → requeue cycle (0.2 s after a \
-         member add or an opened serving gate, 1 s after other steps; 0.5 s while the seed \
-         starts or a learner catches up; 0.5 s while etcd answers \"unhealthy cluster\", which it does \
+         member add or an opened serving gate, 1 s after other steps; while the seed \
+         starts or a learner catches up, the moment the operator's watch of that member sees it \
+         answer or catch up, else every 0.5 s; 0.5 s while etcd answers \"unhealthy cluster\", which it does \
          until every voter has been connected for 5 s, where the by-hand side retries every \
          {poll} ms; 10 s while a member is unhealthy), and status \
          polling by both sides every {poll} ms.",
