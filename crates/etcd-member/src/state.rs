@@ -247,7 +247,8 @@ impl Observed {
     /// How long after its etcd starts a member that raft has caught up may still serve no
     /// client: etcd's request timeout (5 s + 2 x the election timeout, `ReqTimeout`), which
     /// bounds a publish attempt whose proposal was lost in the leader's snapshot, plus 2 s for
-    /// the kubelet's whole-second start time. Afterwards the member has published (a later
+    /// the kubelet's whole-second start time, plus [`BOOTSTRAP_ALLOWANCE_SECS`] for etcd's
+    /// bootstrap before its first attempt. Afterwards the member has published (a later
     /// attempt is in the log after that snapshot) or something else is wrong with it.
     pub fn publish_window(&self) -> i64 {
         publish_window_secs(
@@ -269,11 +270,20 @@ impl Observed {
     }
 }
 
+/// How long etcd's bootstrap may take before it starts raft and makes its first publish
+/// attempt, counted in the publish window: a joining member resolves every member's peer URL,
+/// its own among them, and retries each second until the cluster DNS has its new Pod (1-4 s in
+/// the restore bench's member logs: "failed to resolve URL Host"). With the window counted from
+/// the container's start alone, a joining voter that had lost the publish race was still
+/// silent when the window ended, and was reported unreachable for a pass (a
+/// `MembersUnreachable` warning, the next member add held back).
+pub const BOOTSTRAP_ALLOWANCE_SECS: i64 = 5;
+
 /// [`Observed::publish_window`] for `spec.etcdOptions.electionTimeoutMs` (etcd's default 1000 ms
 /// when unset), in seconds.
 pub fn publish_window_secs(election_timeout_ms: Option<i32>) -> i64 {
     let election_ms = election_timeout_ms.unwrap_or(1000);
-    5 + (2 * i64::from(election_ms.max(0)) + 999) / 1000 + 2
+    5 + (2 * i64::from(election_ms.max(0)) + 999) / 1000 + 2 + BOOTSTRAP_ALLOWANCE_SECS
 }
 
 impl Member {

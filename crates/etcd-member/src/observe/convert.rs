@@ -1157,7 +1157,10 @@ mod tests {
         let mut cluster = with_status_members(&[("main-0", true)]);
         let never = |_: &str| None;
         let window = publish_window_secs(None);
-        assert_eq!(window, 9, "5 s + 2 election timeouts of 1 s + 2 s");
+        assert_eq!(
+            window, 14,
+            "5 s + 2 election timeouts of 1 s + 2 s + the bootstrap's 5 s"
+        );
         for now in [started, started + 3, started + window] {
             assert_eq!(
                 starting_endpoints(&cluster, &kube, never, now),
@@ -1181,7 +1184,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            starting_endpoints(&cluster, &kube, never, started + 15),
+            starting_endpoints(&cluster, &kube, never, started + 20),
             [url("main-0")]
         );
     }
@@ -1482,7 +1485,7 @@ mod tests {
                 ])
                 .pods(&[0, 1, 2])
         };
-        assert_eq!(members().publish_window(), 9);
+        assert_eq!(members().publish_window(), 14);
         // The silent learner started 3 s ago is asked; the voter silent since its etcd started
         // 10 minutes ago is not (etcd's publish race is over by then), nor the one answering.
         let observed = started(members(), &[(0, 600), (1, 3), (2, 600)]);
