@@ -259,6 +259,15 @@ impl Observed {
         )
     }
 
+    /// `pod`'s etcd started within [`Observed::publish_window`] of this observation's wall
+    /// clock (false without either time): while it may still be publishing itself.
+    pub fn within_publish_window(&self, pod: &PodState) -> bool {
+        match (pod.etcd_started_at, self.wall_clock) {
+            (Some(started), Some(now)) => now - started <= self.publish_window(),
+            _ => false,
+        }
+    }
+
     /// The voters the PodDisruptionBudget keeps a quorum of: those in etcd's member list, or
     /// without one, the larger of the members last known and `size` (the validated
     /// `spec.size`; erring towards a stricter budget).

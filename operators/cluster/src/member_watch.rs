@@ -89,12 +89,8 @@ pub fn watch_target(
             .map(|m| (m.id, m.learner)),
         Membership::Unknown => None,
     };
-    let within_window = match (pod.etcd_started_at, observed.wall_clock) {
-        (Some(started), Some(now)) => now - started <= observed.publish_window(),
-        _ => false,
-    };
     let metrics = listed
-        .filter(|_| within_window && !pod.raft_caught_up)
+        .filter(|_| observed.within_publish_window(pod) && !pod.raft_caught_up)
         .map(|(id, learner)| Metrics {
             url: observed.cluster.metrics_url(&member),
             id,

@@ -193,19 +193,16 @@ pub fn v2_snapshot_urls(observed: &Observed) -> Vec<(String, String)> {
 /// started can be silent for etcd's publish race; one silent for longer is not asked (no
 /// request for a member cut off by a partition).
 pub fn joining_member_metrics_urls(observed: &Observed) -> Vec<(String, u64, String)> {
-    let (Membership::Known(members), Some(now)) = (&observed.membership, observed.wall_clock)
-    else {
+    let Membership::Known(members) = &observed.membership else {
         return vec![];
     };
-    let window = observed.publish_window();
     members
         .iter()
         .filter(|m| !m.healthy())
         .filter_map(|m| {
             let name = m.member_name(&observed.cluster)?;
             let pod = observed.pods.get(&name)?;
-            let started = pod.etcd_started_at?;
-            (!pod.terminating && now - started <= window)
+            (!pod.terminating && observed.within_publish_window(pod))
                 .then(|| (name.clone(), m.id, observed.cluster.metrics_url(&name)))
         })
         .collect()
