@@ -543,30 +543,22 @@ fn cluster_operator_role_grants_every_verb_it_uses() {
         .into_iter()
         .find(|r| r["metadata"]["name"] == "etcd-operator-restore")
         .unwrap();
-    assert!(
-        restore["rules"].as_array().unwrap().iter().any(|rule| {
-            has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "patch")
-        }),
-        "the restore operator cannot patch its finalizer: {restore}"
-    );
-    // ... and reads its EtcdRestore again between the steps one reconcile takes (issue 24).
-    assert!(
-        restore["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|rule| { has(&rule["resources"], "etcdrestores") && has(&rule["verbs"], "get") }),
-        "the restore operator cannot read its EtcdRestore: {restore}"
-    );
-    // ... and opens its seed's readiness gate (issue 17, defect 4).
-    assert!(
-        restore["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|rule| { has(&rule["resources"], "pods/status") && has(&rule["verbs"], "patch") }),
-        "the restore operator cannot admit its seed: {restore}"
-    );
+    // ... reads its EtcdRestore again between the steps one reconcile takes (issue 24), and
+    // opens its seed's readiness gate (issue 17, defect 4).
+    for (resource, verb, cannot) in [
+        ("etcdrestores", "patch", "patch its finalizer"),
+        ("etcdrestores", "get", "read its EtcdRestore"),
+        ("pods/status", "patch", "admit its seed"),
+    ] {
+        assert!(
+            restore["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|rule| has(&rule["resources"], resource) && has(&rule["verbs"], verb)),
+            "the restore operator cannot {cannot}: {restore}"
+        );
+    }
 
     // The scheduled backup's retention lists EtcdRestores: it never deletes a backup an
     // unfinished restore reads (issue 17).
