@@ -123,11 +123,9 @@ impl LocalKube {
             .arg("--port")
             .arg(API_PORT.to_string())
             .arg("--etcd-binary")
-            .arg(etcd)
-            .env(
-                "LOCALKUBE_LOG",
-                std::env::var("LOCALKUBE_LOG").unwrap_or_else(|_| "info".into()),
-            );
+            // LOCALKUBE_LOG, when set, reaches it through the environment; unset, localkube's
+            // own default filter applies.
+            .arg(etcd);
         ProcessGuard::spawn("localkube", command, dir.join("localkube.log"))
     }
 

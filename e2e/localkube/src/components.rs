@@ -145,6 +145,29 @@ where
     })
 }
 
+/// How often the runtime watchdog looks at the clock, and how late a look may be before it
+/// says so: DNS, the Service proxy and the node agent share this process's runtime, so a task
+/// that blocks a worker thread delays them all (a pod's DNS lookup timing out, an operator's
+/// API call through the `kubernetes` Service stalling), and this names the moment.
+const WATCHDOG_TICK: Duration = Duration::from_millis(100);
+const WATCHDOG_LATE: Duration = Duration::from_millis(300);
+
+/// Logs a warning whenever the runtime ran a timer more than [`WATCHDOG_LATE`] late.
+async fn runtime_watchdog() -> Result<(), std::convert::Infallible> {
+    loop {
+        let before = tokio::time::Instant::now();
+        tokio::time::sleep(WATCHDOG_TICK).await;
+        let late = before.elapsed().saturating_sub(WATCHDOG_TICK);
+        if late > WATCHDOG_LATE {
+            tracing::warn!(
+                late_ms = late.as_millis() as u64,
+                "localkube's runtime ran a timer late: a task blocked its worker threads \
+                 (cluster DNS, the Service proxy and the node agent waited as long)"
+            );
+        }
+    }
+}
+
 impl Components {
     pub async fn start(opts: ComponentOptions) -> Result<Components, BoxError> {
         let client = kube_client(&opts.kubeconfigs.node).await?;
@@ -158,7 +181,7 @@ impl Components {
             opts.tools_dir.as_deref(),
             opts.image_map.as_deref(),
         )?;
-        let mut background = Vec::new();
+        let mut background = vec![spawn_logged("runtime watchdog", runtime_watchdog())];
         if opts.run_node_agent {
             background.push(spawn_logged(
                 "node registration",

@@ -107,6 +107,12 @@ enum Command {
 
 /// The shims run before any thread exists: entering namespaces (unshare/setns of the mount
 /// namespace) is refused to multi-threaded processes, so no tokio runtime is built for them.
+/// The log filter without `LOCALKUBE_LOG`: info, but not a line per DNS query (hickory-server
+/// logs each at info; CoreDNS logs none unless its `log` plugin is on). Every peer dial of every
+/// etcd member is six queries (the search list, A and AAAA), megabytes of log per test written by
+/// the process that serves DNS and the Service proxy.
+const DEFAULT_LOG_FILTER: &str = "info,hickory_server=warn";
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -126,7 +132,7 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::fmt()
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_env("LOCALKUBE_LOG")
-                        .unwrap_or_else(|_| "info".into()),
+                        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
                 )
                 .with_writer(std::io::stderr)
                 .init();

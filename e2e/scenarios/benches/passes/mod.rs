@@ -173,12 +173,79 @@ fn keep_logs(env: &Env, name: &str, start: jiff::Timestamp, operator_log: &str) 
             dir.join(format!("{name}-{stamp}-cluster-operator.log")),
             format!("{previous}{operator_log}"),
         )?;
+        // The control plane's own log: kube-apiserver's traces of slow requests (`Trace[...]`).
+        let apiserver = env.lk.state_dir().join("logs/kube-apiserver.log");
+        if apiserver.exists() {
+            std::fs::copy(
+                &apiserver,
+                dir.join(format!("{name}-{stamp}-kube-apiserver.log")),
+            )?;
+        }
+        // localkube's own log: its runtime watchdog's warnings (DNS and the Service proxy
+        // stalled), the node agent's container starts.
+        std::fs::copy(
+            env.lk.log_path(),
+            dir.join(format!("{name}-{stamp}-localkube.log")),
+        )?;
         std::fs::write(dir.join(format!("{name}-{stamp}-members.log")), members)
     });
     match written {
         Ok(()) => println!("logs of {name}'s round kept in {}", dir.display()),
         Err(e) => println!("logs of {name}'s round not kept in {}: {e}", dir.display()),
     }
+    // The API server's own account of the workloads' requests (its audit log, Metadata level
+    // for ServiceAccounts): a request that took long inside it shows here with its latency,
+    // one that took long only in the client (connection, queueing in the client) does not.
+    let audit_path = env.lk.state_dir().join("logs/audit.log");
+    match std::fs::read_to_string(&audit_path) {
+        Ok(audit) => {
+            let slow = slow_api_requests(&audit, start, SLOW_API_REQUEST);
+            println!(
+                "API requests of workloads since the round's start that took over {SLOW_API_REQUEST:?} \
+                 inside the API server (audit log): {}",
+                slow.len()
+            );
+            for line in slow {
+                println!("  {line}");
+            }
+        }
+        Err(e) => println!("no audit log at {}: {e}", audit_path.display()),
+    }
+}
+
+/// A request slower than this inside the API server is listed after a round.
+const SLOW_API_REQUEST: Duration = Duration::from_millis(500);
+
+/// The audit events (one JSON object per line) of requests received at `since` or later that
+/// took longer than `threshold` from receipt to their last stage: received at (offset from
+/// `since`, s), latency, user, verb, URI, response code. Watches are left out: they last by
+/// design.
+pub fn slow_api_requests(audit: &str, since: jiff::Timestamp, threshold: Duration) -> Vec<String> {
+    let mut slow: Vec<(f64, String)> = audit
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["verb"].as_str() != Some("watch"))
+        .filter_map(|event| {
+            let stamp = |field: &str| event[field].as_str()?.parse::<jiff::Timestamp>().ok();
+            let received = stamp("requestReceivedTimestamp")?;
+            let done = stamp("stageTimestamp")?;
+            let took = done.duration_since(received).as_secs_f64();
+            let offset = received.duration_since(since).as_secs_f64();
+            (offset >= 0.0 && took > threshold.as_secs_f64()).then(|| {
+                let text = format!(
+                    "{offset:8.3} s  took {took:6.3} s  {} {} {} -> {} ({})",
+                    event["user"]["username"].as_str().unwrap_or("?"),
+                    event["verb"].as_str().unwrap_or("?"),
+                    event["requestURI"].as_str().unwrap_or("?"),
+                    event["responseStatus"]["code"],
+                    event["stage"].as_str().unwrap_or("?"),
+                );
+                (offset, text)
+            })
+        })
+        .collect();
+    slow.sort_by(|a, b| a.0.total_cmp(&b.0));
+    slow.into_iter().map(|(_, text)| text).collect()
 }
 
 /// Where the operator's time went: per round (its total and passes), the time inside reconcile
