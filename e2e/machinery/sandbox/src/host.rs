@@ -23,6 +23,11 @@ pub(crate) fn bridge_name(index: u8) -> String {
     format!("lkbr{index}")
 }
 
+/// The bridge's own MAC, `02:6c:6b:62:00:<N>`: locally administered ("lkb"), one per instance.
+pub(crate) fn bridge_mac(index: u8) -> String {
+    format!("02:6c:6b:62:00:{index:02x}")
+}
+
 /// The host side of pod `k`'s veth, `lkv<N>x<k>`: at most 3 + 3 + 1 + 8 = 15 bytes (IFNAMSIZ-1).
 /// `k` counts up per instance and is never reused while the instance lives, because a dead pod's
 /// veth disappears only when the kernel gets round to tearing down its namespace.
@@ -132,6 +137,11 @@ impl HostNetwork {
         let bridge = self.bridge_name();
         delete_links(self.index()).await?;
         ip(&["link", "add", &bridge, "type", "bridge"]).await?;
+        // An address of its own, set once: without one a Linux bridge takes the lowest of its
+        // ports' MACs and changes it as pods come and go, and every pod's ARP entry for its
+        // gateway then names a MAC nobody has until it is probed again (seconds of DNS, Service
+        // proxy and API server traffic lost: the stalls of issue 24's benches).
+        ip(&["link", "set", &bridge, "address", &bridge_mac(self.index())]).await?;
         let gateway = format!("{}/24", self.gateway());
         ip(&["addr", "add", &gateway, "dev", &bridge]).await?;
         ip(&["link", "set", &bridge, "up"]).await
@@ -262,6 +272,7 @@ mod tests {
         assert_eq!(veth_name(250, 99_999_999).len(), 15);
         assert_eq!(veth_name(3, 100_000_001), "lkv3x1");
         assert_eq!(bridge_name(17), "lkbr17");
+        assert_eq!(bridge_mac(17), "02:6c:6b:62:00:11");
     }
 
     #[test]

@@ -198,3 +198,44 @@ async fn a_killed_owner_leaves_nothing_running() {
     net.release().await.unwrap();
     assert!(links_of(n).is_empty());
 }
+
+fn link_mac(name: &str) -> String {
+    let out = Command::new("ip")
+        .args(["-br", "link", "show", "dev", name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ip link show {name}");
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    line.split_whitespace().nth(2).unwrap().to_owned()
+}
+
+/// The bridge is every pod's gateway: its MAC is in each pod's ARP cache. A Linux bridge
+/// without an address of its own takes the lowest of its ports' and changes it as pods come and
+/// go; each pod then sends to a MAC nobody has until its ARP entry is probed again (seconds), so
+/// DNS, the Service proxy and the API server on the gateway stop answering it meanwhile.
+#[tokio::test]
+async fn the_gateways_mac_stays_as_pods_come_and_go() {
+    let net = claim().await;
+    let bridge = net.bridge_name();
+    let gateway_mac = link_mac(&bridge);
+    // A pod's veth whose MAC is lower than any the kernel picks at random (02:00:00:00:00:01 is
+    // the first locally administered one above zero).
+    let veth = format!("lkv{}x99999999", net.index());
+    let peer = format!("lkp{}x99", net.index());
+    ip(&["link", "add", &veth, "type", "veth", "peer", "name", &peer]);
+    ip(&["link", "set", &veth, "address", "02:00:00:00:00:01"]);
+    ip(&["link", "set", &veth, "master", &bridge]);
+    ip(&["link", "set", &veth, "up"]);
+    let with_pod = link_mac(&bridge);
+    ip(&["link", "del", &veth]);
+    let after_pod = link_mac(&bridge);
+    net.release().await.unwrap();
+    assert_eq!(
+        with_pod, gateway_mac,
+        "a pod joining changed the gateway's MAC"
+    );
+    assert_eq!(
+        after_pod, gateway_mac,
+        "a pod leaving changed the gateway's MAC"
+    );
+}
