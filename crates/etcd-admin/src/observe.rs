@@ -212,8 +212,38 @@ pub(crate) async fn statuses(
 ) -> Answers {
     let started = tokio::time::Instant::now();
     let starting_wait = STARTING_MEMBER_WAIT.min(timeout);
+    let starting: Vec<bool> = endpoints
+        .iter()
+        .map(|e| pooled.is_some_and(|p| p.starting.contains(e)))
+        .collect();
+    let mut answers: Vec<(String, Answer)> = endpoints
+        .iter()
+        .map(|e| (e.clone(), Err("status request did not complete".to_owned())))
+        .collect();
+    let mut pending: BTreeSet<usize> = BTreeSet::new();
     let mut asked = JoinSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
+        let is_starting = starting.get(index) == Some(&true);
+        // A starting member is asked by one request at a time: while an earlier observation's
+        // request still waits for it (and will record its answer), this one neither asks again
+        // nor waits. Each pass of a restore round otherwise waited the brief wait again on the
+        // same silent member (a learner catching up, a voter that lost etcd's publish race),
+        // before every member add, Pod and promotion.
+        let asking = match pooled {
+            Some(p) if is_starting => match p.pool.start_asking(&p.scope, endpoint) {
+                Some(guard) => Some(guard),
+                None => {
+                    if let Some(slot) = answers.get_mut(index) {
+                        slot.1 = Err("no answer yet (a starting member: the status request \
+                                      of an earlier observation still waits for it)"
+                            .to_owned());
+                    }
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        pending.insert(index);
         let endpoint = endpoint.clone();
         let tls = tls.cloned();
         let pooled = pooled.cloned();
@@ -238,19 +268,11 @@ pub(crate) async fn statuses(
                     Err(_) => p.pool.forget_endpoint(&p.scope, &endpoint),
                 }
             }
+            drop(asking);
             (index, answer)
         });
     }
-    let starting: Vec<bool> = endpoints
-        .iter()
-        .map(|e| pooled.is_some_and(|p| p.starting.contains(e)))
-        .collect();
-    let mut pending: BTreeSet<usize> = (0..endpoints.len()).collect();
     let mut clients: BTreeMap<usize, Client> = BTreeMap::new();
-    let mut answers: Vec<(String, Answer)> = endpoints
-        .iter()
-        .map(|e| (e.clone(), Err("status request did not complete".to_owned())))
-        .collect();
     while !pending.is_empty() {
         // Once only starting members are left, wait for them until `starting_wait`.
         let only_starting = pending.iter().all(|i| starting.get(*i) == Some(&true));

@@ -15,8 +15,8 @@
 //! waiting: how the cluster operator tells a member that never answered since its Pod started
 //! (a short wait, `observe_pooled`'s `starting`) from one that did (the full timeout).
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -46,6 +46,22 @@ struct Entry {
     used: Instant,
 }
 
+/// A starting member's status request in flight ([`ClientPool::start_asking`]); dropping it,
+/// however the request ended, lets the next observation ask again.
+pub(crate) struct AskingGuard {
+    asking: Arc<Mutex<HashSet<(String, String)>>>,
+    key: (String, String),
+}
+
+impl Drop for AskingGuard {
+    fn drop(&mut self) {
+        self.asking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
+    }
+}
+
 /// Called once per new connection (a dial), e.g. to count them in a metric.
 pub type OnDial = Arc<dyn Fn() + Send + Sync>;
 
@@ -55,6 +71,10 @@ pub struct ClientPool {
     clients: Arc<Mutex<HashMap<Key, Entry>>>,
     /// When each (scope, endpoint) last answered a status request, in Unix milliseconds.
     answered: Arc<Mutex<HashMap<(String, String), i64>>>,
+    /// The (scope, endpoint)s of starting members with a status request in flight: the one
+    /// request an observation sends such a member and, unanswered after the brief wait, leaves
+    /// running to record the answer (see `observe_pooled`).
+    asking: Arc<Mutex<HashSet<(String, String)>>>,
     on_dial: Option<OnDial>,
 }
 
@@ -81,6 +101,7 @@ impl ClientPool {
         ClientPool {
             clients: Arc::default(),
             answered: Arc::default(),
+            asking: Arc::default(),
             on_dial: Some(on_dial),
         }
     }
@@ -158,6 +179,21 @@ impl ClientPool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert((scope.to_owned(), endpoint.to_owned()), now);
+    }
+
+    /// Marks a status request to the starting member at `endpoint` of `scope` as in flight
+    /// until the returned guard is dropped (the request answered, failed or was cancelled);
+    /// `None` when one already is (then this observation sends none and does not wait).
+    pub(crate) fn start_asking(&self, scope: &str, endpoint: &str) -> Option<AskingGuard> {
+        let key = (scope.to_owned(), endpoint.to_owned());
+        self.asking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone())
+            .then(|| AskingGuard {
+                asking: self.asking.clone(),
+                key,
+            })
     }
 
     /// When `endpoint` of `scope` last answered a status request (Unix milliseconds), if it
@@ -307,5 +343,21 @@ Sjop33sHzHOjV6vS\n\
         assert!(pool.client("uid", "not a url", T, None).await.is_err());
         assert!(pool.is_empty());
         assert_eq!(dials.load(Ordering::Relaxed), 0);
+    }
+
+    /// One status request at a time per starting member, per scope; the mark goes with the
+    /// request's guard, however the request ends (a cancelled one included).
+    #[test]
+    fn a_starting_member_is_asked_by_one_request_at_a_time() {
+        let pool = ClientPool::default();
+        let first = pool.start_asking("uid", "http://m1:2379");
+        assert!(first.is_some());
+        assert!(pool.start_asking("uid", "http://m1:2379").is_none());
+        // Another member, or the same name in another cluster, is asked on its own.
+        let other = pool.start_asking("uid", "http://m2:2379");
+        let other_scope = pool.start_asking("uid2", "http://m1:2379");
+        assert!(other.is_some() && other_scope.is_some());
+        drop(first);
+        assert!(pool.start_asking("uid", "http://m1:2379").is_some());
     }
 }

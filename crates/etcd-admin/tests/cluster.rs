@@ -482,3 +482,59 @@ async fn a_starting_member_answering_late_is_recorded_in_the_pool() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A starting member is asked by one status request at a time: while an earlier observation's
+/// request still waits for it, the next observation neither asks again (no new connection) nor
+/// waits; once that request ends (here: answered after SIGCONT), the member is asked again.
+/// The restore bench's passes had each waited STARTING_MEMBER_WAIT again on the same silent
+/// member, before every member add, Pod and promotion.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_starting_member_is_asked_by_one_request_at_a_time() {
+    let mut cluster = EtcdCluster::start(EtcdVersion::V3_6, 1).await.unwrap();
+    let member = cluster.member(1).unwrap().client_url();
+    let pid = cluster.member_mut(1).unwrap().pid().unwrap();
+    let dials = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = dials.clone();
+    let pool = etcd_admin::ClientPool::with_dial_hook(std::sync::Arc::new(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }));
+    let endpoints = std::slice::from_ref(&member);
+    let timeout = Duration::from_secs(30);
+    let dialled = || dials.load(std::sync::atomic::Ordering::Relaxed);
+
+    signal(pid, "STOP");
+    let first = etcd_admin::observe_pooled(&pool, "c", endpoints, endpoints, timeout, None).await;
+    let after_first = dialled();
+    let second = etcd_admin::observe_pooled(&pool, "c", endpoints, endpoints, timeout, None).await;
+    let after_second = dialled();
+    signal(pid, "CONT");
+    let still_asking = |view: &etcd_admin::ClusterView| {
+        view.unreached
+            .get(&member)
+            .is_some_and(|e| e.contains("earlier observation still waits"))
+    };
+    assert!(first.membership.is_none(), "{first:#?}");
+    assert!(
+        !still_asking(&first),
+        "the first observation asks: {first:#?}"
+    );
+    assert_eq!(after_first, 1, "the first observation dials the member");
+    assert!(still_asking(&second), "{second:#?}");
+    assert_eq!(after_second, 1, "the second observation dialled again");
+
+    // The first request is answered once the member runs again, and ends: the member is asked
+    // again (and answers) from then on.
+    let deadline = Instant::now() + timeout;
+    loop {
+        let view =
+            etcd_admin::observe_pooled(&pool, "c", endpoints, endpoints, timeout, None).await;
+        if view.membership.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member was never asked again: {view:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
