@@ -619,6 +619,37 @@ mod tests {
         assert_eq!(view.unreached.len(), 3);
     }
 
+    /// Issue 24: the member watch is given the endpoints a pass found silent. A member the
+    /// membership lists by its client URL (a learner that published itself, a voter that lost
+    /// etcd's publish race) has its failure under its ID, not under `unreached`: counting only
+    /// `unreached` left every such wait unwatched in the restore bench, each promotion found
+    /// by the next half-second look.
+    #[test]
+    fn unanswered_counts_a_listed_members_failure_too() {
+        let a = vec![
+            ("http://m1:2379".to_owned(), ok(1, 1, false)),
+            ("http://m2:2379".to_owned(), Err("no answer yet".to_owned())),
+            ("http://stray:2379".to_owned(), Err("dns error".to_owned())),
+            ("http://m1-alias:2379".to_owned(), Err("timeout".to_owned())),
+        ];
+        let asked: Vec<String> = a.iter().map(|(e, _)| e.clone()).collect();
+        let mut m1 = member(1, Some("http://m1:2379"));
+        m1.client_urls.push("http://m1-alias:2379".into());
+        let membership = Some((99, vec![m1, member(2, Some("http://m2:2379"))]));
+        let view = assemble(a.clone(), membership);
+        assert_eq!(
+            view.unanswered(&asked),
+            vec!["http://m2:2379".to_owned(), "http://stray:2379".to_owned()]
+        );
+        // Only endpoints asked are named.
+        assert_eq!(
+            view.unanswered(&["http://m2:2379".to_owned()]),
+            vec!["http://m2:2379".to_owned()]
+        );
+        let view = assemble(a, None);
+        assert_eq!(view.unanswered(&asked).len(), 3);
+    }
+
     #[test]
     fn no_quorum_detail_names_each_endpoint() {
         let a = answers(vec![Err("refused".into()), ok(2, 0, false), ok(3, 1, true)]);

@@ -131,6 +131,27 @@ pub struct ClusterView {
     pub unreached: BTreeMap<String, String>,
 }
 
+impl ClusterView {
+    /// Of the endpoints `asked`, those that gave no status answer: wherever [`crate::observe`]
+    /// put the failure, under [`Self::unreached`] or, for a member the membership lists by that
+    /// client URL, as its `Err` in [`Self::statuses`] (a learner that published itself, a voter
+    /// that lost etcd's publish race). A member that answered through another URL answered.
+    pub fn unanswered(&self, asked: &[String]) -> Vec<String> {
+        let members = self.membership.as_ref().map(|(_, m)| m.as_slice());
+        asked
+            .iter()
+            .filter(|endpoint| {
+                self.unreached.contains_key(*endpoint)
+                    || members.unwrap_or_default().iter().any(|m| {
+                        m.client_urls.contains(endpoint)
+                            && matches!(self.statuses.get(&m.id), Some(Err(_)))
+                    })
+            })
+            .cloned()
+            .collect()
+    }
+}
+
 /// The `--initial-cluster` value for the member `new_id` that was just added and will start as
 /// `new_name` with `--initial-cluster-state=existing`: `name=peerURL` for every member of
 /// `members` (the list after the add), as `etcdctl member add` prints it. etcd checks that it

@@ -728,7 +728,7 @@ async fn reconcile_pass(
         })));
     }
     // A wait on a silent starting member is watched (any other pass ends the watch).
-    let unanswered: Vec<String> = view.unreached.keys().cloned().collect();
+    let unanswered = view.unanswered(&endpoints);
     ctx.member_watches.set(
         cluster,
         crate::member_watch::watch_target(&action, &observed, &unanswered),

@@ -145,6 +145,8 @@ impl MemberWatches {
         let (Some(target), Some(trigger)) = (target, inner.trigger.clone()) else {
             return;
         };
+        tracing::debug!(member = %target.member, url = %target.client_url,
+            metrics = target.metrics.is_some(), "watching a starting member");
         let reference = ObjectRef::from_obj(cluster);
         let task = tokio::spawn(watch(target.clone(), tls.cloned(), trigger, reference));
         inner.running.insert(uid, (target, task.abort_handle()));
