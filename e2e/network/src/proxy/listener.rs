@@ -21,6 +21,11 @@ const DIAL_TIMEOUTS: [Duration; 4] = [
     Duration::from_secs(1),
     Duration::from_secs(2),
 ];
+/// Copy buffer per direction of a proxied connection. tokio's default (8 KiB) cost about twice
+/// the CPU per byte of 64 KiB in a loopback measurement (0.8-1.2 against 1.9 GB/s through one
+/// proxied stream): on 2 cores that CPU is taken from the seed's download and hashing, and from
+/// `aws s3 cp`, both of which reach S3 through here. kube-proxy forwards in the kernel.
+const BUFFER: usize = 64 * 1024;
 /// Pause after a failed accept (EMFILE and the like) so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -75,7 +80,10 @@ async fn forward(
         };
         let _ = client.set_nodelay(true);
         let _ = upstream.set_nodelay(true);
-        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+        if let Err(error) =
+            tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, BUFFER, BUFFER)
+                .await
+        {
             tracing::debug!(%backend, %error, "proxied connection ended with an error");
         }
         return;
