@@ -173,13 +173,14 @@ fn keep_logs(env: &Env, name: &str, start: jiff::Timestamp, operator_log: &str) 
             dir.join(format!("{name}-{stamp}-cluster-operator.log")),
             format!("{previous}{operator_log}"),
         )?;
-        // The control plane's own log: kube-apiserver's traces of slow requests (`Trace[...]`).
-        let apiserver = env.lk.state_dir().join("logs/kube-apiserver.log");
-        if apiserver.exists() {
-            std::fs::copy(
-                &apiserver,
-                dir.join(format!("{name}-{stamp}-kube-apiserver.log")),
-            )?;
+        // The control plane's own logs: kube-apiserver's traces of slow requests (`Trace[...]`),
+        // kube-controller-manager's retries (an EndpointSlice sync retried after 1 s, 2 s, ...
+        // delays a new member's DNS name).
+        for component in ["kube-apiserver", "kube-controller-manager"] {
+            let log = env.lk.state_dir().join(format!("logs/{component}.log"));
+            if log.exists() {
+                std::fs::copy(&log, dir.join(format!("{name}-{stamp}-{component}.log")))?;
+            }
         }
         // localkube's own log: its runtime watchdog's warnings (DNS and the Service proxy
         // stalled), the node agent's container starts.
