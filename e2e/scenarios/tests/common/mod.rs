@@ -171,12 +171,19 @@ impl Env {
     /// all peers") and the peer streams that came and went. First in the diagnostics, since CI
     /// shows only the beginning of a long failure message.
     fn member_connectivity(&self) -> String {
-        const PATTERNS: [&str; 5] = [
+        // With a learner's snapshot and publish: a learner that never catches up (a full
+        // `make chaos` once had one behind a member limited to 2.7 Mbit/s for 240 s) shows
+        // whether its snapshot was sent, received and applied.
+        const PATTERNS: [&str; 9] = [
             "rejecting member",
             "peer became",
             "lost TCP streaming",
             "established TCP streaming",
             "failed to dial",
+            "database snapshot",
+            "local member to cluster through raft",
+            "applied snapshot",
+            "promote",
         ];
         let args = [
             "logs",
@@ -201,7 +208,7 @@ impl Env {
         // kubectl gives one Pod after another: in time order across the members.
         let ts = |l: &&str| l.split("\"ts\":\"").nth(1).map(|t| t.to_owned());
         lines.sort_by_key(ts);
-        let tail = &lines[lines.len().saturating_sub(30)..];
+        let tail = &lines[lines.len().saturating_sub(40)..];
         // Members find each other by the DNS names the headless Service's EndpointSlices give
         // them; the EndpointSlice controller backs off exponentially while its cache is stale.
         let manager_log = self.lk.state_dir().join("logs/kube-controller-manager.log");
