@@ -584,8 +584,12 @@ mod tests {
         }
     }
 
-    #[test]
-    fn failures_are_keyed_by_the_member_whose_client_url_failed() {
+    type Membership = Option<(u64, Vec<MemberInfo>)>;
+
+    /// Answers of a listed member (m1, also failing through an alias URL), a listed member that
+    /// failed (m2), an unlisted endpoint that failed (stray); the membership also lists m3, not
+    /// started (no client URL).
+    fn mixed_answers() -> (Vec<(String, Answer)>, Membership) {
         let a = vec![
             ("http://m1:2379".to_owned(), ok(1, 1, false)),
             ("http://m2:2379".to_owned(), Err("refused".to_owned())),
@@ -599,6 +603,12 @@ mod tests {
             99,
             vec![m1, member(2, Some("http://m2:2379")), member(3, None)],
         ));
+        (a, membership)
+    }
+
+    #[test]
+    fn failures_are_keyed_by_the_member_whose_client_url_failed() {
+        let (a, membership) = mixed_answers();
         let view = assemble(a.clone(), membership.clone());
         assert_eq!(view.membership, membership);
         assert!(matches!(view.statuses.get(&1), Some(Ok(s)) if s.leader_id == 1));
@@ -626,16 +636,8 @@ mod tests {
     /// by the next half-second look.
     #[test]
     fn unanswered_counts_a_listed_members_failure_too() {
-        let a = vec![
-            ("http://m1:2379".to_owned(), ok(1, 1, false)),
-            ("http://m2:2379".to_owned(), Err("no answer yet".to_owned())),
-            ("http://stray:2379".to_owned(), Err("dns error".to_owned())),
-            ("http://m1-alias:2379".to_owned(), Err("timeout".to_owned())),
-        ];
+        let (a, membership) = mixed_answers();
         let asked: Vec<String> = a.iter().map(|(e, _)| e.clone()).collect();
-        let mut m1 = member(1, Some("http://m1:2379"));
-        m1.client_urls.push("http://m1-alias:2379".into());
-        let membership = Some((99, vec![m1, member(2, Some("http://m2:2379"))]));
         let view = assemble(a.clone(), membership);
         assert_eq!(
             view.unanswered(&asked),
